@@ -1,0 +1,363 @@
+//! The job document: one JSON object that flows through the pipeline (CONTRACT.md).
+//!
+//! The document is kept as an ordered JSON map, not as a struct, because the contract's first
+//! promise is round-trip safety: every field a tool does not own, known or unknown, leaves exactly
+//! as it came, in the same order. Tools read the fields of their step through the typed accessors
+//! here, which turn a wrong type or range into an error that names the field, the value and what
+//! to do. A `null` field counts as absent everywhere (so a derived value may fill it).
+
+use crate::error::{ErrorKind, Result, ToolError};
+use crate::quote::preview;
+use serde_json::{Map, Value};
+
+/// Larger input than this is refused before parsing, so memory stays bounded.
+pub const MAX_DOCUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// Where the document came from, for messages.
+pub fn source_name(path: Option<&std::path::Path>) -> String {
+    match path {
+        Some(p) => p.display().to_string(),
+        None => "stdin".to_string(),
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    fields: Map<String, Value>,
+}
+
+/// Fields whose values are secrets: they are taken out of the document before any tool code
+/// runs and are never written anywhere.
+pub fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("password") || n.contains("secret") || n.contains("token")
+}
+
+/// The secrets taken out of a document. Deliberately not `Serialize` and with a redacting
+/// `Debug`, so they cannot end up in output by accident.
+#[derive(Default, Clone)]
+pub struct Secrets {
+    pub slurm_password: Option<String>,
+    /// The paths (`a.b.c`) of every secret field dropped, for the stderr note.
+    pub dropped: Vec<String>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secrets")
+            .field("slurm_password", &self.slurm_password.as_ref().map(|_| "<redacted>"))
+            .field("dropped", &self.dropped)
+            .finish()
+    }
+}
+
+impl Document {
+    /// Parse the bytes of a document. Every failure is a bad-input error that says where.
+    pub fn parse(bytes: &[u8], source: &str) -> Result<Document> {
+        if bytes.len() > MAX_DOCUMENT_BYTES {
+            return Err(ToolError::bad_input(format!(
+                "the job document from {source} is larger than {} MiB",
+                MAX_DOCUMENT_BYTES / (1024 * 1024)
+            ))
+            .with_hint("a job document is a small JSON object; check that the right file is piped in"));
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ToolError::bad_input(format!("the job document from {source} is empty"))
+                .with_hint(
+                    "pipe one JSON object into the tool (e.g. `slurm-resolve < job.json`); \
+                     in a pipeline, the tool before this one printed nothing: read its error above",
+                ));
+        }
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
+            let what = match e.classify() {
+                serde_json::error::Category::Eof => "is truncated (the JSON ends early)",
+                _ if e.to_string().starts_with("trailing characters") => {
+                    "holds more than one JSON value"
+                }
+                _ => "is not valid JSON",
+            };
+            ToolError::bad_input(format!(
+                "the job document from {source} {what}: {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+            .with_hint("give exactly one JSON object, e.g. {\"slurm_cluster\": \"mycluster\"}")
+        })?;
+        match value {
+            Value::Object(fields) => Ok(Document { fields }),
+            other => Err(ToolError::bad_input(format!(
+                "the job document from {source} must be a JSON object, but it is {}",
+                type_name(&other)
+            ))
+            .with_hint("wrap the settings in one object: {\"field\": value, ...}")),
+        }
+    }
+
+    pub fn from_map(fields: Map<String, Value>) -> Document {
+        Document { fields }
+    }
+
+    pub fn as_map(&self) -> &Map<String, Value> {
+        &self.fields
+    }
+
+    /// Take every secret field out of the document (at any depth) and return them.
+    pub fn take_secrets(&mut self) -> Secrets {
+        let mut secrets = Secrets::default();
+        if let Some(Value::String(p)) = self.fields.get("slurm_password") {
+            secrets.slurm_password = Some(p.clone());
+        }
+        strip_secrets(&mut self.fields, "", &mut secrets.dropped);
+        secrets
+    }
+
+    /// The compact JSON text written to stdout, with its newline.
+    pub fn to_line(&self) -> String {
+        let mut s = serde_json::to_string(&self.fields).expect("a JSON map always serialises");
+        s.push('\n');
+        s
+    }
+
+    /// The value of a field, with `null` treated as absent.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.fields.get(key).filter(|v| !v.is_null())
+    }
+
+    pub fn has(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// An optional string field; any other type is an error naming the field.
+    pub fn str_opt(&self, key: &str) -> Result<Option<&str>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => {
+                if s.contains('\0') {
+                    return Err(field_error(key, "contains a NUL byte, which no command can carry")
+                        .with_hint(format!("remove the \\u0000 character from `{key}`")));
+                }
+                Ok(Some(s.as_str()))
+            }
+            Some(other) => Err(wrong_type(key, "a string", other)),
+        }
+    }
+
+    /// A required string field. `hint` says where the person gets the value.
+    pub fn str_req(&self, key: &str, hint: &str) -> Result<&str> {
+        match self.str_opt(key)? {
+            Some(s) if !s.is_empty() => Ok(s),
+            Some(_) => Err(field_error(key, "is empty").with_hint(hint.to_string())),
+            None => Err(missing(key, hint)),
+        }
+    }
+
+    /// An optional whole number within `min..=max`.
+    pub fn int_opt(&self, key: &str, min: i64, max: i64) -> Result<Option<i64>> {
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        let n = match v {
+            Value::Number(n) => n.as_i64().or_else(|| n.as_u64().map(|_| i64::MAX)),
+            _ => None,
+        };
+        let Some(n) = n else {
+            let got = match v {
+                Value::Number(_) => format!("the number {v}"),
+                other => describe(other),
+            };
+            return Err(field_error(key, &format!("must be a whole number, but it is {got}"))
+                .with_hint(format!("write `{key}` as a plain integer, e.g. \"{key}\": {min}")));
+        };
+        if n < min || n > max {
+            return Err(field_error(key, &format!("is {n}, but it must be between {min} and {max}"))
+                .with_hint(format!("set `{key}` to a value from {min} to {max}")));
+        }
+        Ok(Some(n))
+    }
+
+    pub fn bool_opt(&self, key: &str) -> Result<Option<bool>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(wrong_type(key, "true or false", other)),
+        }
+    }
+
+    /// An optional list of strings.
+    pub fn str_list_opt(&self, key: &str) -> Result<Option<Vec<String>>> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| match item {
+                    Value::String(s) if !s.contains('\0') => Ok(s.clone()),
+                    Value::String(_) => Err(field_error(
+                        key,
+                        &format!("item {i} contains a NUL byte, which no command can carry"),
+                    )),
+                    other => Err(wrong_type(&format!("{key}[{i}]"), "a string", other)
+                        .with_field(key)),
+                })
+                .collect::<Result<Vec<_>>>()
+                .map(Some),
+            Some(other) => Err(wrong_type(key, "a list of strings", other)),
+        }
+    }
+
+    /// A section added by a tool (`resolve`, `preflight`, ...), as an object.
+    pub fn section(&self, name: &str) -> Option<&Map<String, Value>> {
+        self.get(name).and_then(Value::as_object)
+    }
+
+    /// Set a derived flat field only when the caller did not supply it. Returns whether it was
+    /// set, and records the name in `derived` when it was.
+    pub fn derive(&mut self, key: &str, value: Value, derived: &mut Vec<String>) -> bool {
+        if self.has(key) {
+            return false;
+        }
+        self.fields.insert(key.to_string(), value);
+        derived.push(key.to_string());
+        true
+    }
+
+    /// Write a tool's own section (replacing an earlier run's section of the same tool).
+    pub fn set_section(&mut self, name: &str, value: Value) {
+        self.fields.insert(name.to_string(), value);
+    }
+
+    /// The `error` section left by an earlier tool, with the exit code to pass on.
+    pub fn upstream_error(&self) -> Option<i32> {
+        let err = self.fields.get("error")?;
+        if err.is_null() {
+            return None;
+        }
+        let code = err
+            .get("exit_code")
+            .and_then(Value::as_i64)
+            .filter(|c| (1..=125).contains(c))
+            .unwrap_or(2);
+        Some(code as i32)
+    }
+}
+
+fn strip_secrets(map: &mut Map<String, Value>, prefix: &str, dropped: &mut Vec<String>) {
+    let secret_keys: Vec<String> = map.keys().filter(|k| is_secret_name(k)).cloned().collect();
+    for k in secret_keys {
+        map.shift_remove(&k);
+        dropped.push(format!("{prefix}{k}"));
+    }
+    for (k, v) in map.iter_mut() {
+        strip_value(v, &format!("{prefix}{k}."), dropped);
+    }
+}
+
+fn strip_value(v: &mut Value, prefix: &str, dropped: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => strip_secrets(m, prefix, dropped),
+        Value::Array(items) => {
+            for item in items {
+                strip_value(item, prefix, dropped);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// "the string \"2\"", "the number 2.5", "a list", ...
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("the boolean {b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => format!("the string {}", preview(s)),
+        Value::Array(_) => "a list".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+pub fn field_error(key: &str, what: &str) -> ToolError {
+    ToolError::field(ErrorKind::BadInput, key, format!("field `{key}` {what}"))
+}
+
+pub fn wrong_type(key: &str, expected: &str, got: &Value) -> ToolError {
+    field_error(key, &format!("must be {expected}, but it is {}", describe(got)))
+        .with_hint(format!("fix the type of `{key}` in the job document"))
+}
+
+pub fn missing(key: &str, hint: &str) -> ToolError {
+    ToolError::field(
+        ErrorKind::BadInput,
+        key,
+        format!("field `{key}` is required but missing"),
+    )
+    .with_hint(hint.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(s: &str) -> Document {
+        Document::parse(s.as_bytes(), "test").unwrap()
+    }
+
+    #[test]
+    fn keeps_order_and_unknown_fields() {
+        let d = doc(r#"{"z":1,"a":{"x":[1,2]},"m":null}"#);
+        assert_eq!(d.to_line(), "{\"z\":1,\"a\":{\"x\":[1,2]},\"m\":null}\n");
+    }
+
+    #[test]
+    fn secrets_are_dropped_at_any_depth() {
+        let mut d = doc(r#"{"slurm_password":"pw","x":{"API_TOKEN":"t","ok":1},"l":[{"my_secret":2}]}"#);
+        let s = d.take_secrets();
+        assert_eq!(s.slurm_password.as_deref(), Some("pw"));
+        assert_eq!(d.to_line(), "{\"x\":{\"ok\":1},\"l\":[{}]}\n");
+        assert!(!format!("{s:?}").contains("pw\""));
+    }
+
+    #[test]
+    fn ints_are_checked_for_type_and_range() {
+        let d = doc(r#"{"a":"2","b":2.5,"c":-1,"d":3,"e":1e30}"#);
+        assert!(d.int_opt("a", 1, 10).unwrap_err().message.contains("the string \"2\""));
+        assert!(d.int_opt("b", 1, 10).unwrap_err().message.contains("2.5"));
+        assert!(d.int_opt("c", 1, 10).unwrap_err().message.contains("between 1 and 10"));
+        assert_eq!(d.int_opt("d", 1, 10).unwrap(), Some(3));
+        assert!(d.int_opt("e", 1, 10).is_err());
+        assert_eq!(d.int_opt("zz", 1, 10).unwrap(), None);
+    }
+
+    #[test]
+    fn derive_never_overwrites() {
+        let mut d = doc(r#"{"a":"given","b":null}"#);
+        let mut derived = vec![];
+        assert!(!d.derive("a", "x".into(), &mut derived));
+        assert!(d.derive("b", "y".into(), &mut derived));
+        assert_eq!(derived, vec!["b"]);
+        assert_eq!(d.str_opt("a").unwrap(), Some("given"));
+    }
+
+    #[test]
+    fn parse_errors_say_where() {
+        let e = Document::parse(b"{\"a\":\n 1", "stdin").unwrap_err();
+        assert!(e.message.contains("truncated") && e.message.contains("line 2"), "{}", e.message);
+        let e = Document::parse(b"{} {}", "stdin").unwrap_err();
+        assert!(e.message.contains("more than one"), "{}", e.message);
+        let e = Document::parse(b"[1]", "stdin").unwrap_err();
+        assert!(e.message.contains("must be a JSON object"), "{}", e.message);
+        let e = Document::parse(b"  \n", "stdin").unwrap_err();
+        assert!(e.message.contains("empty"), "{}", e.message);
+    }
+}

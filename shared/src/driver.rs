@@ -1,0 +1,148 @@
+//! The one way in and out of every tool: parse flags, read the document, pass an upstream error
+//! through, take the secrets out, run the tool's step, write the document once, exit.
+//!
+//! A tool's `main` is one call to [`run`]; its own code only does its step on a [`Context`].
+//! Nothing else in the project writes to stdout or chooses an exit code, so the contract's I/O
+//! rules hold for every tool by construction.
+
+use crate::doc::{source_name, Document, Secrets, MAX_DOCUMENT_BYTES};
+use crate::error::{Result, ToolError};
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The positional argument every tool has.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InputArg {
+    /// The job document to read (JSON object). Absent or `-` reads it from stdin.
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+}
+
+impl InputArg {
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_deref().filter(|p| p.as_os_str() != "-")
+    }
+}
+
+/// Implemented by each tool's clap struct so the driver can find the input.
+pub trait ToolCli: clap::Parser {
+    fn input(&self) -> &InputArg;
+}
+
+/// What a tool's step works on.
+pub struct Context {
+    pub tool: &'static str,
+    pub doc: Document,
+    pub secrets: Secrets,
+}
+
+impl Context {
+    /// A progress or diagnostic line on stderr, prefixed with the tool's name.
+    pub fn note(&self, msg: impl AsRef<str>) {
+        crate::ui::note(self.tool, msg.as_ref());
+    }
+
+    pub fn warn(&self, msg: impl AsRef<str>) {
+        crate::ui::warn(self.tool, msg.as_ref());
+    }
+}
+
+/// How a successful step ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exit 0.
+    Done,
+    /// Exit 1: `slurm-watch` only, the job ended with a status other than PASSED.
+    JobNotPassed,
+}
+
+/// Run a tool. `step` is the tool's own work.
+pub fn run<C: ToolCli>(tool: &'static str, step: impl FnOnce(&C, &mut Context) -> Result<Outcome>) -> ExitCode {
+    let cli = match C::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version go to stdout with exit 0; usage errors to stderr with exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let input = cli.input().path().map(Path::to_path_buf);
+    let source = source_name(input.as_deref());
+
+    let mut doc = match read_input(input.as_deref(), &source).and_then(|b| Document::parse(&b, &source)) {
+        Ok(doc) => doc,
+        Err(e) => {
+            // Nothing usable came in: pass on a document that says so, so a pipeline's final
+            // output still tells what failed.
+            let mut doc = Document::from_map(Default::default());
+            return finish(tool, &mut doc, Err(e));
+        }
+    };
+
+    if let Some(code) = doc.upstream_error() {
+        let from = doc
+            .section("error")
+            .and_then(|e| e.get("tool"))
+            .and_then(|t| t.as_str())
+            .unwrap_or("an earlier tool")
+            .to_string();
+        crate::ui::note(tool, &format!("the document carries an error from {from}; passing it on untouched"));
+        doc.take_secrets();
+        return write_and_exit(tool, &doc, code);
+    }
+
+    let secrets = doc.take_secrets();
+    for path in &secrets.dropped {
+        crate::ui::note(tool, &format!("dropped the secret field `{path}` (secrets are never written out)"));
+    }
+    let mut ctx = Context { tool, doc, secrets };
+    let result = step(&cli, &mut ctx);
+    let mut doc = ctx.doc;
+    finish(tool, &mut doc, result)
+}
+
+fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> ExitCode {
+    let code = match result {
+        Ok(Outcome::Done) => 0,
+        Ok(Outcome::JobNotPassed) => 1,
+        Err(e) => {
+            crate::ui::error(tool, &e);
+            doc.set_section("error", e.to_section(tool));
+            e.kind.exit_code()
+        }
+    };
+    write_and_exit(tool, doc, code)
+}
+
+fn write_and_exit(tool: &str, doc: &Document, code: i32) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(doc.to_line().as_bytes()).and_then(|()| out.flush()) {
+        crate::ui::note(tool, &format!("could not write the document to stdout: {e}"));
+        return ExitCode::from(4);
+    }
+    ExitCode::from(code as u8)
+}
+
+fn read_input(path: Option<&Path>, source: &str) -> Result<Vec<u8>> {
+    let limit = MAX_DOCUMENT_BYTES as u64 + 1;
+    let mut buf = Vec::new();
+    match path {
+        Some(p) => {
+            let f = std::fs::File::open(p).map_err(|e| {
+                ToolError::bad_input(format!("cannot read the job document {source}: {e}"))
+                    .with_hint("check the file name given as the positional argument")
+            })?;
+            f.take(limit).read_to_end(&mut buf)
+        }
+        None => {
+            if std::io::stdin().is_terminal() {
+                return Err(ToolError::bad_input("no job document: stdin is a terminal")
+                    .with_hint("pipe a document in (`tool < job.json`) or name the file as the argument; see --help"));
+            }
+            std::io::stdin().lock().take(limit).read_to_end(&mut buf)
+        }
+    }
+    .map_err(|e| ToolError::bad_input(format!("cannot read the job document from {source}: {e}")))?;
+    Ok(buf)
+}

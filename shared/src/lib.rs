@@ -1,0 +1,21 @@
+//! What every `slurm-*` tool shares.
+//!
+//! - [`doc`]: the job document, round-trip safe, with typed field accessors.
+//! - [`error`]: the error type and the contract's exit codes.
+//! - [`driver`]: the process plumbing every tool's `main` delegates to.
+//! - [`quote`]: the only place a value becomes shell text.
+//! - [`process`]: running external programs with deadlines and bounded output.
+//! - [`ssh`]: the ssh argv builder and the one way to run a remote script.
+//! - [`ui`]: stderr messages for people.
+
+pub mod doc;
+pub mod driver;
+pub mod error;
+pub mod process;
+pub mod quote;
+pub mod ssh;
+pub mod ui;
+
+pub use doc::Document;
+pub use driver::{Context, InputArg, Outcome, ToolCli};
+pub use error::{ErrorKind, Result, ToolError};

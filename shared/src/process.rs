@@ -1,0 +1,328 @@
+//! Running external programs (ssh, git, tar) with a deadline, bounded output, and a record of
+//! what ran for error reports.
+//!
+//! Every external process of the project goes through [`Cmd::run`]. It never blocks past the
+//! deadline (the child is killed), reads stdout and stderr on their own threads so a full pipe
+//! cannot deadlock, keeps at most [`STDOUT_CAP`] of stdout and the last [`STDERR_TAIL`] of
+//! stderr, and, when `SLURM_TOOLS_TRACE` names a file, appends one JSON line per execution
+//! (program, argv, exit code, milliseconds) so tests and benchmarks can count ssh executions.
+
+use crate::error::CommandRecord;
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The most stdout kept from one command (more is an error: no remote read should be unbounded).
+pub const STDOUT_CAP: usize = 64 * 1024 * 1024;
+/// How much of the end of stderr is kept for error reports.
+pub const STDERR_TAIL: usize = 8 * 1024;
+
+/// What the child reads.
+pub enum Input {
+    Null,
+    Bytes(Vec<u8>),
+    /// The person's terminal (interactive ssh for MFA).
+    Inherit,
+    /// A stream produced while the child runs (e.g. a tar archive): the writer gets the child's
+    /// stdin and must return when done; the pipe is closed after it returns.
+    Stream(Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>),
+}
+
+pub struct Cmd {
+    program: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    env_remove: Vec<String>,
+    input: Input,
+    inherit_stdout: bool,
+    inherit_stderr: bool,
+    deadline: Duration,
+    cwd: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// `None` when killed at the deadline or by a signal.
+    pub code: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr_tail: String,
+    pub timed_out: bool,
+    pub elapsed: Duration,
+    pub argv: Vec<String>,
+}
+
+impl Output {
+    pub fn success(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    pub fn record(&self) -> CommandRecord {
+        CommandRecord {
+            argv: self.argv.clone(),
+            exit_code: self.code,
+            stderr_tail: self.stderr_tail.clone(),
+        }
+    }
+}
+
+impl Cmd {
+    pub fn new(program: impl Into<String>) -> Self {
+        Cmd {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            input: Input::Null,
+            inherit_stdout: false,
+            inherit_stderr: false,
+            deadline: Duration::from_secs(60),
+            cwd: None,
+        }
+    }
+
+    pub fn arg(mut self, a: impl Into<String>) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+
+    pub fn env_remove(mut self, k: impl Into<String>) -> Self {
+        self.env_remove.push(k.into());
+        self
+    }
+
+    pub fn input(mut self, input: Input) -> Self {
+        self.input = input;
+        self
+    }
+
+    pub fn current_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Let the child write straight to our stderr (interactive ssh, progress of git).
+    pub fn inherit_stderr(mut self) -> Self {
+        self.inherit_stderr = true;
+        self
+    }
+
+    /// Let the child write straight to our *stderr* as its stdout too: stdout of the tools is
+    /// reserved for the document, so an interactive child's stdout goes to stderr.
+    pub fn stdout_to_stderr(mut self) -> Self {
+        self.inherit_stdout = true;
+        self
+    }
+
+    pub fn deadline(mut self, d: Duration) -> Self {
+        self.deadline = d;
+        self
+    }
+
+    pub fn argv(&self) -> Vec<String> {
+        std::iter::once(self.program.clone())
+            .chain(self.args.iter().cloned())
+            .collect()
+    }
+
+    /// Run to completion or deadline. An error here means the program could not be started.
+    pub fn run(self) -> Result<Output, std::io::Error> {
+        let argv = self.argv();
+        let started = Instant::now();
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        for k in &self.env_remove {
+            command.env_remove(k);
+        }
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        command.stdin(match self.input {
+            Input::Null => Stdio::null(),
+            Input::Inherit => Stdio::inherit(),
+            Input::Bytes(_) | Input::Stream(_) => Stdio::piped(),
+        });
+        if self.inherit_stdout {
+            // The tool's stdout is the document: hand the child a duplicate of stderr instead.
+            command.stdout(Stdio::from(std::io::stderr().as_fd_owned()?));
+        } else {
+            command.stdout(Stdio::piped());
+        }
+        command.stderr(if self.inherit_stderr {
+            Stdio::inherit()
+        } else {
+            Stdio::piped()
+        });
+        let mut child = command.spawn()?;
+
+        let writer = match (self.input, child.stdin.take()) {
+            (Input::Bytes(bytes), Some(mut stdin)) => Some(thread::spawn(move || {
+                // A child that exits early closes the pipe: that is its business, not an error.
+                let _ = stdin.write_all(&bytes);
+            })),
+            (Input::Stream(f), Some(mut stdin)) => Some(thread::spawn(move || {
+                let _ = f(&mut stdin);
+            })),
+            _ => None,
+        };
+        let out_reader = child.stdout.take().map(|mut out| {
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = (&mut out).take(STDOUT_CAP as u64).read_to_end(&mut buf);
+                // Drain anything beyond the cap so the child is not blocked forever.
+                let _ = std::io::copy(&mut out, &mut std::io::sink());
+                buf
+            })
+        });
+        let err_reader = child.stderr.take().map(|err| thread::spawn(move || read_tail(err)));
+
+        let (status, timed_out) = wait_deadline(&mut child, self.deadline);
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        let stdout = out_reader
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        let stderr_tail = err_reader
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        let code = if timed_out { None } else { status };
+        let out = Output {
+            code,
+            stdout,
+            stderr_tail,
+            timed_out,
+            elapsed: started.elapsed(),
+            argv,
+        };
+        trace(&out);
+        Ok(out)
+    }
+}
+
+trait AsFdOwned {
+    fn as_fd_owned(&self) -> std::io::Result<std::os::fd::OwnedFd>;
+}
+
+impl AsFdOwned for std::io::Stderr {
+    fn as_fd_owned(&self) -> std::io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self.as_fd().try_clone_to_owned()
+    }
+}
+
+fn read_tail(mut r: impl Read) -> String {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > 2 * STDERR_TAIL {
+                    tail.drain(..tail.len() - STDERR_TAIL);
+                }
+            }
+        }
+    }
+    if tail.len() > STDERR_TAIL {
+        tail.drain(..tail.len() - STDERR_TAIL);
+    }
+    // ssh ends its messages with \r\n.
+    String::from_utf8_lossy(&tail).replace('\r', "")
+}
+
+/// Wait for the child, killing it at the deadline. Returns (exit code, timed out).
+fn wait_deadline(child: &mut Child, deadline: Duration) -> (Option<i32>, bool) {
+    let start = Instant::now();
+    let mut nap = Duration::from_millis(1);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return (status.code(), false),
+            Ok(None) => {}
+            Err(_) => return (None, false),
+        }
+        if start.elapsed() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return (None, true);
+        }
+        thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_millis(20));
+    }
+}
+
+fn trace(out: &Output) {
+    let Some(path) = std::env::var_os("SLURM_TOOLS_TRACE") else {
+        return;
+    };
+    let line = serde_json::json!({
+        "argv": out.argv,
+        "exit_code": out.code,
+        "ms": out.elapsed.as_millis() as u64,
+        "pid": std::process::id(),
+    });
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = writeln!(f, "{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_kills_and_says_so() {
+        let out = Cmd::new("sleep")
+            .arg("5")
+            .deadline(Duration::from_millis(100))
+            .run()
+            .unwrap();
+        assert!(out.timed_out);
+        assert_eq!(out.code, None);
+        assert!(out.elapsed < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn captures_stdout_and_stderr_tail_and_stdin() {
+        let out = Cmd::new("sh")
+            .args(["-c", "cat; echo err >&2; exit 3"])
+            .input(Input::Bytes(b"hello".to_vec()))
+            .run()
+            .unwrap();
+        assert_eq!(out.code, Some(3));
+        assert_eq!(out.stdout, b"hello");
+        assert_eq!(out.stderr_tail, "err\n");
+    }
+
+    #[test]
+    fn stderr_keeps_only_the_tail() {
+        let out = Cmd::new("sh")
+            .args(["-c", "head -c 100000 /dev/zero | tr '\\0' x >&2; echo END >&2"])
+            .run()
+            .unwrap();
+        assert!(out.stderr_tail.len() <= STDERR_TAIL);
+        assert!(out.stderr_tail.ends_with("END\n"));
+    }
+}

@@ -1,0 +1,406 @@
+//! The one way the project talks to the cluster: the system `ssh`, with the person's own config.
+//!
+//! [`Ssh`] builds every ssh argv (so `-F ssh_config_file`, `ssh_options`, the shared ControlPath,
+//! `ConnectTimeout` and keepalives are never forgotten), and [`Ssh::run_script`] is the only way a
+//! remote command runs: the remote side is always the same fixed entry,
+//! [`REMOTE_ENTRY`], and the script travels on stdin, length-prefixed, optionally followed by a
+//! payload (a tar stream) that the script's last command reads. ssh joins its arguments into one
+//! string for the remote *login* shell, which might be tcsh; a fixed entry with no user value in
+//! it means that shell never sees one. `/bin/sh` then runs the script, whose values were quoted by
+//! [`crate::quote`].
+//!
+//! ssh's exit code 255 means "ssh failed" (or, rarely, the remote shell died of a signal); our
+//! scripts never exit 255 on purpose, so 255 is classified from stderr into [`SshFailure`].
+
+use crate::doc::Document;
+use crate::error::{ErrorKind, Result, ToolError};
+use crate::process::{Cmd, Input, Output};
+use crate::quote::{preview, Script};
+use std::io::Write;
+use std::time::Duration;
+
+/// The contract's default ControlMaster socket, shared by every tool.
+pub const DEFAULT_CONTROL_PATH: &str = "/tmp/ssh-trtllm-%r@%h:%p";
+
+/// The fixed remote command. Reads a byte count line, then exactly that many bytes of script
+/// (dd with bs=1 never reads past them, unlike `sh -s`, which in dash reads ahead in 8 KiB
+/// blocks and would swallow a payload), and runs it in `/bin/sh`. Whatever follows on stdin is
+/// left for the script's commands. Only `'`-quoting is used, so csh-family login shells pass it
+/// through untouched.
+pub const REMOTE_ENTRY: &str =
+    "/bin/sh -c 'IFS= read -r n && eval \"$(dd bs=1 count=\"$n\" 2>/dev/null)\"'";
+
+/// The ssh program; `SLURM_TOOLS_SSH` overrides it (e.g. a wrapper that logs, in benchmarks).
+pub fn ssh_program() -> String {
+    std::env::var("SLURM_TOOLS_SSH").unwrap_or_else(|_| "ssh".to_string())
+}
+
+/// How to reach the cluster, from the document.
+#[derive(Debug, Clone)]
+pub struct Ssh {
+    pub host: String,
+    /// The ControlPath passed with `-o`; `None` leaves it to the person's ssh config.
+    pub control_path: Option<String>,
+    pub config_file: Option<String>,
+    pub options: Vec<String>,
+    pub connect_timeout: u32,
+}
+
+impl Ssh {
+    /// From the document: `ssh_host`, `ssh_config_file`, `ssh_options`, and the control path
+    /// (the one preflight settled on, else `control_path`, else the default).
+    pub fn from_doc(doc: &Document) -> Result<Ssh> {
+        let host = doc
+            .str_req(
+                "ssh_host",
+                "set `ssh_host` to the login host (an alias from your ssh config works), \
+                 or run slurm-resolve with a catalog that has an ssh_host pattern",
+            )?
+            .to_string();
+        check_host(&host)?;
+        let config_file = doc.str_opt("ssh_config_file")?.map(str::to_string);
+        let options = doc.str_list_opt("ssh_options")?.unwrap_or_default();
+        let settled = doc
+            .section("preflight")
+            .and_then(|p| p.get("control_path"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        let control_path = match settled {
+            Some(p) => Some(p),
+            None => Some(
+                doc.str_opt("control_path")?
+                    .unwrap_or(DEFAULT_CONTROL_PATH)
+                    .to_string(),
+            ),
+        };
+        Ok(Ssh {
+            host,
+            control_path,
+            config_file,
+            options,
+            connect_timeout: 10,
+        })
+    }
+
+    /// The options every ssh call carries, in the order that lets the person's `ssh_options`
+    /// win (ssh takes the first value it sees for an option).
+    pub fn base_args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        if let Some(f) = &self.config_file {
+            a.push("-F".to_string());
+            a.push(f.clone());
+        }
+        a.extend(self.options.iter().cloned());
+        if let Some(cp) = &self.control_path {
+            a.push("-o".into());
+            a.push(format!("ControlPath={cp}"));
+        }
+        a.push("-o".into());
+        a.push(format!("ConnectTimeout={}", self.connect_timeout));
+        a.push("-o".into());
+        a.push("ServerAliveInterval=15".into());
+        a.push("-o".into());
+        a.push("ServerAliveCountMax=4".into());
+        a
+    }
+
+    /// A non-interactive ssh: `BatchMode=yes`, so a missing master fails at once instead of
+    /// prompting, and no pseudo-terminal. `remote` is fixed text written by the project.
+    pub fn batch(&self, remote: &'static str) -> Cmd {
+        Cmd::new(ssh_program())
+            .args(self.base_args())
+            .args(["-o", "BatchMode=yes", "-T", "--", &self.host, remote])
+    }
+
+    /// A control command (`-O check`, `-O exit`) against a given control path.
+    pub fn control(&self, op: &str, control_path: Option<&str>) -> Cmd {
+        let mut s = self.clone();
+        s.control_path = control_path.map(str::to_string);
+        Cmd::new(ssh_program())
+            .args(s.base_args())
+            .args(["-O", op, "--", &self.host])
+            .deadline(Duration::from_secs(10))
+    }
+
+    /// Run a script on the cluster through [`REMOTE_ENTRY`]. With `payload`, its bytes follow
+    /// the script on the remote's stdin. Transport failures become a classified error; the
+    /// script's own exit code is left to the caller.
+    pub fn run_script(
+        &self,
+        script: &Script,
+        payload: Option<Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>>,
+        deadline: Duration,
+    ) -> Result<Output> {
+        let text = script.as_str().as_bytes().to_vec();
+        let mut framed = format!("{}\n", text.len()).into_bytes();
+        framed.extend_from_slice(&text);
+        let input = match payload {
+            None => Input::Bytes(framed),
+            Some(p) => Input::Stream(Box::new(move |w: &mut dyn Write| {
+                w.write_all(&framed)?;
+                p(w)
+            })),
+        };
+        let cmd = self.batch(REMOTE_ENTRY).input(input).deadline(deadline);
+        let out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e))?;
+        if out.timed_out {
+            return Err(ToolError::remote(format!(
+                "ssh to {} did not finish within {} s",
+                self.host,
+                deadline.as_secs()
+            ))
+            .with_hint("the cluster or the network is slow or stuck; try again, and check `ssh <host> true` by hand")
+            .with_command(out.record()));
+        }
+        if out.code == Some(255) {
+            return Err(self.failure_error(&out));
+        }
+        Ok(out)
+    }
+
+    /// Turn an ssh exit 255 into an error a person can act on.
+    pub fn failure_error(&self, out: &Output) -> ToolError {
+        let failure = SshFailure::classify(&out.stderr_tail);
+        let (kind, message, hint) = failure.explain(&self.host);
+        ToolError::new(kind, message)
+            .with_hint(hint)
+            .with_command(out.record())
+    }
+
+    /// `ssh -G`: the configuration ssh would use for this host (no network). Used to expand the
+    /// ControlPath and to find the person's own ControlPath.
+    pub fn resolved_config(&self, with_our_control_path: bool) -> Result<ResolvedConfig> {
+        let mut s = self.clone();
+        if !with_our_control_path {
+            s.control_path = None;
+        }
+        let out = Cmd::new(ssh_program())
+            .args(s.base_args())
+            .args(["-G", "--", &self.host])
+            .deadline(Duration::from_secs(10))
+            .run()
+            .map_err(|e| spawn_error(&ssh_program(), e))?;
+        if !out.success() {
+            return Err(ToolError::field(
+                ErrorKind::BadInput,
+                "ssh_options",
+                format!("ssh rejects the configuration for host {}", preview(&self.host)),
+            )
+            .with_hint("check `ssh_options`, `ssh_config_file` and `ssh_host`; the stderr below is ssh's own")
+            .with_command(out.record()));
+        }
+        Ok(ResolvedConfig::parse(&out.stdout_text()))
+    }
+}
+
+/// What `ssh -G` says, for the keys the project uses.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResolvedConfig {
+    pub user: String,
+    pub hostname: String,
+    pub port: String,
+    /// Expanded; `None` when it is `none`.
+    pub control_path: Option<String>,
+    pub control_master: String,
+}
+
+impl ResolvedConfig {
+    pub fn parse(text: &str) -> ResolvedConfig {
+        let mut c = ResolvedConfig::default();
+        for line in text.lines() {
+            let (k, v) = line.split_once(' ').unwrap_or((line, ""));
+            match k {
+                "user" => c.user = v.to_string(),
+                "hostname" => c.hostname = v.to_string(),
+                "port" => c.port = v.to_string(),
+                "controlpath" if v != "none" && !v.is_empty() => c.control_path = Some(v.into()),
+                "controlmaster" => c.control_master = v.to_string(),
+                _ => {}
+            }
+        }
+        c
+    }
+}
+
+/// Why an ssh call failed, from its stderr (OpenSSH 9.2 wording, see research/ecosystem.md §3.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SshFailure {
+    /// `Permission denied (methods)`; the methods the server offered.
+    AuthDenied { methods: String },
+    Unreachable { detail: String },
+    HostKey,
+    ControlPathTooLong,
+    ConnectionLost { detail: String },
+    Config { detail: String },
+    Other { detail: String },
+}
+
+impl SshFailure {
+    pub fn classify(stderr: &str) -> SshFailure {
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty() && !l.starts_with("Warning: Permanently added"))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        if let Some(i) = stderr.find("Permission denied (") {
+            let rest = &stderr[i + "Permission denied (".len()..];
+            let methods = rest.split(')').next().unwrap_or("").to_string();
+            return SshFailure::AuthDenied { methods };
+        }
+        if stderr.contains("Host key verification failed")
+            || stderr.contains("REMOTE HOST IDENTIFICATION HAS CHANGED")
+        {
+            return SshFailure::HostKey;
+        }
+        if stderr.contains("ControlPath too long") || stderr.contains("too long for Unix domain socket") {
+            return SshFailure::ControlPathTooLong;
+        }
+        for p in [
+            "Connection refused",
+            "Could not resolve hostname",
+            "Connection timed out",
+            "No route to host",
+            "Network is unreachable",
+            "Operation timed out",
+            "Name or service not known",
+        ] {
+            if stderr.contains(p) && !stderr.contains("Control socket connect") || last.contains(p) {
+                return SshFailure::Unreachable { detail: last };
+            }
+        }
+        for p in [
+            "not responding",
+            "closed by remote host",
+            "Connection reset",
+            "Broken pipe",
+            "Connection closed by",
+            "kex_exchange_identification",
+        ] {
+            if stderr.contains(p) {
+                return SshFailure::ConnectionLost { detail: last };
+            }
+        }
+        for p in ["Bad configuration option", "Bad port", "bad port", "Can't open user config file", "unknown option", "usage: ssh", "Invalid", "terminating"] {
+            if stderr.contains(p) {
+                return SshFailure::Config { detail: last };
+            }
+        }
+        SshFailure::Other { detail: last }
+    }
+
+    /// (exit kind, message, hint) for a person.
+    pub fn explain(&self, host: &str) -> (ErrorKind, String, String) {
+        match self {
+            SshFailure::AuthDenied { methods } if methods.contains("keyboard-interactive") => (
+                ErrorKind::NeedsPerson,
+                format!("{host} wants an interactive (MFA) login and no ControlMaster is running"),
+                "run `slurm-ssh-preflight --establish` on this document (or the ssh -fNM command \
+                 preflight prints), complete the login, then rerun this step"
+                    .into(),
+            ),
+            SshFailure::AuthDenied { methods } => (
+                ErrorKind::Remote,
+                format!("{host} refused the login (it offered: {methods})"),
+                "check the user name and that your key is in the cluster's authorized_keys \
+                 (`ssh -v <host> true` shows which keys are tried)"
+                    .into(),
+            ),
+            SshFailure::Unreachable { detail } => (
+                ErrorKind::Remote,
+                format!("cannot reach {host}: {detail}"),
+                "check `ssh_host` (and the port in your ssh config or `ssh_options`), and that \
+                 you are on the network or VPN the cluster needs"
+                    .into(),
+            ),
+            SshFailure::HostKey => (
+                ErrorKind::Remote,
+                format!("the host key of {host} could not be verified"),
+                "connect once by hand (`ssh <host> true`) to check and accept the key".into(),
+            ),
+            SshFailure::ControlPathTooLong => (
+                ErrorKind::BadInput,
+                "the ControlMaster socket path is too long for a Unix socket".into(),
+                "set `control_path` to a short path such as /tmp/ssh-%C (at most 90 bytes once expanded)".into(),
+            ),
+            SshFailure::ConnectionLost { detail } => (
+                ErrorKind::Remote,
+                format!("the connection to {host} was lost: {detail}"),
+                "rerun this step; if it keeps happening, rerun slurm-ssh-preflight".into(),
+            ),
+            SshFailure::Config { detail } => (
+                ErrorKind::BadInput,
+                format!("ssh rejected its options: {detail}"),
+                "check `ssh_options` and `ssh_config_file` in the job document".into(),
+            ),
+            SshFailure::Other { detail } => (
+                ErrorKind::Remote,
+                format!("ssh to {host} failed: {detail}"),
+                "see ssh's stderr below; `ssh -v <host> true` shows more".into(),
+            ),
+        }
+    }
+}
+
+/// A host must be one ssh destination word: no leading `-` (it would be an ssh option, e.g.
+/// `-oProxyCommand=...`), no whitespace, control characters or shell metacharacters.
+pub fn check_host(host: &str) -> Result<()> {
+    let bad = host.starts_with('-')
+        || host.chars().any(|c| {
+            c.is_whitespace()
+                || c.is_control()
+                || matches!(c, ';' | '|' | '&' | '$' | '`' | '\'' | '"' | '<' | '>' | '(' | ')' | '{' | '}' | '*' | '?' | '!' | '\\')
+        });
+    if bad {
+        return Err(ToolError::field(
+            ErrorKind::BadInput,
+            "ssh_host",
+            format!("field `ssh_host` is {}, which is not a host name or ssh alias", preview(host)),
+        )
+        .with_hint("use a plain host name, user@host, or an alias from your ssh config; it may not start with `-`"));
+    }
+    Ok(())
+}
+
+pub fn spawn_error(program: &str, e: std::io::Error) -> ToolError {
+    ToolError::remote(format!("cannot run `{program}`: {e}"))
+        .with_hint(format!("install {program} or put it on PATH"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_openssh_messages() {
+        assert_eq!(
+            SshFailure::classify("clusteruser@127.0.0.1: Permission denied (keyboard-interactive).\n"),
+            SshFailure::AuthDenied { methods: "keyboard-interactive".into() }
+        );
+        assert!(matches!(
+            SshFailure::classify("ssh: connect to host 127.0.0.1 port 1: Connection refused\n"),
+            SshFailure::Unreachable { .. }
+        ));
+        assert!(matches!(
+            SshFailure::classify("Timeout, server 127.0.0.1 not responding.\n"),
+            SshFailure::ConnectionLost { .. }
+        ));
+    }
+
+    #[test]
+    fn hosts_that_would_be_options_are_refused() {
+        assert!(check_host("-oProxyCommand=id").is_err());
+        assert!(check_host("a b").is_err());
+        assert!(check_host("h;id").is_err());
+        assert!(check_host("user@login-01.example.org").is_ok());
+        assert!(check_host("mycluster").is_ok());
+    }
+
+    #[test]
+    fn resolved_config_parses_ssh_g() {
+        let c = ResolvedConfig::parse("user bob\nhostname 127.0.0.1\nport 2222\ncontrolpath none\n");
+        assert_eq!(c.user, "bob");
+        assert_eq!(c.control_path, None);
+    }
+}
