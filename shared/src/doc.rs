@@ -77,9 +77,7 @@ impl Document {
                 _ => "is not valid JSON",
             };
             ToolError::bad_input(format!(
-                "the job document from {source} {what}: {e} (line {}, column {})",
-                e.line(),
-                e.column()
+                "the job document from {source} {what}: {e}"
             ))
             .with_hint("give exactly one JSON object, e.g. {\"slurm_cluster\": \"mycluster\"}")
         })?;

@@ -8,6 +8,7 @@
 //! - [`ssh`]: the ssh argv builder and the one way to run a remote script.
 //! - [`ui`]: stderr messages for people.
 
+pub mod control_socket;
 pub mod doc;
 pub mod driver;
 pub mod error;

@@ -24,6 +24,12 @@ pub fn quote(value: &str) -> Result<String> {
 
 /// For messages only: how a person would type the value (never executed).
 pub fn quote_for_display(value: &str) -> String {
+    let plain = !value.is_empty()
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
+        && !value.starts_with('=');
+    if plain {
+        return value.to_string();
+    }
     shlex::try_quote(value)
         .map(|c| c.into_owned())
         .unwrap_or_else(|_| format!("{value:?}"))

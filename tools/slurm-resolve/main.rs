@@ -1,1 +1,377 @@
-fn main() {}
+//! slurm-resolve: pick the cluster and fill in what follows from it (PROCEDURE step 1).
+
+mod catalog;
+
+use catalog::{apply_pattern, Catalog, Entry};
+use clap::Parser;
+use serde_json::{json, Value};
+use shared::doc::field_error;
+use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::path::PathBuf;
+
+/// Pick the Slurm cluster for a job and fill in the fields that follow from it.
+///
+/// Explicit: `slurm_cluster` names the cluster. Auto-select: `device_type`,
+/// `required_devices_per_node` (and optionally `total_required_devices`) choose among the
+/// catalog's clusters: the device type must match, `gpus_per_node` must be enough, and the
+/// cluster must be big enough for the total where the catalog knows its node count. No match:
+/// exit 2 with each cluster's reason. Several: exit 3 listing them, unless `--pick` or the
+/// catalog's `prefer` list decides. Without a catalog, an explicit cluster resolves from the
+/// document alone.
+///
+/// Reads: slurm_cluster, device_type, required_devices_per_node, total_required_devices,
+/// node_count, slurm_user, ssh_host, mfa_style, gpus_per_node, remote_cwd,
+/// default_user_root_dir, repo_url, work_dir, job_name.
+///
+/// Fills when absent (never overwrites): slurm_cluster (auto), ssh_host (from the catalog's
+/// pattern), mfa_style, gpus_per_node, default_user_root_dir, default_models_repo, node_count
+/// (ceil(total / per node), at least 1), remote_repo_path (<root>/<repo name>),
+/// remote_work_dir (<remote_repo_path>/work_dirs/<basename of work_dir>).
+///
+/// Adds the `resolve` section: cluster_name, selected_by (explicit|auto), derived (the fields it
+/// filled), catalog, candidates, partitions, flags.
+///
+/// Example:
+///   echo '{"device_type":"H100","required_devices_per_node":4,"slurm_user":"me"}' \
+///     | slurm-resolve --catalog ~/.config/slurm-tools/clusters.json
+#[derive(Parser, Debug)]
+#[command(name = "slurm-resolve", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// The cluster catalog (JSON, see docs/catalog.md). Default: $SLURM_TOOLS_CATALOG, else
+    /// $XDG_CONFIG_HOME/slurm-tools/clusters.json when it exists.
+    #[arg(long, value_name = "FILE")]
+    catalog: Option<PathBuf>,
+
+    /// When several clusters match, take this one.
+    #[arg(long, value_name = "CLUSTER")]
+    pick: Option<String>,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    shared::driver::run::<Cli>("slurm-resolve", resolve)
+}
+
+struct Wanted {
+    cluster: Option<String>,
+    device: Option<String>,
+    per_node: Option<i64>,
+    total: Option<i64>,
+}
+
+fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let doc = &ctx.doc;
+    let wanted = Wanted {
+        cluster: doc.str_opt("slurm_cluster")?.map(str::to_string),
+        device: doc.str_opt("device_type")?.map(str::to_string),
+        per_node: doc.int_opt("required_devices_per_node", 1, 4096)?,
+        total: doc.int_opt("total_required_devices", 1, 10_000_000)?,
+    };
+    doc.int_opt("node_count", 1, 100_000)?;
+    doc.int_opt("gpus_per_node", 1, 4096)?;
+    check_mfa_style(doc.get("mfa_style"))?;
+    if let Some(h) = doc.str_opt("ssh_host")? {
+        shared::ssh::check_host(h)?;
+    }
+    for f in ["slurm_user", "remote_cwd", "default_user_root_dir", "repo_url", "work_dir", "job_name"] {
+        doc.str_opt(f)?;
+    }
+
+    let catalog = match catalog::locate(cli.catalog.as_deref())? {
+        Some(p) => Some(Catalog::load(&p)?),
+        None => None,
+    };
+
+    let (entry, selected_by, candidates) = select(&wanted, catalog.as_ref(), cli.pick.as_deref())?;
+    let cluster_name = entry
+        .map(|e| e.cluster_name.clone())
+        .or(wanted.cluster.clone())
+        .expect("select returns an entry or an explicit name");
+    if catalog.is_none() {
+        ctx.note(format!(
+            "no catalog: resolving cluster {cluster_name} from the job document alone"
+        ));
+    }
+
+    let mut derived = Vec::new();
+    derive_fields(ctx, entry, &cluster_name, &wanted, &mut derived)?;
+    if !derived.is_empty() {
+        ctx.note(format!("cluster {cluster_name} ({selected_by}); filled in: {}", derived.join(", ")));
+    } else {
+        ctx.note(format!("cluster {cluster_name} ({selected_by}); nothing to fill in"));
+    }
+    let section = json!({
+        "cluster_name": cluster_name,
+        "selected_by": selected_by,
+        "derived": derived,
+        "catalog": catalog.as_ref().map(|c| c.path.display().to_string()),
+        "candidates": candidates,
+        "partitions": entry.map(|e| Value::Array(e.partitions.clone())).unwrap_or(Value::Array(vec![])),
+        "flags": entry.map(|e| Value::Object(e.flags.clone())).unwrap_or(json!({})),
+    });
+    ctx.doc.set_section("resolve", section);
+    Ok(Outcome::Done)
+}
+
+fn check_mfa_style(v: Option<&Value>) -> Result<()> {
+    match v {
+        None | Some(Value::Bool(_)) => Ok(()),
+        Some(other) => Err(field_error(
+            "mfa_style",
+            &format!("must be true, false or null, but it is {}", shared::doc::describe(other)),
+        )
+        .with_hint("true: the cluster needs an interactive (MFA) login; false: keys work; null: find out")),
+    }
+}
+
+/// Choose the catalog entry. Returns (entry, "explicit"|"auto", candidates report).
+fn select<'c>(
+    w: &Wanted,
+    catalog: Option<&'c Catalog>,
+    pick: Option<&str>,
+) -> Result<(Option<&'c Entry>, &'static str, Vec<Value>)> {
+    if let Some(name) = &w.cluster {
+        let Some(cat) = catalog else {
+            return Ok((None, "explicit", vec![]));
+        };
+        return match cat.find(name) {
+            Some(e) => Ok((Some(e), "explicit", vec![])),
+            None => Err(field_error(
+                "slurm_cluster",
+                &format!(
+                    "is {name:?}, which is not in the catalog {} (it has: {})",
+                    cat.path.display(),
+                    cat.names().join(", ")
+                ),
+            )
+            .with_hint("fix `slurm_cluster`, or add the cluster to the catalog")),
+        };
+    }
+    let Some(device) = &w.device else {
+        return Err(ToolError::field(
+            ErrorKind::BadInput,
+            "slurm_cluster",
+            "no cluster given: the document has neither `slurm_cluster` nor `device_type`",
+        )
+        .with_hint("set `slurm_cluster` to a cluster name, or `device_type` and `required_devices_per_node` to pick one from the catalog"));
+    };
+    let Some(per_node) = w.per_node else {
+        return Err(shared::doc::missing(
+            "required_devices_per_node",
+            "auto-select needs `required_devices_per_node` (GPUs per node the job uses) next to `device_type`",
+        ));
+    };
+    let Some(cat) = catalog else {
+        return Err(ToolError::bad_input(
+            "auto-select (`device_type` without `slurm_cluster`) needs a cluster catalog, and none was found",
+        )
+        .with_hint("pass --catalog FILE, set SLURM_TOOLS_CATALOG, or create $XDG_CONFIG_HOME/slurm-tools/clusters.json (docs/catalog.md); or set `slurm_cluster`"));
+    };
+    let mut matches = Vec::new();
+    let mut report = Vec::new();
+    for e in &cat.clusters {
+        match e.rejection(device, per_node, w.total) {
+            None => {
+                matches.push(e);
+                report.push(json!({"cluster_name": e.cluster_name, "accepted": true}));
+            }
+            Some(why) => report.push(json!({"cluster_name": e.cluster_name, "accepted": false, "reason": why})),
+        }
+    }
+    let wanted_text = format!(
+        "{device} x{per_node} per node{}",
+        w.total.map(|t| format!(", {t} in total")).unwrap_or_default()
+    );
+    match matches.len() {
+        0 => {
+            let reasons: Vec<String> = report
+                .iter()
+                .map(|r| format!("  {}: {}", r["cluster_name"].as_str().unwrap_or("?"), r["reason"].as_str().unwrap_or("")))
+                .collect();
+            Err(ToolError::bad_input(format!(
+                "no cluster in {} can take {wanted_text}:\n{}",
+                cat.path.display(),
+                if reasons.is_empty() { "  (the catalog lists no clusters)".to_string() } else { reasons.join("\n") }
+            ))
+            .with_field("device_type")
+            .with_hint("lower `required_devices_per_node`/`total_required_devices`, pick another `device_type`, or set `slurm_cluster`"))
+        }
+        1 => Ok((Some(matches[0]), "auto", report)),
+        _ => {
+            let names: Vec<&str> = matches.iter().map(|e| e.cluster_name.as_str()).collect();
+            if let Some(p) = pick {
+                return match matches.iter().find(|e| e.cluster_name == p) {
+                    Some(e) => Ok((Some(*e), "auto", report)),
+                    None => Err(ToolError::bad_input(format!(
+                        "--pick {p}: not among the matching clusters ({})",
+                        names.join(", ")
+                    ))
+                    .with_hint("pick one of the matching clusters")),
+                };
+            }
+            if let Some(e) = cat
+                .prefer
+                .iter()
+                .find_map(|p| matches.iter().find(|e| &e.cluster_name == p))
+            {
+                return Ok((Some(*e), "auto", report));
+            }
+            Err(ToolError::needs_person(format!(
+                "several clusters can take {wanted_text}: {}",
+                names.join(", ")
+            ))
+            .with_field("slurm_cluster")
+            .with_hint(format!(
+                "choose one: set `slurm_cluster`, or rerun with --pick {} (or add a `prefer` list to the catalog)",
+                names[0]
+            )))
+        }
+    }
+}
+
+fn derive_fields(
+    ctx: &mut Context,
+    entry: Option<&Entry>,
+    cluster: &str,
+    w: &Wanted,
+    derived: &mut Vec<String>,
+) -> Result<()> {
+    let user = ctx.doc.str_opt("slurm_user")?.map(str::to_string);
+    let doc = &mut ctx.doc;
+    if w.cluster.is_none() {
+        doc.derive("slurm_cluster", json!(cluster), derived);
+    }
+    // ssh_host: supplied > catalog pattern > ask the person.
+    if !doc.has("ssh_host") {
+        let Some(pattern) = entry.and_then(|e| e.ssh_host.as_deref()) else {
+            return Err(ToolError::field(
+                ErrorKind::NeedsPerson,
+                "ssh_host",
+                format!("no ssh host for cluster {cluster}: the document has no `ssh_host` and the catalog gives no pattern"),
+            )
+            .with_hint("set `ssh_host` to the cluster's login host (an alias from your ssh config works)"));
+        };
+        let host = apply_pattern(pattern, user.as_deref(), cluster).map_err(|missing| {
+            ToolError::field(
+                ErrorKind::NeedsPerson,
+                missing,
+                format!("the catalog's ssh_host pattern {pattern:?} needs `{missing}`, which the document does not have"),
+            )
+            .with_hint(format!("set `{missing}` (your user name on {cluster}) or `ssh_host`"))
+        })?;
+        shared::ssh::check_host(&host).map_err(|e| {
+            ToolError::bad_input(format!("the catalog's ssh_host pattern gives {host:?}: {}", e.message))
+                .with_field("ssh_host")
+        })?;
+        doc.derive("ssh_host", json!(host), derived);
+    }
+    if let Some(e) = entry {
+        if let Some(m) = e.mfa_style {
+            if !doc.has("mfa_style") && m.is_some() {
+                doc.derive("mfa_style", json!(m), derived);
+            }
+        }
+        if let Some(g) = e.gpus_per_node {
+            doc.derive("gpus_per_node", json!(g), derived);
+        }
+        for (field, pattern) in [
+            ("default_user_root_dir", &e.default_user_root_dir),
+            ("default_models_repo", &e.default_models_repo),
+        ] {
+            if let (false, Some(p)) = (doc.has(field), pattern) {
+                let v = apply_pattern(p, user.as_deref(), cluster).map_err(|missing| {
+                    ToolError::field(
+                        ErrorKind::NeedsPerson,
+                        missing,
+                        format!("the catalog's {field} pattern {p:?} needs `{missing}`"),
+                    )
+                    .with_hint(format!("set `{missing}` or `{field}`"))
+                })?;
+                doc.derive(field, json!(v), derived);
+            }
+        }
+    }
+    // PROCEDURE 4a: without a root dir, the remote working directory is the root.
+    if !doc.has("default_user_root_dir") {
+        if let Some(cwd) = doc.str_opt("remote_cwd")?.map(str::to_string) {
+            doc.derive("default_user_root_dir", json!(cwd), derived);
+        }
+    }
+    if !doc.has("node_count") {
+        let n = match (w.total, w.per_node) {
+            (Some(t), Some(p)) => ((t + p - 1) / p).max(1),
+            _ => 1,
+        };
+        doc.derive("node_count", json!(n), derived);
+    }
+    // PROCEDURE 4b and 4f.1.
+    if !doc.has("remote_repo_path") {
+        if let (Some(root), Some(url)) = (doc.str_opt("default_user_root_dir")?, doc.str_opt("repo_url")?) {
+            let name = repo_name(url).ok_or_else(|| {
+                field_error("repo_url", &format!("is {url:?}, which has no repository name at its end"))
+                    .with_hint("use the clone URL of the repository, e.g. git@host:org/project.git")
+            })?;
+            let path = join(root, &name);
+            doc.derive("remote_repo_path", json!(path), derived);
+        }
+    }
+    if !doc.has("remote_work_dir") {
+        if let Some(repo) = doc.str_opt("remote_repo_path")?.map(str::to_string) {
+            let leaf = doc
+                .str_opt("work_dir")?
+                .and_then(basename)
+                .or_else(|| doc.str_opt("job_name").ok().flatten().map(sanitize))
+                .unwrap_or_else(|| "default".to_string());
+            doc.derive("remote_work_dir", json!(join(&join(&repo, "work_dirs"), &leaf)), derived);
+        }
+    }
+    Ok(())
+}
+
+fn join(a: &str, b: &str) -> String {
+    format!("{}/{}", a.trim_end_matches('/'), b)
+}
+
+fn basename(p: &str) -> Option<String> {
+    p.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty() && *s != "." && *s != "..").map(str::to_string)
+}
+
+/// The repository's directory name from its URL: `git@h:org/proj.git` -> `proj`.
+fn repo_name(url: &str) -> Option<String> {
+    let tail = url.trim_end_matches('/').rsplit(['/', ':']).next()?;
+    let name = tail.strip_suffix(".git").unwrap_or(tail);
+    (!name.is_empty() && name != "." && name != "..").then(|| name.to_string())
+}
+
+fn sanitize(s: &str) -> String {
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' { b as char } else { '_' })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_names() {
+        assert_eq!(repo_name("git@github.com:NVIDIA/TensorRT-LLM.git").as_deref(), Some("TensorRT-LLM"));
+        assert_eq!(repo_name("/srv/x/sample.git/").as_deref(), Some("sample"));
+        assert_eq!(repo_name("https://h/a/b").as_deref(), Some("b"));
+        assert_eq!(repo_name("/"), None);
+    }
+
+    #[test]
+    fn basenames() {
+        assert_eq!(basename("runs/exp1/").as_deref(), Some("exp1"));
+        assert_eq!(basename(".."), None);
+    }
+}

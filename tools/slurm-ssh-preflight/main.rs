@@ -1,1 +1,332 @@
-fn main() {}
+//! slurm-ssh-preflight: a working ssh connection and a checked remote (PROCEDURE steps 2-3).
+
+mod askpass;
+mod remote_check;
+
+use clap::Parser;
+use serde_json::{json, Value};
+use shared::control_socket::{self, SocketState};
+use shared::process::Cmd;
+use shared::quote::quote_for_display;
+use shared::ssh::{spawn_error, ssh_program, Ssh, SshFailure};
+use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::time::Duration;
+
+/// Get a working ssh connection to the cluster and check the remote side, in one round trip.
+///
+/// `mfa_style` decides the path. false: a direct BatchMode login (ConnectTimeout=5); a failure
+/// is a configuration problem (exit 4). true: find a live ControlMaster, first the one your own
+/// ssh config names, then the managed socket (`control_path`, default
+/// /tmp/ssh-trtllm-%r@%h:%p); with none, exit 3 and print the exact `ssh -fNM ...` command to
+/// run in a terminal (or pass --establish to run it now). null: try direct; only a
+/// `Permission denied (keyboard-interactive)` switches to the MFA path, and the value found is
+/// recorded so you can put it in the catalog.
+///
+/// The remote check runs once: `remote_cwd` exists (created if absent), tmux, Slurm
+/// (squeue --version), accounting (sacct), git, tar, and whether srun takes container flags.
+/// A missing piece a later step needs is exit 4 naming it.
+///
+/// Reads: ssh_host, mfa_style, control_path, ssh_config_file, ssh_options, remote_cwd (else
+/// default_user_root_dir), container_image, slurm_password (only with --establish).
+///
+/// Adds the `preflight` section: ssh_path (direct|mfa), master (user|managed|none),
+/// control_path (expanded; later tools use it), mfa_style, mfa_style_discovered, remote.
+///
+/// Example:
+///   slurm-resolve < job.json | slurm-ssh-preflight > job.ready.json
+#[derive(Parser, Debug)]
+#[command(name = "slurm-ssh-preflight", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// When an MFA login is needed, run the ControlMaster command now, attached to your
+    /// terminal (ssh prompts on the tty although stdin carries the document). With
+    /// `slurm_password` in the document, ssh gets it through SSH_ASKPASS, never argv.
+    #[arg(long)]
+    establish: bool,
+
+    /// Seconds to wait for the interactive login with --establish.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    establish_timeout: u64,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    if askpass::answer_if_asked() {
+        return std::process::ExitCode::SUCCESS;
+    }
+    shared::driver::run::<Cli>("slurm-ssh-preflight", preflight)
+}
+
+/// The connection preflight settled on.
+struct Path {
+    ssh_path: &'static str,
+    master: &'static str,
+    control_path: Option<String>,
+    mfa_style: bool,
+    discovered: bool,
+}
+
+fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let doc = &ctx.doc;
+    let mfa_style = match doc.get("mfa_style") {
+        None => None,
+        Some(Value::Bool(b)) => Some(*b),
+        Some(other) => {
+            return Err(shared::doc::field_error(
+                "mfa_style",
+                &format!("must be true, false or null, but it is {}", shared::doc::describe(other)),
+            )
+            .with_hint("true: the cluster needs an interactive (MFA) login; false: keys work; null: find out"))
+        }
+    };
+    let remote_cwd = match (doc.str_opt("remote_cwd")?, doc.str_opt("default_user_root_dir")?) {
+        (Some(c), _) | (None, Some(c)) => c.to_string(),
+        (None, None) => {
+            return Err(shared::doc::missing(
+                "remote_cwd",
+                "set `remote_cwd` (the remote working directory), or `default_user_root_dir`",
+            ))
+        }
+    };
+    let wants_container = doc.has("container_image");
+    // Preflight settles the control path itself: an earlier run's choice is not reused.
+    let mut ssh = Ssh::from_doc(doc)?;
+    ssh.control_path = Some(doc.str_opt("control_path")?.unwrap_or(shared::ssh::DEFAULT_CONTROL_PATH).to_string());
+    ssh.connect_timeout = 5;
+    let script = remote_check::script(&remote_cwd)?;
+
+    let ours = ssh
+        .resolved_config(true)?
+        .control_path
+        .ok_or_else(|| ToolError::field(ErrorKind::BadInput, "control_path", "`control_path` is none, but every tool needs the shared ControlMaster socket").with_hint("leave `control_path` out to use the default"))?;
+    let socket = control_socket::check(&ours)?;
+
+    let (path, out) = match mfa_style {
+        Some(false) => {
+            let out = run_check(&ssh, &script).map_err(|e| as_config_problem(e, &ssh.host))?;
+            (direct_path(&ours, socket, false), out)
+        }
+        Some(true) => mfa_path(cli, ctx, &ssh, &ours, socket, &script, false)?,
+        None => {
+            let mut probe = ssh.clone();
+            probe.control_path = Some("none".into());
+            match run_check(&probe, &script) {
+                Ok(out) => {
+                    ctx.note(format!(
+                        "{} logs in directly: record \"mfa_style\": false for this cluster (catalog or job document) to skip the probe",
+                        ssh.host
+                    ));
+                    (direct_path(&ours, socket, true), out)
+                }
+                Err(e) if is_kbd_interactive_denial(&e) => {
+                    ctx.note(format!(
+                        "{} wants a keyboard-interactive (MFA) login: record \"mfa_style\": true for this cluster (catalog or job document) to skip the probe",
+                        ssh.host
+                    ));
+                    mfa_path(cli, ctx, &ssh, &ours, socket, &script, true)?
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    };
+
+    let remote = remote_check::parse(&out.stdout_text(), &remote_cwd);
+    let remote_json = remote.to_json();
+    remote.require(wants_container, &ssh.host)?;
+    if remote.accounting.as_deref() != Some("enabled") {
+        ctx.warn(format!(
+            "sacct on {} reports accounting as {}: slurm-watch will fall back to scontrol",
+            ssh.host,
+            remote.accounting.as_deref().unwrap_or("missing")
+        ));
+    }
+    if remote.cwd_created {
+        ctx.note(format!("created the remote working directory {remote_cwd}"));
+    }
+    ctx.note(format!(
+        "{} ready: {} login, master {}, {}, remote_cwd {remote_cwd}",
+        ssh.host,
+        path.ssh_path,
+        path.master,
+        remote.slurm.as_deref().unwrap_or("slurm ?"),
+    ));
+    ctx.doc.set_section(
+        "preflight",
+        json!({
+            "ssh_path": path.ssh_path,
+            "master": path.master,
+            "control_path": path.control_path,
+            "mfa_style": path.mfa_style,
+            "mfa_style_discovered": path.discovered,
+            "remote": remote_json,
+        }),
+    );
+    Ok(Outcome::Done)
+}
+
+fn direct_path(ours: &str, socket: SocketState, discovered: bool) -> Path {
+    Path {
+        ssh_path: "direct",
+        // A socket at our path means a master (ours) is there for later calls to ride.
+        master: if socket == SocketState::Present { "managed" } else { "none" },
+        control_path: Some(ours.to_string()),
+        mfa_style: false,
+        discovered,
+    }
+}
+
+fn run_check(ssh: &Ssh, script: &shared::quote::Script) -> Result<shared::process::Output> {
+    let out = ssh.run_script(script, None, Duration::from_secs(60))?;
+    if !out.success() {
+        return Err(ToolError::remote(format!(
+            "the remote check on {} failed (exit {:?})",
+            ssh.host, out.code
+        ))
+        .with_hint("run `ssh <host> sh` by hand to see what the login environment does")
+        .with_command(out.record()));
+    }
+    Ok(out)
+}
+
+fn is_kbd_interactive_denial(e: &ToolError) -> bool {
+    e.command.as_ref().is_some_and(|c| {
+        matches!(SshFailure::classify(&c.stderr_tail), SshFailure::AuthDenied { ref methods } if methods.contains("keyboard-interactive"))
+    })
+}
+
+/// With `mfa_style: false`, a failed login is a configuration problem, never an MFA prompt.
+fn as_config_problem(e: ToolError, host: &str) -> ToolError {
+    if e.kind != ErrorKind::NeedsPerson {
+        return e;
+    }
+    let mut e = e;
+    e.kind = ErrorKind::Remote;
+    e.message = format!("{host} refused the key-based login");
+    e.hint = Some(
+        "check the user name and your key (`ssh -v <host> true`); if this cluster does need an \
+         interactive login, set \"mfa_style\": true"
+            .into(),
+    );
+    e
+}
+
+/// The exact command a person runs to open the managed master.
+fn master_command(ssh: &Ssh, control_path: &str) -> Vec<String> {
+    let mut argv = vec!["ssh".to_string()];
+    if let Some(f) = &ssh.config_file {
+        argv.push("-F".into());
+        argv.push(f.clone());
+    }
+    argv.extend(ssh.options.iter().cloned());
+    argv.extend([
+        "-fNM".to_string(),
+        "-o".into(),
+        "ControlMaster=auto".into(),
+        "-o".into(),
+        format!("ControlPath={control_path}"),
+        "-o".into(),
+        "ControlPersist=24h".into(),
+        ssh.host.clone(),
+    ]);
+    argv
+}
+
+fn master_alive(ssh: &Ssh, control_path: &str) -> Result<bool> {
+    let out = ssh
+        .control("check", Some(control_path))
+        .run()
+        .map_err(|e| spawn_error(&ssh_program(), e))?;
+    Ok(out.success())
+}
+
+fn mfa_path(
+    cli: &Cli,
+    ctx: &Context,
+    ssh: &Ssh,
+    ours: &str,
+    socket: SocketState,
+    script: &shared::quote::Script,
+    discovered: bool,
+) -> Result<(Path, shared::process::Output)> {
+    let mut path = Path {
+        ssh_path: "mfa",
+        master: "none",
+        control_path: Some(ours.to_string()),
+        mfa_style: true,
+        discovered,
+    };
+    // 1. The person's own master, from their ssh config.
+    let theirs = ssh.resolved_config(false)?.control_path.filter(|p| p != ours);
+    if let Some(p) = theirs.filter(|p| std::path::Path::new(p).exists()) {
+        if control_socket::check(&p).is_ok() && master_alive(ssh, &p)? {
+            path.master = "user";
+            path.control_path = Some(p);
+        }
+    }
+    // 2. The managed socket.
+    if path.master == "none" && socket == SocketState::Present && master_alive(ssh, ours)? {
+        path.master = "managed";
+    }
+    if path.master == "none" {
+        let argv = master_command(ssh, ours);
+        let printable = argv.iter().map(|a| quote_for_display(a)).collect::<Vec<_>>().join(" ");
+        if !cli.establish {
+            ctx.note(format!("no live ControlMaster for {}; log in once in a terminal with:\n\n    {printable}\n", ssh.host));
+            return Err(ToolError::needs_person(format!(
+                "{} needs an interactive (MFA) login and no ControlMaster is running",
+                ssh.host
+            ))
+            .with_hint(format!(
+                "run in a terminal: {printable}   then rerun this step (or rerun with --establish)"
+            )));
+        }
+        establish(cli, ctx, ssh, ours, &argv)?;
+        path.master = "managed";
+    }
+    let mut riding = ssh.clone();
+    riding.control_path = path.control_path.clone();
+    let out = run_check(&riding, script)?;
+    Ok((path, out))
+}
+
+/// Run the master command attached to the person's terminal, then verify it.
+fn establish(cli: &Cli, ctx: &Context, ssh: &Ssh, control_path: &str, argv: &[String]) -> Result<()> {
+    ctx.note(format!("opening a ControlMaster to {}: complete the login prompts", ssh.host));
+    let mut cmd = Cmd::new(ssh_program())
+        .args(argv[1..].iter().cloned())
+        .arg("-o")
+        .arg(format!("ConnectTimeout={}", ssh.connect_timeout.max(10)))
+        .stdout_to_stderr()
+        .inherit_stderr()
+        .deadline(Duration::from_secs(cli.establish_timeout));
+    let _server;
+    if let Some(pw) = ctx.secrets.slurm_password.clone() {
+        let server = askpass::Server::start(pw, 3)
+            .map_err(|e| ToolError::remote(format!("cannot set up the password hand-over: {e}")))?;
+        let me = std::env::current_exe()
+            .map_err(|e| ToolError::remote(format!("cannot find this program's path: {e}")))?;
+        cmd = cmd
+            .env("SSH_ASKPASS", me.display().to_string())
+            .env("SSH_ASKPASS_REQUIRE", "force")
+            .env(askpass::SOCKET_ENV, server.socket.display().to_string());
+        _server = server;
+    }
+    let out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e))?;
+    if !out.success() || !master_alive(ssh, control_path)? {
+        return Err(ToolError::needs_person(format!(
+            "the interactive login to {} did not leave a running ControlMaster",
+            ssh.host
+        ))
+        .with_hint("run the ssh -fNM command yourself in a terminal and watch its prompts")
+        .with_command(out.record()));
+    }
+    ctx.note(format!("ControlMaster running at {control_path}"));
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! The cluster catalog: what slurm-resolve knows about each cluster (docs/catalog.md).
+//!
+//! A JSON file, `{"clusters": [ {entry}, ... ], "prefer": [names]}`. Entries are checked field by
+//! field when the file is read, and every error names the file and the entry, so a typo in the
+//! catalog is found before it picks the wrong cluster.
+
+use serde_json::{Map, Value};
+use shared::doc::describe;
+use shared::{ErrorKind, Result, ToolError};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    pub path: PathBuf,
+    pub clusters: Vec<Entry>,
+    /// Preference order used when several clusters match.
+    pub prefer: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub cluster_name: String,
+    pub device_types: Vec<String>,
+    pub gpus_per_node: Option<i64>,
+    /// How many nodes the cluster has (for `total_required_devices`); `None` when unknown.
+    pub nodes: Option<i64>,
+    /// `Some(None)` is an explicit `null` (unknown); `None` means the catalog does not say.
+    pub mfa_style: Option<Option<bool>>,
+    pub ssh_host: Option<String>,
+    pub default_user_root_dir: Option<String>,
+    pub default_models_repo: Option<String>,
+    pub partitions: Vec<Value>,
+    pub flags: Map<String, Value>,
+}
+
+/// Where the catalog is: `--catalog`, else `SLURM_TOOLS_CATALOG`, else the XDG default. The
+/// first two must exist; the default may be absent (no catalog).
+pub fn locate(flag: Option<&Path>) -> Result<Option<PathBuf>> {
+    if let Some(p) = flag {
+        return must_exist(p, "--catalog").map(Some);
+    }
+    if let Some(p) = std::env::var_os("SLURM_TOOLS_CATALOG").filter(|p| !p.is_empty()) {
+        return must_exist(Path::new(&p), "SLURM_TOOLS_CATALOG").map(Some);
+    }
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+    Ok(base
+        .map(|b| b.join("slurm-tools").join("clusters.json"))
+        .filter(|p| p.exists()))
+}
+
+fn must_exist(p: &Path, via: &str) -> Result<PathBuf> {
+    if p.is_file() {
+        Ok(p.to_path_buf())
+    } else {
+        Err(ToolError::bad_input(format!(
+            "the catalog {} (from {via}) does not exist or is not a file",
+            p.display()
+        ))
+        .with_hint("fix the path, or leave out --catalog/SLURM_TOOLS_CATALOG to run from the document alone"))
+    }
+}
+
+impl Catalog {
+    pub fn load(path: &Path) -> Result<Catalog> {
+        let bad = |msg: String| {
+            ToolError::new(ErrorKind::BadInput, format!("catalog {}: {msg}", path.display()))
+                .with_hint("fix the catalog file (format: docs/catalog.md)")
+        };
+        let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            bad(format!(
+                "not valid JSON: {e} (line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        let Value::Object(top) = value else {
+            return Err(bad(format!("the top level must be an object, not {}", describe(&value))));
+        };
+        let Some(Value::Array(list)) = top.get("clusters") else {
+            return Err(bad("it needs a `clusters` list".into()));
+        };
+        let mut clusters = Vec::new();
+        for (i, item) in list.iter().enumerate() {
+            let Value::Object(m) = item else {
+                return Err(bad(format!("clusters[{i}] must be an object")));
+            };
+            clusters.push(Entry::parse(m).map_err(|msg| bad(format!("clusters[{i}]: {msg}")))?);
+        }
+        let prefer = match top.get("prefer") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|v| v.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| bad("`prefer` must be a list of cluster names".into()))?,
+            Some(_) => return Err(bad("`prefer` must be a list of cluster names".into())),
+        };
+        Ok(Catalog {
+            path: path.to_path_buf(),
+            clusters,
+            prefer,
+        })
+    }
+
+    pub fn find(&self, name: &str) -> Option<&Entry> {
+        self.clusters.iter().find(|c| c.cluster_name == name)
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.clusters.iter().map(|c| c.cluster_name.as_str()).collect()
+    }
+}
+
+impl Entry {
+    fn parse(m: &Map<String, Value>) -> std::result::Result<Entry, String> {
+        let s = |k: &str| -> std::result::Result<Option<String>, String> {
+            match m.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(v) => Err(format!("`{k}` must be a string, not {}", describe(v))),
+            }
+        };
+        let n = |k: &str| -> std::result::Result<Option<i64>, String> {
+            match m.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(v) => match v.as_i64() {
+                    Some(x) if x >= 1 => Ok(Some(x)),
+                    _ => Err(format!("`{k}` must be a whole number of at least 1, not {}", describe(v))),
+                },
+            }
+        };
+        let cluster_name = s("cluster_name")?.ok_or("`cluster_name` is missing")?;
+        let mut device_types = Vec::new();
+        if let Some(d) = s("device_type")? {
+            device_types.push(d);
+        }
+        match m.get("device_types") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) => {
+                for v in a {
+                    device_types.push(
+                        v.as_str()
+                            .ok_or("`device_types` must be a list of strings")?
+                            .to_string(),
+                    );
+                }
+            }
+            Some(_) => return Err("`device_types` must be a list of strings".into()),
+        }
+        let mfa_style = match m.get("mfa_style") {
+            None => None,
+            Some(Value::Null) => Some(None),
+            Some(Value::Bool(b)) => Some(Some(*b)),
+            Some(v) => return Err(format!("`mfa_style` must be true, false or null, not {}", describe(v))),
+        };
+        let partitions = match m.get("partitions") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => {
+                for p in a {
+                    if p.get("name").and_then(Value::as_str).is_none() {
+                        return Err("each of `partitions` needs a `name`".into());
+                    }
+                }
+                a.clone()
+            }
+            Some(_) => return Err("`partitions` must be a list".into()),
+        };
+        let flags = match m.get("flags") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(f)) => f.clone(),
+            Some(_) => return Err("`flags` must be an object".into()),
+        };
+        Ok(Entry {
+            gpus_per_node: n("gpus_per_node")?,
+            nodes: n("nodes")?,
+            ssh_host: s("ssh_host")?,
+            default_user_root_dir: s("default_user_root_dir")?,
+            default_models_repo: s("default_models_repo")?,
+            cluster_name,
+            device_types,
+            mfa_style,
+            partitions,
+            flags,
+        })
+    }
+
+    /// Why this cluster cannot take the job, or `None` when it can.
+    pub fn rejection(&self, device: &str, per_node: i64, total: Option<i64>) -> Option<String> {
+        if !self.device_types.iter().any(|d| d.eq_ignore_ascii_case(device)) {
+            return Some(format!(
+                "device type {device} not offered (it has: {})",
+                if self.device_types.is_empty() { "none listed".to_string() } else { self.device_types.join(", ") }
+            ));
+        }
+        let Some(gpn) = self.gpus_per_node else {
+            return Some("the catalog does not say its gpus_per_node".into());
+        };
+        if gpn < per_node {
+            return Some(format!("{gpn} GPUs per node < required_devices_per_node {per_node}"));
+        }
+        if let (Some(total), Some(nodes)) = (total, self.nodes) {
+            if nodes.saturating_mul(gpn) < total {
+                return Some(format!(
+                    "{nodes} nodes x {gpn} GPUs = {} < total_required_devices {total}",
+                    nodes * gpn
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// Fill `{slurm_user}` and `{cluster_name}` in a catalog pattern. Returns the name of a
+/// placeholder that has no value, if any.
+pub fn apply_pattern(pattern: &str, user: Option<&str>, cluster: &str) -> std::result::Result<String, &'static str> {
+    if pattern.contains("{slurm_user}") && user.is_none() {
+        return Err("slurm_user");
+    }
+    Ok(pattern
+        .replace("{slurm_user}", user.unwrap_or(""))
+        .replace("{cluster_name}", cluster))
+}

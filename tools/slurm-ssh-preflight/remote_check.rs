@@ -1,0 +1,140 @@
+//! The remote environment check (PROCEDURE step 3), in one round trip.
+//!
+//! One script prints `key=value` lines (each value reduced to its first line), which become the
+//! `preflight.remote` report. The only value in it from the document is `remote_cwd`, quoted.
+
+use serde_json::{json, Value};
+use shared::quote::Script;
+use shared::{Result, ToolError};
+
+pub fn script(remote_cwd: &str) -> Result<Script> {
+    let mut s = Script::new();
+    s.assign("cwd", remote_cwd)?;
+    s.raw(
+        r#"case "$cwd" in "~") cwd=$HOME ;; "~/"*) cwd=$HOME/${cwd#"~/"} ;; esac
+created=0
+if [ ! -d "$cwd" ]; then mkdir -p -- "$cwd" 2>/dev/null && created=1; fi
+if [ -d "$cwd" ]; then echo cwd_exists=1; else echo cwd_exists=0; fi
+if [ -w "$cwd" ]; then echo cwd_writable=1; else echo cwd_writable=0; fi
+echo "cwd_created=$created"
+echo "user=$(id -un 2>/dev/null)"
+echo "home=$HOME"
+echo "login_host=$(hostname 2>/dev/null | head -n 1)"
+have() { command -v "$1" >/dev/null 2>&1; }
+first() { "$@" 2>/dev/null | head -n 1; }
+if have tmux; then echo "tmux=$(first tmux -V)"; else echo tmux=; fi
+if have squeue; then echo "slurm=$(first squeue --version)"; else echo slurm=; fi
+if have git; then echo "git=$(first git --version)"; else echo git=; fi
+if have tar; then echo "tar=$(first tar --version)"; else echo tar=; fi
+if have sacct; then
+  if have timeout; then a=$(timeout 20 sacct -n -X -P -S now --format=JobID 2>&1); else a=$(sacct -n -X -P -S now --format=JobID 2>&1); fi
+  case "$a" in
+    *"accounting storage is disabled"*) echo accounting=disabled ;;
+    *rror*|*"timed out"*) echo accounting=unreachable ;;
+    *) echo accounting=enabled ;;
+  esac
+else echo accounting=missing; fi
+if have srun && srun --help 2>&1 | grep -q -- '--container-image'; then echo container_flags=1; else echo container_flags=0; fi
+"#,
+    );
+    Ok(s)
+}
+
+#[derive(Debug, Default)]
+pub struct Remote {
+    pub remote_cwd: String,
+    pub cwd_exists: bool,
+    pub cwd_writable: bool,
+    pub cwd_created: bool,
+    pub user: Option<String>,
+    pub home: Option<String>,
+    pub login_host: Option<String>,
+    pub tmux: Option<String>,
+    pub slurm: Option<String>,
+    pub git: Option<String>,
+    pub tar: Option<String>,
+    pub accounting: Option<String>,
+    pub container_flags: bool,
+}
+
+pub fn parse(text: &str, remote_cwd: &str) -> Remote {
+    let mut r = Remote { remote_cwd: remote_cwd.to_string(), ..Default::default() };
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once('=') else { continue };
+        let opt = || (!v.trim().is_empty()).then(|| v.trim().to_string());
+        match k {
+            "cwd_exists" => r.cwd_exists = v == "1",
+            "cwd_writable" => r.cwd_writable = v == "1",
+            "cwd_created" => r.cwd_created = v == "1",
+            "user" => r.user = opt(),
+            "home" => r.home = opt(),
+            "login_host" => r.login_host = opt(),
+            "tmux" => r.tmux = opt(),
+            "slurm" => r.slurm = opt(),
+            "git" => r.git = opt(),
+            "tar" => r.tar = opt(),
+            "accounting" => r.accounting = opt(),
+            "container_flags" => r.container_flags = v == "1",
+            _ => {}
+        }
+    }
+    r
+}
+
+impl Remote {
+    pub fn to_json(&self) -> Value {
+        json!({
+            "remote_cwd": self.remote_cwd,
+            "remote_cwd_exists": self.cwd_exists,
+            "remote_cwd_created": self.cwd_created,
+            "remote_cwd_writable": self.cwd_writable,
+            "user": self.user,
+            "home": self.home,
+            "login_host": self.login_host,
+            "tmux": self.tmux,
+            "slurm_version": self.slurm,
+            "git": self.git,
+            "tar": self.tar,
+            "accounting": self.accounting,
+            "container_flags": self.container_flags,
+        })
+    }
+
+    /// Exit 4 naming the first missing piece a later step needs.
+    pub fn require(&self, wants_container: bool, host: &str) -> Result<()> {
+        let missing = |what: &str, hint: &str| {
+            Err(ToolError::remote(format!("{host}: {what}")).with_hint(hint.to_string()))
+        };
+        if !self.cwd_exists {
+            return missing(
+                &format!("remote_cwd {} does not exist and could not be created", self.remote_cwd),
+                "create it on the cluster, or set `remote_cwd` to a directory you can write",
+            )
+            .map_err(|e: ToolError| e.with_field("remote_cwd"));
+        }
+        if !self.cwd_writable {
+            return missing(
+                &format!("remote_cwd {} is not writable", self.remote_cwd),
+                "set `remote_cwd` to a directory you can write",
+            )
+            .map_err(|e: ToolError| e.with_field("remote_cwd"));
+        }
+        if self.slurm.is_none() {
+            return missing("Slurm's squeue is not on PATH for non-interactive logins", "load Slurm in your shell startup file that non-interactive shells read (e.g. ~/.bashrc), or check you reached a login node");
+        }
+        if self.tmux.is_none() {
+            return missing("tmux is not on PATH (jobs and allocations are held in tmux on the login node)", "ask the cluster admins for tmux, or put a tmux binary on your PATH");
+        }
+        if self.git.is_none() {
+            return missing("git is not on PATH (the remote checkout needs it)", "load a git module in your shell startup file");
+        }
+        if self.tar.is_none() {
+            return missing("tar is not on PATH (untracked files travel as a tar stream)", "put tar on PATH");
+        }
+        if wants_container && !self.container_flags {
+            return missing("srun does not accept --container-image (no pyxis plugin), but `container_image` is set", "use a cluster with pyxis/enroot, or remove `container_image`")
+                .map_err(|e: ToolError| e.with_field("container_image"));
+        }
+        Ok(())
+    }
+}
