@@ -23,7 +23,9 @@ pub enum SocketState {
 
 fn our_uid() -> u32 {
     // The owner of /proc/self is the process's effective uid: no libc call needed.
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0)
 }
 
 fn refuse(msg: String, hint: &str) -> ToolError {
@@ -48,14 +50,31 @@ pub fn check(expanded: &str) -> Result<SocketState> {
         match std::fs::symlink_metadata(dir) {
             Err(_) => {
                 std::fs::create_dir_all(dir).map_err(|e| {
-                    refuse(format!("cannot create the directory {} for the ControlMaster socket: {e}", dir.display()), FIX)
+                    refuse(
+                        format!(
+                            "cannot create the directory {} for the ControlMaster socket: {e}",
+                            dir.display()
+                        ),
+                        FIX,
+                    )
                 })?;
                 let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
             }
             Ok(m) => {
-                let m = if m.file_type().is_symlink() { std::fs::metadata(dir).map_err(|e| refuse(format!("{}: {e}", dir.display()), FIX))? } else { m };
+                let m = if m.file_type().is_symlink() {
+                    std::fs::metadata(dir)
+                        .map_err(|e| refuse(format!("{}: {e}", dir.display()), FIX))?
+                } else {
+                    m
+                };
                 if !m.is_dir() {
-                    return Err(refuse(format!("{} (the socket's directory) is not a directory", dir.display()), FIX));
+                    return Err(refuse(
+                        format!(
+                            "{} (the socket's directory) is not a directory",
+                            dir.display()
+                        ),
+                        FIX,
+                    ));
                 }
                 if m.uid() != me && m.uid() != 0 {
                     return Err(refuse(
@@ -112,15 +131,27 @@ mod tests {
         let link = dir.join("l");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
-        assert!(check(link.to_str().unwrap()).unwrap_err().message.contains("symbolic link"));
+        assert!(check(link.to_str().unwrap())
+            .unwrap_err()
+            .message
+            .contains("symbolic link"));
         let file = dir.join("f");
         std::fs::write(&file, "x").unwrap();
-        assert!(check(file.to_str().unwrap()).unwrap_err().message.contains("not a socket"));
-        assert_eq!(check(dir.join("absent").to_str().unwrap()).unwrap(), SocketState::Absent);
+        assert!(check(file.to_str().unwrap())
+            .unwrap_err()
+            .message
+            .contains("not a socket"));
+        assert_eq!(
+            check(dir.join("absent").to_str().unwrap()).unwrap(),
+            SocketState::Absent
+        );
         let open = dir.join("open");
         std::fs::create_dir_all(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert!(check(open.join("s").to_str().unwrap()).unwrap_err().message.contains("writable by others"));
+        assert!(check(open.join("s").to_str().unwrap())
+            .unwrap_err()
+            .message
+            .contains("writable by others"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

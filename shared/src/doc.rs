@@ -45,7 +45,10 @@ pub struct Secrets {
 impl std::fmt::Debug for Secrets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Secrets")
-            .field("slurm_password", &self.slurm_password.as_ref().map(|_| "<redacted>"))
+            .field(
+                "slurm_password",
+                &self.slurm_password.as_ref().map(|_| "<redacted>"),
+            )
             .field("dropped", &self.dropped)
             .finish()
     }
@@ -59,14 +62,19 @@ impl Document {
                 "the job document from {source} is larger than {} MiB",
                 MAX_DOCUMENT_BYTES / (1024 * 1024)
             ))
-            .with_hint("a job document is a small JSON object; check that the right file is piped in"));
+            .with_hint(
+                "a job document is a small JSON object; check that the right file is piped in",
+            ));
         }
         if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(ToolError::bad_input(format!("the job document from {source} is empty"))
-                .with_hint(
-                    "pipe one JSON object into the tool (e.g. `slurm-resolve < job.json`); \
+            return Err(ToolError::bad_input(format!(
+                "the job document from {source} is empty ({} bytes, no JSON value)",
+                bytes.len()
+            ))
+            .with_hint(
+                "pipe one JSON object into the tool (e.g. `slurm-resolve < job.json`); \
                      in a pipeline, the tool before this one printed nothing: read its error above",
-                ));
+            ));
         }
         let value: Value = serde_json::from_slice(bytes).map_err(|e| {
             let what = match e.classify() {
@@ -76,18 +84,19 @@ impl Document {
                 }
                 _ => "is not valid JSON",
             };
-            ToolError::bad_input(format!(
-                "the job document from {source} {what}: {e}"
-            ))
-            .with_hint("give exactly one JSON object, e.g. {\"slurm_cluster\": \"mycluster\"}")
+            ToolError::bad_input(format!("the job document from {source} {what}: {e}"))
+                .with_hint("give exactly one JSON object, e.g. {\"slurm_cluster\": \"mycluster\"}")
         })?;
         match value {
             Value::Object(fields) => Ok(Document { fields }),
-            other => Err(ToolError::bad_input(format!(
-                "the job document from {source} must be a JSON object, but it is {}",
-                type_name(&other)
-            ))
-            .with_hint("wrap the settings in one object: {\"field\": value, ...}")),
+            other => {
+                let (line, column) = first_value_position(bytes);
+                Err(ToolError::bad_input(format!(
+                    "the job document from {source} must be a JSON object, but it is {} (at line {line} column {column})",
+                    type_name(&other)
+                ))
+            .with_hint("wrap the settings in one object: {\"field\": value, ...}"))
+            }
         }
     }
 
@@ -131,8 +140,11 @@ impl Document {
             None => Ok(None),
             Some(Value::String(s)) => {
                 if s.contains('\0') {
-                    return Err(field_error(key, "contains a NUL byte, which no command can carry")
-                        .with_hint(format!("remove the \\u0000 character from `{key}`")));
+                    return Err(field_error(
+                        key,
+                        "contains a NUL byte, which no command can carry",
+                    )
+                    .with_hint(format!("remove the \\u0000 character from `{key}`")));
                 }
                 Ok(Some(s.as_str()))
             }
@@ -163,12 +175,18 @@ impl Document {
                 Value::Number(_) => format!("the number {v}"),
                 other => describe(other),
             };
-            return Err(field_error(key, &format!("must be a whole number, but it is {got}"))
-                .with_hint(format!("write `{key}` as a plain integer, e.g. \"{key}\": {min}")));
+            return Err(
+                field_error(key, &format!("must be a whole number, but it is {got}")).with_hint(
+                    format!("write `{key}` as a plain integer, e.g. \"{key}\": {min}"),
+                ),
+            );
         };
         if n < min || n > max {
-            return Err(field_error(key, &format!("is {n}, but it must be between {min} and {max}"))
-                .with_hint(format!("set `{key}` to a value from {min} to {max}")));
+            return Err(field_error(
+                key,
+                &format!("is {n}, but it must be between {min} and {max}"),
+            )
+            .with_hint(format!("set `{key}` to a value from {min} to {max}")));
         }
         Ok(Some(n))
     }
@@ -194,8 +212,9 @@ impl Document {
                         key,
                         &format!("item {i} contains a NUL byte, which no command can carry"),
                     )),
-                    other => Err(wrong_type(&format!("{key}[{i}]"), "a string", other)
-                        .with_field(key)),
+                    other => {
+                        Err(wrong_type(&format!("{key}[{i}]"), "a string", other).with_field(key))
+                    }
                 })
                 .collect::<Result<Vec<_>>>()
                 .map(Some),
@@ -237,6 +256,23 @@ impl Document {
             .unwrap_or(2);
         Some(code as i32)
     }
+}
+
+/// Line and column (1-based, like serde_json) of the first non-blank byte.
+fn first_value_position(bytes: &[u8]) -> (usize, usize) {
+    let (mut line, mut column) = (1, 0);
+    for &b in bytes {
+        if b == b'\n' {
+            line += 1;
+            column = 0;
+        } else {
+            column += 1;
+            if !b.is_ascii_whitespace() {
+                break;
+            }
+        }
+    }
+    (line, column)
 }
 
 fn strip_secrets(map: &mut Map<String, Value>, prefix: &str, dropped: &mut Vec<String>) {
@@ -290,8 +326,11 @@ pub fn field_error(key: &str, what: &str) -> ToolError {
 }
 
 pub fn wrong_type(key: &str, expected: &str, got: &Value) -> ToolError {
-    field_error(key, &format!("must be {expected}, but it is {}", describe(got)))
-        .with_hint(format!("fix the type of `{key}` in the job document"))
+    field_error(
+        key,
+        &format!("must be {expected}, but it is {}", describe(got)),
+    )
+    .with_hint(format!("fix the type of `{key}` in the job document"))
 }
 
 pub fn missing(key: &str, hint: &str) -> ToolError {
@@ -319,7 +358,8 @@ mod tests {
 
     #[test]
     fn secrets_are_dropped_at_any_depth() {
-        let mut d = doc(r#"{"slurm_password":"pw","x":{"API_TOKEN":"t","ok":1},"l":[{"my_secret":2}]}"#);
+        let mut d =
+            doc(r#"{"slurm_password":"pw","x":{"API_TOKEN":"t","ok":1},"l":[{"my_secret":2}]}"#);
         let s = d.take_secrets();
         assert_eq!(s.slurm_password.as_deref(), Some("pw"));
         assert_eq!(d.to_line(), "{\"x\":{\"ok\":1},\"l\":[{}]}\n");
@@ -329,9 +369,17 @@ mod tests {
     #[test]
     fn ints_are_checked_for_type_and_range() {
         let d = doc(r#"{"a":"2","b":2.5,"c":-1,"d":3,"e":1e30}"#);
-        assert!(d.int_opt("a", 1, 10).unwrap_err().message.contains("the string \"2\""));
+        assert!(d
+            .int_opt("a", 1, 10)
+            .unwrap_err()
+            .message
+            .contains("the string \"2\""));
         assert!(d.int_opt("b", 1, 10).unwrap_err().message.contains("2.5"));
-        assert!(d.int_opt("c", 1, 10).unwrap_err().message.contains("between 1 and 10"));
+        assert!(d
+            .int_opt("c", 1, 10)
+            .unwrap_err()
+            .message
+            .contains("between 1 and 10"));
         assert_eq!(d.int_opt("d", 1, 10).unwrap(), Some(3));
         assert!(d.int_opt("e", 1, 10).is_err());
         assert_eq!(d.int_opt("zz", 1, 10).unwrap(), None);
@@ -350,7 +398,11 @@ mod tests {
     #[test]
     fn parse_errors_say_where() {
         let e = Document::parse(b"{\"a\":\n 1", "stdin").unwrap_err();
-        assert!(e.message.contains("truncated") && e.message.contains("line 2"), "{}", e.message);
+        assert!(
+            e.message.contains("truncated") && e.message.contains("line 2"),
+            "{}",
+            e.message
+        );
         let e = Document::parse(b"{} {}", "stdin").unwrap_err();
         assert!(e.message.contains("more than one"), "{}", e.message);
         let e = Document::parse(b"[1]", "stdin").unwrap_err();

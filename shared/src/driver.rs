@@ -58,7 +58,10 @@ pub enum Outcome {
 }
 
 /// Run a tool. `step` is the tool's own work.
-pub fn run<C: ToolCli>(tool: &'static str, step: impl FnOnce(&C, &mut Context) -> Result<Outcome>) -> ExitCode {
+pub fn run<C: ToolCli>(
+    tool: &'static str,
+    step: impl FnOnce(&C, &mut Context) -> Result<Outcome>,
+) -> ExitCode {
     let cli = match C::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -70,15 +73,16 @@ pub fn run<C: ToolCli>(tool: &'static str, step: impl FnOnce(&C, &mut Context) -
     let input = cli.input().path().map(Path::to_path_buf);
     let source = source_name(input.as_deref());
 
-    let mut doc = match read_input(input.as_deref(), &source).and_then(|b| Document::parse(&b, &source)) {
-        Ok(doc) => doc,
-        Err(e) => {
-            // Nothing usable came in: pass on a document that says so, so a pipeline's final
-            // output still tells what failed.
-            let mut doc = Document::from_map(Default::default());
-            return finish(tool, &mut doc, Err(e));
-        }
-    };
+    let mut doc =
+        match read_input(input.as_deref(), &source).and_then(|b| Document::parse(&b, &source)) {
+            Ok(doc) => doc,
+            Err(e) => {
+                // Nothing usable came in: pass on a document that says so, so a pipeline's final
+                // output still tells what failed.
+                let mut doc = Document::from_map(Default::default());
+                return finish(tool, &mut doc, Err(e));
+            }
+        };
 
     if let Some(code) = doc.upstream_error() {
         let from = doc
@@ -87,14 +91,20 @@ pub fn run<C: ToolCli>(tool: &'static str, step: impl FnOnce(&C, &mut Context) -
             .and_then(|t| t.as_str())
             .unwrap_or("an earlier tool")
             .to_string();
-        crate::ui::note(tool, &format!("the document carries an error from {from}; passing it on untouched"));
+        crate::ui::note(
+            tool,
+            &format!("the document carries an error from {from}; passing it on untouched"),
+        );
         doc.take_secrets();
         return write_and_exit(tool, &doc, code);
     }
 
     let secrets = doc.take_secrets();
     for path in &secrets.dropped {
-        crate::ui::note(tool, &format!("dropped the secret field `{path}` (secrets are never written out)"));
+        crate::ui::note(
+            tool,
+            &format!("dropped the secret field `{path}` (secrets are never written out)"),
+        );
     }
     let mut ctx = Context { tool, doc, secrets };
     let result = step(&cli, &mut ctx);
@@ -117,8 +127,14 @@ fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> Ex
 
 fn write_and_exit(tool: &str, doc: &Document, code: i32) -> ExitCode {
     let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(doc.to_line().as_bytes()).and_then(|()| out.flush()) {
-        crate::ui::note(tool, &format!("could not write the document to stdout: {e}"));
+    if let Err(e) = out
+        .write_all(doc.to_line().as_bytes())
+        .and_then(|()| out.flush())
+    {
+        crate::ui::note(
+            tool,
+            &format!("could not write the document to stdout: {e}"),
+        );
         return ExitCode::from(4);
     }
     ExitCode::from(code as u8)

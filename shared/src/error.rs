@@ -54,7 +54,7 @@ pub struct ToolError {
     pub message: String,
     pub hint: Option<String>,
     pub field: Option<String>,
-    pub command: Option<CommandRecord>,
+    pub command: Option<Box<CommandRecord>>,
 }
 
 pub type Result<T, E = ToolError> = std::result::Result<T, E>;
@@ -100,7 +100,7 @@ impl ToolError {
     }
 
     pub fn with_command(mut self, record: CommandRecord) -> Self {
-        self.command = Some(record);
+        self.command = Some(Box::new(record));
         self
     }
 
@@ -134,7 +134,11 @@ impl fmt::Display for ToolError {
             let code = c
                 .exit_code
                 .map_or_else(|| "killed or not started".to_string(), |c| c.to_string());
-            write!(f, "\n  command: {}\n  exit code: {code}", render_argv(&c.argv))?;
+            write!(
+                f,
+                "\n  command: {}\n  exit code: {code}",
+                render_argv(&c.argv)
+            )?;
             let tail = c.stderr_tail.trim_end();
             if !tail.is_empty() {
                 write!(f, "\n  stderr:")?;

@@ -18,6 +18,9 @@ pub const STDOUT_CAP: usize = 64 * 1024 * 1024;
 /// How much of the end of stderr is kept for error reports.
 pub const STDERR_TAIL: usize = 8 * 1024;
 
+/// Writes a stream into a child's stdin (e.g. a tar archive as it is built).
+pub type StreamWriter = Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>;
+
 /// What the child reads.
 pub enum Input {
     Null,
@@ -26,7 +29,7 @@ pub enum Input {
     Inherit,
     /// A stream produced while the child runs (e.g. a tar archive): the writer gets the child's
     /// stdin and must return when done; the pipe is closed after it returns.
-    Stream(Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>),
+    Stream(StreamWriter),
 }
 
 pub struct Cmd {
@@ -195,7 +198,10 @@ impl Cmd {
                 buf
             })
         });
-        let err_reader = child.stderr.take().map(|err| thread::spawn(move || read_tail(err)));
+        let err_reader = child
+            .stderr
+            .take()
+            .map(|err| thread::spawn(move || read_tail(err)));
 
         let (status, timed_out) = wait_deadline(&mut child, self.deadline);
         if let Some(w) = writer {
@@ -283,7 +289,11 @@ fn trace(out: &Output) {
         "ms": out.elapsed.as_millis() as u64,
         "pid": std::process::id(),
     });
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
         let _ = writeln!(f, "{line}");
     }
 }
@@ -319,7 +329,10 @@ mod tests {
     #[test]
     fn stderr_keeps_only_the_tail() {
         let out = Cmd::new("sh")
-            .args(["-c", "head -c 100000 /dev/zero | tr '\\0' x >&2; echo END >&2"])
+            .args([
+                "-c",
+                "head -c 100000 /dev/zero | tr '\\0' x >&2; echo END >&2",
+            ])
             .run()
             .unwrap();
         assert!(out.stderr_tail.len() <= STDERR_TAIL);

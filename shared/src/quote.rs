@@ -13,19 +13,23 @@ use crate::error::{Result, ToolError};
 /// Quote one value as exactly one POSIX shell word. NUL cannot be represented in an argument and
 /// is refused (the caller names the field).
 pub fn quote(value: &str) -> Result<String> {
-    shlex::try_quote(value).map(|c| c.into_owned()).map_err(|_| {
-        ToolError::bad_input(format!(
-            "the value {} contains a NUL byte, which no command argument can carry",
-            preview(value)
-        ))
-        .with_hint("remove the NUL character (\\u0000) from the value")
-    })
+    shlex::try_quote(value)
+        .map(|c| c.into_owned())
+        .map_err(|_| {
+            ToolError::bad_input(format!(
+                "the value {} contains a NUL byte, which no command argument can carry",
+                preview(value)
+            ))
+            .with_hint("remove the NUL character (\\u0000) from the value")
+        })
 }
 
 /// For messages only: how a person would type the value (never executed).
 pub fn quote_for_display(value: &str) -> String {
     let plain = !value.is_empty()
-        && value.bytes().all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
         && !value.starts_with('=');
     if plain {
         return value.to_string();

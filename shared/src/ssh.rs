@@ -14,7 +14,7 @@
 
 use crate::doc::Document;
 use crate::error::{ErrorKind, Result, ToolError};
-use crate::process::{Cmd, Input, Output};
+use crate::process::{Cmd, Input, Output, StreamWriter};
 use crate::quote::{preview, Script};
 use std::io::Write;
 use std::time::Duration;
@@ -107,9 +107,14 @@ impl Ssh {
     /// A non-interactive ssh: `BatchMode=yes`, so a missing master fails at once instead of
     /// prompting, and no pseudo-terminal. `remote` is fixed text written by the project.
     pub fn batch(&self, remote: &'static str) -> Cmd {
-        Cmd::new(ssh_program())
-            .args(self.base_args())
-            .args(["-o", "BatchMode=yes", "-T", "--", &self.host, remote])
+        Cmd::new(ssh_program()).args(self.base_args()).args([
+            "-o",
+            "BatchMode=yes",
+            "-T",
+            "--",
+            &self.host,
+            remote,
+        ])
     }
 
     /// A control command (`-O check`, `-O exit`) against a given control path.
@@ -128,7 +133,7 @@ impl Ssh {
     pub fn run_script(
         &self,
         script: &Script,
-        payload: Option<Box<dyn FnOnce(&mut dyn Write) -> std::io::Result<()> + Send>>,
+        payload: Option<StreamWriter>,
         deadline: Duration,
     ) -> Result<Output> {
         let text = script.as_str().as_bytes().to_vec();
@@ -226,13 +231,23 @@ impl ResolvedConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SshFailure {
     /// `Permission denied (methods)`; the methods the server offered.
-    AuthDenied { methods: String },
-    Unreachable { detail: String },
+    AuthDenied {
+        methods: String,
+    },
+    Unreachable {
+        detail: String,
+    },
     HostKey,
     ControlPathTooLong,
-    ConnectionLost { detail: String },
-    Config { detail: String },
-    Other { detail: String },
+    ConnectionLost {
+        detail: String,
+    },
+    Config {
+        detail: String,
+    },
+    Other {
+        detail: String,
+    },
 }
 
 impl SshFailure {
@@ -254,7 +269,9 @@ impl SshFailure {
         {
             return SshFailure::HostKey;
         }
-        if stderr.contains("ControlPath too long") || stderr.contains("too long for Unix domain socket") {
+        if stderr.contains("ControlPath too long")
+            || stderr.contains("too long for Unix domain socket")
+        {
             return SshFailure::ControlPathTooLong;
         }
         for p in [
@@ -266,7 +283,8 @@ impl SshFailure {
             "Operation timed out",
             "Name or service not known",
         ] {
-            if stderr.contains(p) && !stderr.contains("Control socket connect") || last.contains(p) {
+            if stderr.contains(p) && !stderr.contains("Control socket connect") || last.contains(p)
+            {
                 return SshFailure::Unreachable { detail: last };
             }
         }
@@ -282,7 +300,16 @@ impl SshFailure {
                 return SshFailure::ConnectionLost { detail: last };
             }
         }
-        for p in ["Bad configuration option", "Bad port", "bad port", "Can't open user config file", "unknown option", "usage: ssh", "Invalid", "terminating"] {
+        for p in [
+            "Bad configuration option",
+            "Bad port",
+            "bad port",
+            "Can't open user config file",
+            "unknown option",
+            "usage: ssh",
+            "Invalid",
+            "terminating",
+        ] {
             if stderr.contains(p) {
                 return SshFailure::Config { detail: last };
             }
@@ -350,7 +377,25 @@ pub fn check_host(host: &str) -> Result<()> {
         || host.chars().any(|c| {
             c.is_whitespace()
                 || c.is_control()
-                || matches!(c, ';' | '|' | '&' | '$' | '`' | '\'' | '"' | '<' | '>' | '(' | ')' | '{' | '}' | '*' | '?' | '!' | '\\')
+                || matches!(
+                    c,
+                    ';' | '|'
+                        | '&'
+                        | '$'
+                        | '`'
+                        | '\''
+                        | '"'
+                        | '<'
+                        | '>'
+                        | '('
+                        | ')'
+                        | '{'
+                        | '}'
+                        | '*'
+                        | '?'
+                        | '!'
+                        | '\\'
+                )
         });
     if bad {
         return Err(ToolError::field(
@@ -375,8 +420,12 @@ mod tests {
     #[test]
     fn classifies_openssh_messages() {
         assert_eq!(
-            SshFailure::classify("clusteruser@127.0.0.1: Permission denied (keyboard-interactive).\n"),
-            SshFailure::AuthDenied { methods: "keyboard-interactive".into() }
+            SshFailure::classify(
+                "clusteruser@127.0.0.1: Permission denied (keyboard-interactive).\n"
+            ),
+            SshFailure::AuthDenied {
+                methods: "keyboard-interactive".into()
+            }
         );
         assert!(matches!(
             SshFailure::classify("ssh: connect to host 127.0.0.1 port 1: Connection refused\n"),
@@ -399,7 +448,8 @@ mod tests {
 
     #[test]
     fn resolved_config_parses_ssh_g() {
-        let c = ResolvedConfig::parse("user bob\nhostname 127.0.0.1\nport 2222\ncontrolpath none\n");
+        let c =
+            ResolvedConfig::parse("user bob\nhostname 127.0.0.1\nport 2222\ncontrolpath none\n");
         assert_eq!(c.user, "bob");
         assert_eq!(c.control_path, None);
     }

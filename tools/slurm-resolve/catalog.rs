@@ -66,8 +66,11 @@ fn must_exist(p: &Path, via: &str) -> Result<PathBuf> {
 impl Catalog {
     pub fn load(path: &Path) -> Result<Catalog> {
         let bad = |msg: String| {
-            ToolError::new(ErrorKind::BadInput, format!("catalog {}: {msg}", path.display()))
-                .with_hint("fix the catalog file (format: docs/catalog.md)")
+            ToolError::new(
+                ErrorKind::BadInput,
+                format!("catalog {}: {msg}", path.display()),
+            )
+            .with_hint("fix the catalog file (format: docs/catalog.md)")
         };
         let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot read it: {e}")))?;
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
@@ -78,7 +81,10 @@ impl Catalog {
             ))
         })?;
         let Value::Object(top) = value else {
-            return Err(bad(format!("the top level must be an object, not {}", describe(&value))));
+            return Err(bad(format!(
+                "the top level must be an object, not {}",
+                describe(&value)
+            )));
         };
         let Some(Value::Array(list)) = top.get("clusters") else {
             return Err(bad("it needs a `clusters` list".into()));
@@ -111,7 +117,10 @@ impl Catalog {
     }
 
     pub fn names(&self) -> Vec<&str> {
-        self.clusters.iter().map(|c| c.cluster_name.as_str()).collect()
+        self.clusters
+            .iter()
+            .map(|c| c.cluster_name.as_str())
+            .collect()
     }
 }
 
@@ -129,7 +138,10 @@ impl Entry {
                 None | Some(Value::Null) => Ok(None),
                 Some(v) => match v.as_i64() {
                     Some(x) if x >= 1 => Ok(Some(x)),
-                    _ => Err(format!("`{k}` must be a whole number of at least 1, not {}", describe(v))),
+                    _ => Err(format!(
+                        "`{k}` must be a whole number of at least 1, not {}",
+                        describe(v)
+                    )),
                 },
             }
         };
@@ -155,7 +167,12 @@ impl Entry {
             None => None,
             Some(Value::Null) => Some(None),
             Some(Value::Bool(b)) => Some(Some(*b)),
-            Some(v) => return Err(format!("`mfa_style` must be true, false or null, not {}", describe(v))),
+            Some(v) => {
+                return Err(format!(
+                    "`mfa_style` must be true, false or null, not {}",
+                    describe(v)
+                ))
+            }
         };
         let partitions = match m.get("partitions") {
             None | Some(Value::Null) => Vec::new(),
@@ -190,17 +207,27 @@ impl Entry {
 
     /// Why this cluster cannot take the job, or `None` when it can.
     pub fn rejection(&self, device: &str, per_node: i64, total: Option<i64>) -> Option<String> {
-        if !self.device_types.iter().any(|d| d.eq_ignore_ascii_case(device)) {
+        if !self
+            .device_types
+            .iter()
+            .any(|d| d.eq_ignore_ascii_case(device))
+        {
             return Some(format!(
                 "device type {device} not offered (it has: {})",
-                if self.device_types.is_empty() { "none listed".to_string() } else { self.device_types.join(", ") }
+                if self.device_types.is_empty() {
+                    "none listed".to_string()
+                } else {
+                    self.device_types.join(", ")
+                }
             ));
         }
         let Some(gpn) = self.gpus_per_node else {
             return Some("the catalog does not say its gpus_per_node".into());
         };
         if gpn < per_node {
-            return Some(format!("{gpn} GPUs per node < required_devices_per_node {per_node}"));
+            return Some(format!(
+                "{gpn} GPUs per node < required_devices_per_node {per_node}"
+            ));
         }
         if let (Some(total), Some(nodes)) = (total, self.nodes) {
             if nodes.saturating_mul(gpn) < total {
@@ -216,7 +243,11 @@ impl Entry {
 
 /// Fill `{slurm_user}` and `{cluster_name}` in a catalog pattern. Returns the name of a
 /// placeholder that has no value, if any.
-pub fn apply_pattern(pattern: &str, user: Option<&str>, cluster: &str) -> std::result::Result<String, &'static str> {
+pub fn apply_pattern(
+    pattern: &str,
+    user: Option<&str>,
+    cluster: &str,
+) -> std::result::Result<String, &'static str> {
     if pattern.contains("{slurm_user}") && user.is_none() {
         return Err("slurm_user");
     }

@@ -81,7 +81,14 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if let Some(h) = doc.str_opt("ssh_host")? {
         shared::ssh::check_host(h)?;
     }
-    for f in ["slurm_user", "remote_cwd", "default_user_root_dir", "repo_url", "work_dir", "job_name"] {
+    for f in [
+        "slurm_user",
+        "remote_cwd",
+        "default_user_root_dir",
+        "repo_url",
+        "work_dir",
+        "job_name",
+    ] {
         doc.str_opt(f)?;
     }
 
@@ -104,9 +111,14 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let mut derived = Vec::new();
     derive_fields(ctx, entry, &cluster_name, &wanted, &mut derived)?;
     if !derived.is_empty() {
-        ctx.note(format!("cluster {cluster_name} ({selected_by}); filled in: {}", derived.join(", ")));
+        ctx.note(format!(
+            "cluster {cluster_name} ({selected_by}); filled in: {}",
+            derived.join(", ")
+        ));
     } else {
-        ctx.note(format!("cluster {cluster_name} ({selected_by}); nothing to fill in"));
+        ctx.note(format!(
+            "cluster {cluster_name} ({selected_by}); nothing to fill in"
+        ));
     }
     let section = json!({
         "cluster_name": cluster_name,
@@ -126,9 +138,14 @@ fn check_mfa_style(v: Option<&Value>) -> Result<()> {
         None | Some(Value::Bool(_)) => Ok(()),
         Some(other) => Err(field_error(
             "mfa_style",
-            &format!("must be true, false or null, but it is {}", shared::doc::describe(other)),
+            &format!(
+                "must be true, false or null, but it is {}",
+                shared::doc::describe(other)
+            ),
         )
-        .with_hint("true: the cluster needs an interactive (MFA) login; false: keys work; null: find out")),
+        .with_hint(
+            "true: the cluster needs an interactive (MFA) login; false: keys work; null: find out",
+        )),
     }
 }
 
@@ -183,18 +200,27 @@ fn select<'c>(
                 matches.push(e);
                 report.push(json!({"cluster_name": e.cluster_name, "accepted": true}));
             }
-            Some(why) => report.push(json!({"cluster_name": e.cluster_name, "accepted": false, "reason": why})),
+            Some(why) => report
+                .push(json!({"cluster_name": e.cluster_name, "accepted": false, "reason": why})),
         }
     }
     let wanted_text = format!(
         "{device} x{per_node} per node{}",
-        w.total.map(|t| format!(", {t} in total")).unwrap_or_default()
+        w.total
+            .map(|t| format!(", {t} in total"))
+            .unwrap_or_default()
     );
     match matches.len() {
         0 => {
             let reasons: Vec<String> = report
                 .iter()
-                .map(|r| format!("  {}: {}", r["cluster_name"].as_str().unwrap_or("?"), r["reason"].as_str().unwrap_or("")))
+                .map(|r| {
+                    format!(
+                        "  {}: {}",
+                        r["cluster_name"].as_str().unwrap_or("?"),
+                        r["reason"].as_str().unwrap_or("")
+                    )
+                })
                 .collect();
             Err(ToolError::bad_input(format!(
                 "no cluster in {} can take {wanted_text}:\n{}",
@@ -268,8 +294,11 @@ fn derive_fields(
             .with_hint(format!("set `{missing}` (your user name on {cluster}) or `ssh_host`"))
         })?;
         shared::ssh::check_host(&host).map_err(|e| {
-            ToolError::bad_input(format!("the catalog's ssh_host pattern gives {host:?}: {}", e.message))
-                .with_field("ssh_host")
+            ToolError::bad_input(format!(
+                "the catalog's ssh_host pattern gives {host:?}: {}",
+                e.message
+            ))
+            .with_field("ssh_host")
         })?;
         doc.derive("ssh_host", json!(host), derived);
     }
@@ -314,10 +343,16 @@ fn derive_fields(
     }
     // PROCEDURE 4b and 4f.1.
     if !doc.has("remote_repo_path") {
-        if let (Some(root), Some(url)) = (doc.str_opt("default_user_root_dir")?, doc.str_opt("repo_url")?) {
+        if let (Some(root), Some(url)) = (
+            doc.str_opt("default_user_root_dir")?,
+            doc.str_opt("repo_url")?,
+        ) {
             let name = repo_name(url).ok_or_else(|| {
-                field_error("repo_url", &format!("is {url:?}, which has no repository name at its end"))
-                    .with_hint("use the clone URL of the repository, e.g. git@host:org/project.git")
+                field_error(
+                    "repo_url",
+                    &format!("is {url:?}, which has no repository name at its end"),
+                )
+                .with_hint("use the clone URL of the repository, e.g. git@host:org/project.git")
             })?;
             let path = join(root, &name);
             doc.derive("remote_repo_path", json!(path), derived);
@@ -330,7 +365,11 @@ fn derive_fields(
                 .and_then(basename)
                 .or_else(|| doc.str_opt("job_name").ok().flatten().map(sanitize))
                 .unwrap_or_else(|| "default".to_string());
-            doc.derive("remote_work_dir", json!(join(&join(&repo, "work_dirs"), &leaf)), derived);
+            doc.derive(
+                "remote_work_dir",
+                json!(join(&join(&repo, "work_dirs"), &leaf)),
+                derived,
+            );
         }
     }
     Ok(())
@@ -341,7 +380,11 @@ fn join(a: &str, b: &str) -> String {
 }
 
 fn basename(p: &str) -> Option<String> {
-    p.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty() && *s != "." && *s != "..").map(str::to_string)
+    p.trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .filter(|s| !s.is_empty() && *s != "." && *s != "..")
+        .map(str::to_string)
 }
 
 /// The repository's directory name from its URL: `git@h:org/proj.git` -> `proj`.
@@ -353,7 +396,13 @@ fn repo_name(url: &str) -> Option<String> {
 
 fn sanitize(s: &str) -> String {
     s.bytes()
-        .map(|b| if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' { b as char } else { '_' })
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
+                b as char
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -363,7 +412,10 @@ mod tests {
 
     #[test]
     fn repo_names() {
-        assert_eq!(repo_name("git@github.com:NVIDIA/TensorRT-LLM.git").as_deref(), Some("TensorRT-LLM"));
+        assert_eq!(
+            repo_name("git@github.com:NVIDIA/TensorRT-LLM.git").as_deref(),
+            Some("TensorRT-LLM")
+        );
         assert_eq!(repo_name("/srv/x/sample.git/").as_deref(), Some("sample"));
         assert_eq!(repo_name("https://h/a/b").as_deref(), Some("b"));
         assert_eq!(repo_name("/"), None);

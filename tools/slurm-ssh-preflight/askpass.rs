@@ -41,19 +41,24 @@ impl Server {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.subsec_nanos())
             .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!("slurm-tools-askpass-{}-{nonce}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "slurm-tools-askpass-{}-{nonce}",
+            std::process::id()
+        ));
         std::fs::create_dir(&dir)?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         let socket = dir.join("s");
         let listener = UnixListener::bind(&socket)?;
         let handle = std::thread::spawn(move || {
-            for stream in listener.incoming().take(prompts) {
-                if let Ok(mut s) = stream {
-                    let _ = s.write_all(password.as_bytes());
-                }
+            for mut s in listener.incoming().take(prompts).flatten() {
+                let _ = s.write_all(password.as_bytes());
             }
         });
-        Ok(Server { dir, socket, handle: Some(handle) })
+        Ok(Server {
+            dir,
+            socket,
+            handle: Some(handle),
+        })
     }
 }
 

@@ -78,15 +78,21 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let mfa_style = match doc.get("mfa_style") {
         None => None,
         Some(Value::Bool(b)) => Some(*b),
-        Some(other) => {
-            return Err(shared::doc::field_error(
-                "mfa_style",
-                &format!("must be true, false or null, but it is {}", shared::doc::describe(other)),
-            )
-            .with_hint("true: the cluster needs an interactive (MFA) login; false: keys work; null: find out"))
-        }
+        Some(other) => return Err(shared::doc::field_error(
+            "mfa_style",
+            &format!(
+                "must be true, false or null, but it is {}",
+                shared::doc::describe(other)
+            ),
+        )
+        .with_hint(
+            "true: the cluster needs an interactive (MFA) login; false: keys work; null: find out",
+        )),
     };
-    let remote_cwd = match (doc.str_opt("remote_cwd")?, doc.str_opt("default_user_root_dir")?) {
+    let remote_cwd = match (
+        doc.str_opt("remote_cwd")?,
+        doc.str_opt("default_user_root_dir")?,
+    ) {
         (Some(c), _) | (None, Some(c)) => c.to_string(),
         (None, None) => {
             return Err(shared::doc::missing(
@@ -98,14 +104,22 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let wants_container = doc.has("container_image");
     // Preflight settles the control path itself: an earlier run's choice is not reused.
     let mut ssh = Ssh::from_doc(doc)?;
-    ssh.control_path = Some(doc.str_opt("control_path")?.unwrap_or(shared::ssh::DEFAULT_CONTROL_PATH).to_string());
+    ssh.control_path = Some(
+        doc.str_opt("control_path")?
+            .unwrap_or(shared::ssh::DEFAULT_CONTROL_PATH)
+            .to_string(),
+    );
     ssh.connect_timeout = 5;
     let script = remote_check::script(&remote_cwd)?;
 
-    let ours = ssh
-        .resolved_config(true)?
-        .control_path
-        .ok_or_else(|| ToolError::field(ErrorKind::BadInput, "control_path", "`control_path` is none, but every tool needs the shared ControlMaster socket").with_hint("leave `control_path` out to use the default"))?;
+    let ours = ssh.resolved_config(true)?.control_path.ok_or_else(|| {
+        ToolError::field(
+            ErrorKind::BadInput,
+            "control_path",
+            "`control_path` is none, but every tool needs the shared ControlMaster socket",
+        )
+        .with_hint("leave `control_path` out to use the default")
+    })?;
     let socket = control_socket::check(&ours)?;
 
     let (path, out) = match mfa_style {
@@ -175,7 +189,11 @@ fn direct_path(ours: &str, socket: SocketState, discovered: bool) -> Path {
     Path {
         ssh_path: "direct",
         // A socket at our path means a master (ours) is there for later calls to ride.
-        master: if socket == SocketState::Present { "managed" } else { "none" },
+        master: if socket == SocketState::Present {
+            "managed"
+        } else {
+            "none"
+        },
         control_path: Some(ours.to_string()),
         mfa_style: false,
         discovered,
@@ -263,7 +281,10 @@ fn mfa_path(
         discovered,
     };
     // 1. The person's own master, from their ssh config.
-    let theirs = ssh.resolved_config(false)?.control_path.filter(|p| p != ours);
+    let theirs = ssh
+        .resolved_config(false)?
+        .control_path
+        .filter(|p| p != ours);
     if let Some(p) = theirs.filter(|p| std::path::Path::new(p).exists()) {
         if control_socket::check(&p).is_ok() && master_alive(ssh, &p)? {
             path.master = "user";
@@ -276,7 +297,11 @@ fn mfa_path(
     }
     if path.master == "none" {
         let argv = master_command(ssh, ours);
-        let printable = argv.iter().map(|a| quote_for_display(a)).collect::<Vec<_>>().join(" ");
+        let printable = argv
+            .iter()
+            .map(|a| quote_for_display(a))
+            .collect::<Vec<_>>()
+            .join(" ");
         if !cli.establish {
             ctx.note(format!("no live ControlMaster for {}; log in once in a terminal with:\n\n    {printable}\n", ssh.host));
             return Err(ToolError::needs_person(format!(
@@ -297,8 +322,17 @@ fn mfa_path(
 }
 
 /// Run the master command attached to the person's terminal, then verify it.
-fn establish(cli: &Cli, ctx: &Context, ssh: &Ssh, control_path: &str, argv: &[String]) -> Result<()> {
-    ctx.note(format!("opening a ControlMaster to {}: complete the login prompts", ssh.host));
+fn establish(
+    cli: &Cli,
+    ctx: &Context,
+    ssh: &Ssh,
+    control_path: &str,
+    argv: &[String],
+) -> Result<()> {
+    ctx.note(format!(
+        "opening a ControlMaster to {}: complete the login prompts",
+        ssh.host
+    ));
     let mut cmd = Cmd::new(ssh_program())
         .args(argv[1..].iter().cloned())
         .arg("-o")

@@ -58,9 +58,14 @@ pub struct Remote {
 }
 
 pub fn parse(text: &str, remote_cwd: &str) -> Remote {
-    let mut r = Remote { remote_cwd: remote_cwd.to_string(), ..Default::default() };
+    let mut r = Remote {
+        remote_cwd: remote_cwd.to_string(),
+        ..Default::default()
+    };
     for line in text.lines() {
-        let Some((k, v)) = line.split_once('=') else { continue };
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
         let opt = || (!v.trim().is_empty()).then(|| v.trim().to_string());
         match k {
             "cwd_exists" => r.cwd_exists = v == "1",
@@ -107,7 +112,10 @@ impl Remote {
         };
         if !self.cwd_exists {
             return missing(
-                &format!("remote_cwd {} does not exist and could not be created", self.remote_cwd),
+                &format!(
+                    "remote_cwd {} does not exist and could not be created",
+                    self.remote_cwd
+                ),
                 "create it on the cluster, or set `remote_cwd` to a directory you can write",
             )
             .map_err(|e: ToolError| e.with_field("remote_cwd"));
@@ -123,13 +131,22 @@ impl Remote {
             return missing("Slurm's squeue is not on PATH for non-interactive logins", "load Slurm in your shell startup file that non-interactive shells read (e.g. ~/.bashrc), or check you reached a login node");
         }
         if self.tmux.is_none() {
-            return missing("tmux is not on PATH (jobs and allocations are held in tmux on the login node)", "ask the cluster admins for tmux, or put a tmux binary on your PATH");
+            return missing(
+                "tmux is not on PATH (jobs and allocations are held in tmux on the login node)",
+                "ask the cluster admins for tmux, or put a tmux binary on your PATH",
+            );
         }
         if self.git.is_none() {
-            return missing("git is not on PATH (the remote checkout needs it)", "load a git module in your shell startup file");
+            return missing(
+                "git is not on PATH (the remote checkout needs it)",
+                "load a git module in your shell startup file",
+            );
         }
         if self.tar.is_none() {
-            return missing("tar is not on PATH (untracked files travel as a tar stream)", "put tar on PATH");
+            return missing(
+                "tar is not on PATH (untracked files travel as a tar stream)",
+                "put tar on PATH",
+            );
         }
         if wants_container && !self.container_flags {
             return missing("srun does not accept --container-image (no pyxis plugin), but `container_image` is set", "use a cluster with pyxis/enroot, or remove `container_image`")

@@ -1,0 +1,211 @@
+//! The job document contract (CONTRACT.md), through a real tool process.
+//! slurm-resolve stands in for every tool here: the behaviour under test is the shared driver.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+
+fn minimal() -> Value {
+    json!({"slurm_cluster": "c1", "ssh_host": "login.example.org"})
+}
+
+#[test]
+fn unknown_fields_round_trip_byte_for_byte() {
+    let input = r#"{"slurm_cluster":"c1","ssh_host":"h","zeta":{"deep":[1,{"x":null}],"e":1.25},"big":123456789012345678901234567890,"neg":-0.0,"text":"ü\n\"q\"\u0007","empty":{},"list":[]}"#;
+    let r = run_raw(tool("slurm-resolve"), input.as_bytes());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Every input field comes out with exactly its input text, in order, before the new section.
+    let expected_prefix = &input[..input.len() - 1];
+    assert!(
+        r.stdout.starts_with(expected_prefix),
+        "\n{}\nvs\n{}",
+        r.stdout,
+        input
+    );
+    assert!(r.doc["resolve"].is_object());
+
+    // Exponent forms keep their value (serde_json may write `1e5` as `1e+5`).
+    let r = run_raw(
+        tool("slurm-resolve"),
+        br#"{"slurm_cluster":"c1","ssh_host":"h","e":1e5,"f":-2.5E-3}"#,
+    );
+    assert_eq!(r.doc["e"].as_f64(), Some(1e5));
+    assert_eq!(r.doc["f"].as_f64(), Some(-2.5e-3));
+}
+
+#[test]
+fn an_upstream_error_passes_through_untouched_with_its_exit_code() {
+    let input = json!({
+        "slurm_cluster": "c1",
+        "slurm_password": "hunter2-canary",
+        "error": {"tool": "slurm-x", "kind": "needs_person", "message": "m", "hint": "h", "exit_code": 3}
+    });
+    let r = run("slurm-resolve", &[], &input);
+    assert_eq!(r.code, 3);
+    let mut expected = input.clone();
+    expected.as_object_mut().unwrap().remove("slurm_password");
+    assert_eq!(r.doc, expected);
+    assert!(r.stderr.contains("slurm-x"), "{}", r.stderr);
+    assert!(!r.stdout.contains("hunter2") && !r.stderr.contains("hunter2"));
+}
+
+#[test]
+fn secrets_are_dropped_from_output_and_never_printed() {
+    let mut input = minimal();
+    let o = input.as_object_mut().unwrap();
+    o.insert("slurm_password".into(), json!("pw-canary-1"));
+    o.insert(
+        "extra".into(),
+        json!({"api_token": "pw-canary-2", "keep": 1, "list": [{"MY_SECRET": "pw-canary-3"}]}),
+    );
+    o.insert("vault_password_file".into(), json!("pw-canary-4"));
+    let r = run("slurm-resolve", &[], &input);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for canary in ["pw-canary-1", "pw-canary-2", "pw-canary-3", "pw-canary-4"] {
+        assert!(
+            !r.stdout.contains(canary) && !r.stderr.contains(canary),
+            "{canary} leaked"
+        );
+    }
+    assert_eq!(r.doc["extra"], json!({"keep": 1, "list": [{}]}));
+    assert!(r.doc.get("slurm_password").is_none());
+    assert!(r
+        .stderr
+        .contains("dropped the secret field `slurm_password`"));
+}
+
+#[test]
+fn secrets_are_dropped_from_error_documents_too() {
+    let input = json!({"slurm_password": "pw-canary-5", "node_count": "two"});
+    let r = run("slurm-resolve", &[], &input);
+    assert_eq!(r.code, 2);
+    assert!(!r.stdout.contains("pw-canary-5") && !r.stderr.contains("pw-canary-5"));
+}
+
+fn assert_bad_input(input: &[u8], needles: &[&str]) {
+    let r = run_raw(tool("slurm-resolve"), input);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.doc["error"]["exit_code"], 2);
+    assert_eq!(r.doc["error"]["kind"], "bad_input");
+    let msg = r.error_message();
+    for n in needles {
+        assert!(msg.contains(n), "`{n}` not in: {msg}");
+        assert!(r.stderr.contains(n), "`{n}` not on stderr: {}", r.stderr);
+    }
+}
+
+#[test]
+fn truncated_json_exits_2_with_line_and_column() {
+    assert_bad_input(
+        b"{\"slurm_cluster\": \"c1\",\n  \"node_count\": ",
+        &["truncated", "line 2 column"],
+    );
+}
+
+#[test]
+fn two_documents_exit_2_with_line_and_column() {
+    assert_bad_input(
+        b"{\"a\": 1}\n{\"b\": 2}\n",
+        &["more than one", "line 2 column 1"],
+    );
+}
+
+#[test]
+fn a_top_level_that_is_not_an_object_exits_2_with_line_and_column() {
+    assert_bad_input(
+        b"\n  [1, 2]",
+        &["must be a JSON object", "a list", "line 2 column 3"],
+    );
+    assert_bad_input(
+        b"\"text\"",
+        &["must be a JSON object", "a string", "line 1 column 1"],
+    );
+    assert_bad_input(b"42", &["must be a JSON object", "a number"]);
+}
+
+#[test]
+fn invalid_json_exits_2_with_line_and_column() {
+    assert_bad_input(
+        b"{\"a\": 1,\n \"b\": tru }",
+        &["not valid JSON", "line 2 column"],
+    );
+}
+
+#[test]
+fn empty_stdin_exits_2_and_says_the_previous_tool_printed_nothing() {
+    let r = run_raw(tool("slurm-resolve"), b"");
+    assert_eq!(r.code, 2);
+    assert!(r.error_message().contains("empty"));
+    assert!(r.doc["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("printed nothing"));
+}
+
+#[test]
+fn deep_nesting_is_refused_not_crashed() {
+    let deep = format!("{{\"a\":{}1{}}}", "[".repeat(100_000), "]".repeat(100_000));
+    assert_bad_input(deep.as_bytes(), &["recursion limit"]);
+}
+
+#[test]
+fn huge_stdin_is_refused_quickly_with_bounded_memory() {
+    let big = vec![b' '; 17 * 1024 * 1024];
+    let started = std::time::Instant::now();
+    assert_bad_input(&big, &["larger than 16 MiB"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn the_document_can_come_from_a_file_argument_or_dash() {
+    let dir = tempdir();
+    let path = dir.path().join("job.json");
+    write(&path, &minimal().to_string());
+    let mut cmd = tool("slurm-resolve");
+    cmd.arg(&path);
+    let r = run_raw(cmd, b"");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["slurm_cluster"], "c1");
+    let mut cmd = tool("slurm-resolve");
+    cmd.arg("-");
+    let r = run_raw(cmd, minimal().to_string().as_bytes());
+    assert_eq!(r.code, 0);
+    let mut cmd = tool("slurm-resolve");
+    cmd.arg(dir.path().join("missing.json"));
+    let r = run_raw(cmd, b"");
+    assert_eq!(r.code, 2);
+    assert!(r.error_message().contains("missing.json"));
+}
+
+#[test]
+fn bad_flags_exit_2_and_help_and_version_exit_0() {
+    for t in ["slurm-resolve", "slurm-ssh-preflight"] {
+        let out = tool(t)
+            .arg("--no-such-flag")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{t}");
+        let out = tool(t).arg("--help").output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            help.contains("Reads:") && help.contains("Example:"),
+            "{t} --help teaches:\n{help}"
+        );
+        let out = tool(t).arg("--version").output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with(t));
+    }
+}
+
+#[test]
+fn a_nul_in_a_field_is_refused_naming_the_field() {
+    let r = run(
+        "slurm-resolve",
+        &[],
+        &json!({"slurm_cluster": "c1", "ssh_host": "a\u{0}b"}),
+    );
+    assert_eq!(r.code, 2);
+    assert_eq!(r.doc["error"]["field"], "ssh_host");
+    assert!(r.error_message().contains("NUL"));
+}

@@ -1,0 +1,213 @@
+//! What every test needs: the testbed's facts, the tools as processes, and a hermetic env.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The facts `scripts/local-cluster info` prints.
+pub struct Testbed {
+    pub info: Value,
+}
+
+impl Testbed {
+    pub fn s(&self, key: &str) -> String {
+        self.info[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("info.json has no `{key}`"))
+            .to_string()
+    }
+    pub fn ssh_config(&self) -> String {
+        self.s("ssh_config_file")
+    }
+    pub fn remote_root(&self) -> String {
+        self.s("remote_root")
+    }
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The running local cluster. Panics (the test fails, it is not skipped) when it is not up.
+pub fn testbed() -> &'static Testbed {
+    static TB: OnceLock<Testbed> = OnceLock::new();
+    TB.get_or_init(|| {
+        let out = Command::new(repo_root().join("scripts/local-cluster"))
+            .arg("info")
+            .output()
+            .expect("run scripts/local-cluster info");
+        assert!(
+            out.status.success(),
+            "the local cluster is not set up: run `scripts/local-cluster up` (scripts/test does it)\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let info: Value = serde_json::from_slice(&out.stdout).expect("info is JSON");
+        Testbed { info }
+    })
+}
+
+/// Tests that log in to the MFA host or count its authentications take this lock, so the
+/// counts of one are not disturbed by another running in parallel.
+pub fn mfa_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn bin(tool: &str) -> &'static str {
+    match tool {
+        "slurm-resolve" => env!("CARGO_BIN_EXE_slurm-resolve"),
+        "slurm-ssh-preflight" => env!("CARGO_BIN_EXE_slurm-ssh-preflight"),
+        other => panic!("unknown tool {other}"),
+    }
+}
+
+/// A tool as a process with a hermetic environment: no catalog from the person's config.
+pub fn tool(tool: &str) -> Command {
+    let mut c = Command::new(bin(tool));
+    c.env_remove("SLURM_TOOLS_CATALOG")
+        .env_remove("SLURM_TOOLS_TRACE")
+        .env("XDG_CONFIG_HOME", "/nonexistent/slurm-tools-test-config");
+    c
+}
+
+pub struct Run {
+    pub code: i32,
+    pub doc: Value,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn error_message(&self) -> String {
+        self.doc["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    }
+}
+
+/// Run with `input` on stdin; stdout must be exactly one JSON object and a newline.
+pub fn run_raw(mut cmd: Command, input: &[u8]) -> Run {
+    let out = pipe(&mut cmd, input);
+    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        stdout.ends_with('\n') && stdout.matches('\n').count() == 1,
+        "stdout must be one line:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let doc: Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{stdout}"));
+    assert!(doc.is_object());
+    Run {
+        code: out.status.code().expect("exited"),
+        doc,
+        stdout,
+        stderr,
+    }
+}
+
+pub fn run(tool_name: &str, args: &[&str], input: &Value) -> Run {
+    let mut cmd = tool(tool_name);
+    cmd.args(args);
+    run_raw(cmd, input.to_string().as_bytes())
+}
+
+pub fn pipe(cmd: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().expect("wait");
+    writer.join().unwrap();
+    out
+}
+
+/// A fresh temporary directory.
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("st-test-")
+        .tempdir()
+        .unwrap()
+}
+
+pub fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+/// Count of sshd log lines matching `needle`.
+pub fn log_count(path: &str, needle: &str) -> usize {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .matches(needle)
+        .count()
+}
+
+/// The trace lines (one per external program run) written through SLURM_TOOLS_TRACE.
+pub fn trace_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// ssh executions that talk to the network (`ssh -G` only reads the config).
+pub fn connecting_ssh(trace: &[Value]) -> Vec<Vec<String>> {
+    trace
+        .iter()
+        .map(|t| serde_json::from_value::<Vec<String>>(t["argv"].clone()).unwrap())
+        .filter(|argv| argv[0].ends_with("ssh") && !argv.iter().any(|a| a == "-G"))
+        .collect()
+}
+
+/// Open the MFA master at `control_path` the way a person would (test stand-in).
+pub fn mfa_login(control_path: &str) {
+    let out = Command::new(repo_root().join("scripts/local-cluster"))
+        .args(["mfa-login", control_path])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mfa-login failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+pub fn mfa_logout(control_path: &str) {
+    let _ = Command::new("ssh")
+        .args([
+            "-F",
+            &testbed().ssh_config(),
+            "-o",
+            &format!("ControlPath={control_path}"),
+            "-O",
+            "exit",
+            &testbed().s("mfa_host"),
+        ])
+        .output();
+}
+
+/// A base document for the local cluster through one of its hosts.
+pub fn doc_for(host_key: &str) -> Value {
+    let tb = testbed();
+    serde_json::json!({
+        "ssh_host": tb.s(host_key),
+        "ssh_config_file": tb.ssh_config(),
+        "slurm_user": tb.s("cluster_user"),
+        "remote_cwd": tb.remote_root(),
+    })
+}
+
+/// A short control path unique to a test, so tests do not share masters.
+pub fn control_path(test: &str) -> String {
+    format!("/tmp/st-{}-{}-%p", test, std::process::id())
+}

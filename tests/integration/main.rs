@@ -1,0 +1,11 @@
+//! The integration suite: the real binaries, run as processes, against the real local cluster
+//! (slurmctld, slurmd, slurmdbd), the real sshd instances and real git that
+//! `scripts/local-cluster up` brings up. `scripts/test` brings them up before running this.
+//! Nothing here is a mock; where a fault cannot be caused for real, the test says so.
+
+mod document;
+mod harness;
+mod preflight;
+mod remote_quoting;
+mod resolve;
+mod testbed;

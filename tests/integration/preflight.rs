@@ -1,0 +1,330 @@
+//! slurm-ssh-preflight against the real sshd instances and the real cluster.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+
+fn preflight(input: Value, extra: &[&str]) -> Run {
+    run("slurm-ssh-preflight", extra, &input)
+}
+
+fn with(mut d: Value, k: &str, v: Value) -> Value {
+    d[k] = v;
+    d
+}
+
+#[test]
+fn the_direct_host_passes_and_reports_the_remote() {
+    let d = with(doc_for("direct_host"), "mfa_style", json!(false));
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let p = &r.doc["preflight"];
+    assert_eq!(p["ssh_path"], "direct");
+    let remote = &p["remote"];
+    assert_eq!(remote["user"], testbed().s("cluster_user"));
+    assert!(remote["tmux"].as_str().unwrap().starts_with("tmux"));
+    assert!(remote["slurm_version"].as_str().unwrap().contains("22.05"));
+    assert_eq!(remote["accounting"], "enabled");
+    assert_eq!(remote["container_flags"], true);
+    assert!(remote["git"].as_str().unwrap().starts_with("git version"));
+    assert!(remote["tar"].as_str().unwrap().contains("tar"));
+}
+
+#[test]
+fn a_missing_remote_cwd_is_created() {
+    let dir = format!(
+        "{}/preflight-created-{}",
+        testbed().remote_root(),
+        std::process::id()
+    );
+    let d = with(
+        with(doc_for("direct_host"), "mfa_style", json!(false)),
+        "remote_cwd",
+        json!(dir.clone()),
+    );
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["preflight"]["remote"]["remote_cwd_created"], true);
+    assert!(std::path::Path::new(&dir).is_dir());
+    let _ = std::fs::remove_dir(&dir);
+}
+
+#[test]
+fn a_wrong_port_exits_4_and_does_not_mention_mfa() {
+    let d = with(
+        with(doc_for("direct_host"), "mfa_style", json!(false)),
+        "ssh_options",
+        json!(["-o", "Port=1"]),
+    );
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.error_message().contains("Connection refused"),
+        "{}",
+        r.error_message()
+    );
+    let all = format!("{}{}", r.doc["error"], r.stderr).to_lowercase();
+    assert!(
+        !all.contains("mfa") && !all.contains("interactive"),
+        "{all}"
+    );
+}
+
+#[test]
+fn a_wrong_host_exits_4_and_does_not_mention_mfa() {
+    let d = with(
+        with(doc_for("direct_host"), "mfa_style", json!(false)),
+        "ssh_host",
+        json!("no-such-host.invalid"),
+    );
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.error_message().contains("cannot reach"),
+        "{}",
+        r.error_message()
+    );
+    let all = format!("{}{}", r.doc["error"], r.stderr).to_lowercase();
+    assert!(
+        !all.contains("mfa") && !all.contains("interactive"),
+        "{all}"
+    );
+}
+
+#[test]
+fn an_mfa_host_with_mfa_style_false_is_a_configuration_problem_not_a_prompt() {
+    let d = with(doc_for("mfa_host"), "mfa_style", json!(false));
+    let d = with(d, "control_path", json!(control_path("cfgprob")));
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.error_message().contains("refused the key-based login"));
+}
+
+#[test]
+fn the_mfa_host_without_a_master_exits_3_with_the_command_then_passes_after_login() {
+    let _guard = mfa_lock();
+    let tb = testbed();
+    let cp = control_path("mfa");
+    mfa_logout(&cp);
+    let d = with(
+        with(doc_for("mfa_host"), "mfa_style", json!(true)),
+        "control_path",
+        json!(cp.clone()),
+    );
+    let r = preflight(d.clone(), &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let hint = r.doc["error"]["hint"].as_str().unwrap();
+    let expanded_cp = cp.replace("%p", &tb.info["mfa_port"].to_string());
+    for part in [
+        "ssh ",
+        "-fNM",
+        "-o ControlMaster=auto",
+        &format!("-o ControlPath={expanded_cp}"),
+        "-o ControlPersist=24h",
+        &tb.s("mfa_host"),
+    ] {
+        assert!(hint.contains(part), "`{part}` not in hint: {hint}");
+        assert!(r.stderr.contains(part), "`{part}` not on stderr");
+    }
+
+    // The person logs in (the test stand-in does it), and the same run passes.
+    mfa_login(&cp);
+    let log = tb.s("mfa_sshd_log");
+    let before = log_count(&log, "Accepted keyboard-interactive");
+    let trace = tempdir();
+    let trace_file = trace.path().join("trace.jsonl");
+    let mut cmd = tool("slurm-ssh-preflight");
+    cmd.env("SLURM_TOOLS_TRACE", &trace_file);
+    let r = run_raw(cmd, d.to_string().as_bytes());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["preflight"]["ssh_path"], "mfa");
+    assert_eq!(r.doc["preflight"]["master"], "managed");
+    assert_eq!(r.doc["preflight"]["control_path"], expanded_cp);
+    let after = log_count(&log, "Accepted keyboard-interactive");
+    assert_eq!(after, before, "no authentication beyond the master's");
+    let ssh_runs = connecting_ssh(&trace_lines(&trace_file));
+    assert!(
+        ssh_runs.len() <= 2,
+        "a preflight with a live master uses at most 2 ssh executions: {ssh_runs:#?}"
+    );
+    mfa_logout(&cp);
+}
+
+#[test]
+fn mfa_style_null_takes_the_mfa_path_on_the_mfa_host_and_records_it() {
+    let _guard = mfa_lock();
+    let cp = control_path("null");
+    mfa_login(&cp);
+    let d = with(
+        with(doc_for("mfa_host"), "mfa_style", Value::Null),
+        "control_path",
+        json!(cp.clone()),
+    );
+    let r = preflight(d, &[]);
+    mfa_logout(&cp);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["preflight"]["ssh_path"], "mfa");
+    assert_eq!(r.doc["preflight"]["mfa_style"], true);
+    assert_eq!(r.doc["preflight"]["mfa_style_discovered"], true);
+    assert!(r.stderr.contains("\"mfa_style\": true"), "{}", r.stderr);
+}
+
+#[test]
+fn mfa_style_null_takes_the_direct_path_on_the_direct_host() {
+    let r = preflight(doc_for("direct_host"), &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["preflight"]["ssh_path"], "direct");
+    assert_eq!(r.doc["preflight"]["mfa_style"], false);
+    assert_eq!(r.doc["preflight"]["mfa_style_discovered"], true);
+    assert!(r.stderr.contains("\"mfa_style\": false"), "{}", r.stderr);
+}
+
+#[test]
+fn mfa_style_null_without_a_master_ends_on_the_mfa_path_asking_for_login() {
+    let _guard = mfa_lock();
+    let cp = control_path("nullnomaster");
+    mfa_logout(&cp);
+    let d = with(doc_for("mfa_host"), "control_path", json!(cp));
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.doc["error"]["hint"].as_str().unwrap().contains("-fNM"));
+}
+
+#[test]
+fn establish_opens_the_master_with_the_password_through_askpass_never_argv() {
+    let _guard = mfa_lock();
+    let tb = testbed();
+    let cp = control_path("establish");
+    mfa_logout(&cp);
+    let password = std::fs::read_to_string(tb.s("mfa_password_file"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let d = with(
+        with(
+            with(doc_for("mfa_host"), "mfa_style", json!(true)),
+            "control_path",
+            json!(cp.clone()),
+        ),
+        "slurm_password",
+        json!(password.clone()),
+    );
+    let trace = tempdir();
+    let trace_file = trace.path().join("trace.jsonl");
+    let mut cmd = tool("slurm-ssh-preflight");
+    cmd.arg("--establish").env("SLURM_TOOLS_TRACE", &trace_file);
+    let r = run_raw(cmd, d.to_string().as_bytes());
+    mfa_logout(&cp);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["preflight"]["master"], "managed");
+    let trace_text = std::fs::read_to_string(&trace_file).unwrap();
+    assert!(trace_text.contains("-fNM"), "the master command ran");
+    for text in [&trace_text, &r.stdout, &r.stderr] {
+        assert!(!text.contains(&password), "the password leaked");
+    }
+}
+
+#[test]
+fn a_control_path_longer_than_a_socket_allows_is_a_clear_error() {
+    let long = format!("/tmp/{}-%r@%h:%p", "x".repeat(90));
+    let d = with(doc_for("direct_host"), "control_path", json!(long));
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.doc["error"]["field"], "control_path");
+    assert!(
+        r.error_message().contains("bytes long"),
+        "{}",
+        r.error_message()
+    );
+}
+
+#[test]
+fn a_control_directory_writable_by_others_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let d = with(
+        doc_for("direct_host"),
+        "control_path",
+        json!(format!("{}/s-%p", open.display())),
+    );
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.error_message().contains("writable by others"));
+}
+
+#[test]
+fn a_control_directory_owned_by_someone_else_is_refused() {
+    let tb = testbed();
+    let dir = tempdir();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let status = std::process::Command::new("chown")
+        .arg(tb.s("cluster_user"))
+        .arg(&theirs)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let d = with(
+        doc_for("direct_host"),
+        "control_path",
+        json!(format!("{}/s-%p", theirs.display())),
+    );
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.error_message().contains("not to you"),
+        "{}",
+        r.error_message()
+    );
+}
+
+#[test]
+fn a_symlinked_socket_path_is_refused() {
+    let dir = tempdir();
+    let link = dir.path().join("sock-2222");
+    std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+    let d = with(
+        doc_for("direct_host"),
+        "control_path",
+        json!(format!("{}/sock-%p", dir.path().display())),
+    );
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.error_message().contains("symbolic link"));
+}
+
+#[test]
+fn a_missing_remote_cwd_field_names_it() {
+    let mut d = doc_for("direct_host");
+    d.as_object_mut().unwrap().remove("remote_cwd");
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 2);
+    assert_eq!(r.doc["error"]["field"], "remote_cwd");
+}
+
+#[test]
+fn a_container_image_needs_container_flags_on_srun_which_the_testbed_has() {
+    let d = with(
+        doc_for("direct_host"),
+        "container_image",
+        json!("nvcr.io/nvidia/pytorch:24.01"),
+    );
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["preflight"]["remote"]["container_flags"], true);
+}
+
+#[test]
+fn resolve_then_preflight_on_the_sample_job() {
+    let tb = testbed();
+    let input: Value =
+        serde_json::from_str(&std::fs::read_to_string(tb.s("sample_job")).unwrap()).unwrap();
+    let r = run("slurm-resolve", &["--catalog", &tb.s("catalog")], &input);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r2 = run("slurm-ssh-preflight", &[], &r.doc);
+    assert_eq!(r2.code, 0, "{}", r2.stderr);
+    assert_eq!(r2.doc["resolve"], r.doc["resolve"]);
+    assert_eq!(r2.doc["preflight"]["ssh_path"], "direct");
+}

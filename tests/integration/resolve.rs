@@ -1,0 +1,364 @@
+//! slurm-resolve: explicit and auto selection, derived fields, bad input (issue: resolve).
+
+use crate::harness::*;
+use serde_json::{json, Value};
+
+fn catalog(dir: &std::path::Path, body: Value) -> String {
+    let p = dir.join("clusters.json");
+    write(&p, &body.to_string());
+    p.display().to_string()
+}
+
+fn sample_catalog() -> Value {
+    json!({"clusters": [
+        {"cluster_name": "alpha", "device_types": ["H100"], "gpus_per_node": 8, "nodes": 4, "mfa_style": true,
+         "ssh_host": "{slurm_user}@login-{cluster_name}.example.org",
+         "default_user_root_dir": "/lustre/{slurm_user}", "default_models_repo": "/lustre/models",
+         "partitions": [{"name": "batch", "max_time": "04:00:00"}], "flags": {"sharp": true}},
+        {"cluster_name": "beta", "device_type": "h100", "gpus_per_node": 4, "mfa_style": false,
+         "ssh_host": "beta-login", "default_user_root_dir": "/home/{slurm_user}"},
+        {"cluster_name": "gamma", "device_types": ["B200", "GB200"], "gpus_per_node": 4, "nodes": 2, "mfa_style": null,
+         "ssh_host": "gamma"}
+    ]})
+}
+
+fn resolve(cat: Option<&str>, extra: &[&str], input: Value) -> Run {
+    let mut args: Vec<&str> = Vec::new();
+    if let Some(c) = cat {
+        args.push("--catalog");
+        args.push(c);
+    }
+    args.extend_from_slice(extra);
+    run("slurm-resolve", &args, &input)
+}
+
+#[test]
+fn explicit_cluster_fills_every_derived_field_from_the_catalog() {
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let r = resolve(
+        Some(&cat),
+        &[],
+        json!({"slurm_cluster": "alpha", "slurm_user": "me",
+        "repo_url": "git@github.com:NVIDIA/TensorRT-LLM.git", "work_dir": "runs/exp1", "total_required_devices": 20,
+        "required_devices_per_node": 8}),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d = &r.doc;
+    assert_eq!(d["ssh_host"], "me@login-alpha.example.org");
+    assert_eq!(d["mfa_style"], true);
+    assert_eq!(d["gpus_per_node"], 8);
+    assert_eq!(d["default_user_root_dir"], "/lustre/me");
+    assert_eq!(d["default_models_repo"], "/lustre/models");
+    assert_eq!(d["node_count"], 3, "ceil(20/8)");
+    assert_eq!(d["remote_repo_path"], "/lustre/me/TensorRT-LLM");
+    assert_eq!(
+        d["remote_work_dir"],
+        "/lustre/me/TensorRT-LLM/work_dirs/exp1"
+    );
+    assert_eq!(d["resolve"]["selected_by"], "explicit");
+    assert_eq!(d["resolve"]["cluster_name"], "alpha");
+    assert_eq!(d["resolve"]["flags"]["sharp"], true);
+    let derived: Vec<&str> = d["resolve"]["derived"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        derived,
+        [
+            "ssh_host",
+            "mfa_style",
+            "gpus_per_node",
+            "default_user_root_dir",
+            "default_models_repo",
+            "node_count",
+            "remote_repo_path",
+            "remote_work_dir"
+        ]
+    );
+}
+
+#[test]
+fn supplied_fields_are_never_overwritten() {
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let given = json!({"slurm_cluster": "alpha", "slurm_user": "me", "repo_url": "/x/r.git",
+        "ssh_host": "my-alias", "mfa_style": false, "gpus_per_node": 2, "default_user_root_dir": "/mine",
+        "default_models_repo": "/models-mine", "node_count": 7, "total_required_devices": 64, "required_devices_per_node": 8,
+        "remote_repo_path": "/somewhere/else", "remote_work_dir": "/wd"});
+    let r = resolve(Some(&cat), &[], given.clone());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for (k, v) in given.as_object().unwrap() {
+        assert_eq!(&r.doc[k], v, "{k} was overwritten");
+    }
+    assert_eq!(r.doc["resolve"]["derived"], json!([]));
+}
+
+#[test]
+fn node_count_is_derived_only_when_absent() {
+    let r = resolve(
+        None,
+        &[],
+        json!({"slurm_cluster": "c", "ssh_host": "h", "total_required_devices": 9, "required_devices_per_node": 4}),
+    );
+    assert_eq!(r.doc["node_count"], 3);
+    let r = resolve(
+        None,
+        &[],
+        json!({"slurm_cluster": "c", "ssh_host": "h", "total_required_devices": 9, "required_devices_per_node": 4, "node_count": 1}),
+    );
+    assert_eq!(r.doc["node_count"], 1);
+    let r = resolve(None, &[], json!({"slurm_cluster": "c", "ssh_host": "h"}));
+    assert_eq!(r.doc["node_count"], 1, "at least 1");
+}
+
+#[test]
+fn auto_select_with_one_match_takes_it() {
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let r = resolve(
+        Some(&cat),
+        &[],
+        json!({"device_type": "gb200", "required_devices_per_node": 4, "slurm_user": "me"}),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["slurm_cluster"], "gamma");
+    assert_eq!(r.doc["resolve"]["selected_by"], "auto");
+    assert!(
+        r.doc.get("mfa_style").is_none(),
+        "a null mfa_style in the catalog is not filled in"
+    );
+    let rejected: Vec<&Value> = r.doc["resolve"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["accepted"] == false)
+        .collect();
+    assert_eq!(rejected.len(), 2);
+}
+
+#[test]
+fn auto_select_with_no_match_exits_2_with_each_reason() {
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let r = resolve(
+        Some(&cat),
+        &[],
+        json!({"device_type": "H100", "required_devices_per_node": 8, "total_required_devices": 64}),
+    );
+    assert_eq!(r.code, 2);
+    let m = r.error_message();
+    assert!(
+        m.contains("alpha: 4 nodes x 8 GPUs = 32 < total_required_devices 64"),
+        "{m}"
+    );
+    assert!(
+        m.contains("beta: 4 GPUs per node < required_devices_per_node 8"),
+        "{m}"
+    );
+    assert!(
+        m.contains("gamma: device type H100 not offered (it has: B200, GB200)"),
+        "{m}"
+    );
+}
+
+#[test]
+fn auto_select_with_several_matches_exits_3_unless_told_how_to_pick() {
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let input = json!({"device_type": "H100", "required_devices_per_node": 4, "slurm_user": "me"});
+    let r = resolve(Some(&cat), &[], input.clone());
+    assert_eq!(r.code, 3);
+    assert!(
+        r.error_message().contains("alpha, beta"),
+        "{}",
+        r.error_message()
+    );
+    assert!(r.doc["error"]["hint"].as_str().unwrap().contains("--pick"));
+
+    let r = resolve(Some(&cat), &["--pick", "beta"], input.clone());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["slurm_cluster"], "beta");
+    assert_eq!(r.doc["default_user_root_dir"], "/home/me");
+
+    let r = resolve(Some(&cat), &["--pick", "gamma"], input.clone());
+    assert_eq!(r.code, 2, "gamma does not match");
+
+    let mut with_pref = sample_catalog();
+    with_pref["prefer"] = json!(["beta", "alpha"]);
+    let cat2 = catalog(dir.path(), with_pref);
+    let r = resolve(Some(&cat2), &[], input);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.doc["slurm_cluster"], "beta");
+}
+
+#[test]
+fn the_catalog_comes_from_the_env_then_the_xdg_default() {
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let input = json!({"slurm_cluster": "beta", "slurm_user": "me"}).to_string();
+    let mut cmd = tool("slurm-resolve");
+    cmd.env("SLURM_TOOLS_CATALOG", &cat);
+    let r = run_raw(cmd, input.as_bytes());
+    assert_eq!(r.doc["ssh_host"], "beta-login");
+
+    let xdg = tempdir();
+    std::fs::create_dir_all(xdg.path().join("slurm-tools")).unwrap();
+    std::fs::copy(&cat, xdg.path().join("slurm-tools/clusters.json")).unwrap();
+    let mut cmd = tool("slurm-resolve");
+    cmd.env("XDG_CONFIG_HOME", xdg.path());
+    let r = run_raw(cmd, input.as_bytes());
+    assert_eq!(r.doc["ssh_host"], "beta-login");
+    assert!(r.doc["resolve"]["catalog"]
+        .as_str()
+        .unwrap()
+        .ends_with("slurm-tools/clusters.json"));
+}
+
+#[test]
+fn without_a_catalog_an_explicit_cluster_resolves_from_the_document_and_says_so() {
+    let r = resolve(
+        None,
+        &[],
+        json!({"slurm_cluster": "mine", "ssh_host": "login.example.org", "remote_cwd": "/home/me", "repo_url": "https://h/x/proj.git"}),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("no catalog"), "{}", r.stderr);
+    assert_eq!(r.doc["resolve"]["catalog"], Value::Null);
+    assert_eq!(r.doc["default_user_root_dir"], "/home/me");
+    assert_eq!(r.doc["remote_repo_path"], "/home/me/proj");
+}
+
+#[test]
+fn a_missing_ssh_host_is_never_defaulted_it_asks_the_person() {
+    let r = resolve(None, &[], json!({"slurm_cluster": "mine"}));
+    assert_eq!(r.code, 3);
+    assert_eq!(r.doc["error"]["field"], "ssh_host");
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let r = resolve(Some(&cat), &[], json!({"slurm_cluster": "alpha"}));
+    assert_eq!(r.code, 3, "the pattern needs slurm_user");
+    assert_eq!(r.doc["error"]["field"], "slurm_user");
+}
+
+#[test]
+fn no_cluster_and_no_device_type_exits_2() {
+    let r = resolve(None, &[], json!({"ssh_host": "h"}));
+    assert_eq!(r.code, 2);
+    assert_eq!(r.doc["error"]["field"], "slurm_cluster");
+    let r = resolve(
+        None,
+        &[],
+        json!({"device_type": "H100", "required_devices_per_node": 4}),
+    );
+    assert_eq!(r.code, 2);
+    assert!(r.error_message().contains("needs a cluster catalog"));
+}
+
+#[test]
+fn an_unknown_explicit_cluster_lists_the_known_ones() {
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let r = resolve(Some(&cat), &[], json!({"slurm_cluster": "alfa"}));
+    assert_eq!(r.code, 2);
+    assert!(r.error_message().contains("alpha, beta, gamma"));
+}
+
+#[test]
+fn bad_required_devices_per_node_values_are_refused_naming_the_field() {
+    for bad in [
+        json!(0),
+        json!(-1),
+        json!("4"),
+        json!(2.5),
+        json!(1e30),
+        json!(true),
+        json!([4]),
+    ] {
+        let r = resolve(
+            None,
+            &[],
+            json!({"slurm_cluster": "c", "ssh_host": "h", "required_devices_per_node": bad}),
+        );
+        assert_eq!(r.code, 2, "{bad}");
+        assert_eq!(
+            r.doc["error"]["field"], "required_devices_per_node",
+            "{bad}"
+        );
+        assert!(r.error_message().contains("required_devices_per_node"));
+    }
+}
+
+#[test]
+fn an_ssh_host_that_would_be_an_option_is_refused() {
+    let r = resolve(
+        None,
+        &[],
+        json!({"slurm_cluster": "c", "ssh_host": "-oProxyCommand=id"}),
+    );
+    assert_eq!(r.code, 2);
+    assert_eq!(r.doc["error"]["field"], "ssh_host");
+}
+
+#[test]
+fn a_catalog_that_is_not_json_is_named_with_line_and_column() {
+    let dir = tempdir();
+    let p = dir.path().join("broken.json");
+    write(&p, "{\"clusters\": [\n  {\"cluster_name\": \"x\",}\n]}");
+    let r = resolve(
+        Some(p.to_str().unwrap()),
+        &[],
+        json!({"slurm_cluster": "x"}),
+    );
+    assert_eq!(r.code, 2);
+    let m = r.error_message();
+    assert!(
+        m.contains("broken.json") && m.contains("line 2 column"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_catalog_entry_with_a_wrong_type_names_the_entry_and_field() {
+    let dir = tempdir();
+    let cat = catalog(
+        dir.path(),
+        json!({"clusters": [{"cluster_name": "x", "gpus_per_node": "8"}]}),
+    );
+    let r = resolve(Some(&cat), &[], json!({"slurm_cluster": "x"}));
+    assert_eq!(r.code, 2);
+    assert!(
+        r.error_message().contains("clusters[0]: `gpus_per_node`"),
+        "{}",
+        r.error_message()
+    );
+}
+
+#[test]
+fn an_unknown_mfa_style_value_is_refused() {
+    for bad in [json!("yes"), json!(1), json!("true")] {
+        let r = resolve(
+            None,
+            &[],
+            json!({"slurm_cluster": "c", "ssh_host": "h", "mfa_style": bad}),
+        );
+        assert_eq!(r.code, 2, "{bad}");
+        assert_eq!(r.doc["error"]["field"], "mfa_style");
+    }
+}
+
+#[test]
+fn the_testbed_catalog_resolves_the_sample_job() {
+    let tb = testbed();
+    let input: Value =
+        serde_json::from_str(&std::fs::read_to_string(tb.s("sample_job")).unwrap()).unwrap();
+    let r = resolve(Some(&tb.s("catalog")), &[], input);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["ssh_host"], tb.s("direct_host"));
+    assert_eq!(
+        r.doc["remote_repo_path"],
+        format!("{}/sample", tb.remote_root())
+    );
+}

@@ -1,0 +1,168 @@
+//! The local cluster itself works as TESTBED.md says, through each sshd, as the cluster user.
+
+use crate::harness::*;
+use shared::quote::Script;
+use shared::ssh::Ssh;
+use shared::Document;
+use std::time::{Duration, Instant};
+
+fn ssh(host_key: &str, cp: Option<&str>) -> Ssh {
+    let mut d = doc_for(host_key);
+    if let Some(cp) = cp {
+        d["control_path"] = cp.into();
+    }
+    Ssh::from_doc(&Document::parse(d.to_string().as_bytes(), "t").unwrap()).unwrap()
+}
+
+fn remote(ssh: &Ssh, text: &'static str) -> String {
+    let mut s = Script::new();
+    s.raw(text);
+    let out = ssh.run_script(&s, None, Duration::from_secs(120)).unwrap();
+    assert!(
+        out.success(),
+        "remote failed ({:?}): {}\n{}",
+        out.code,
+        out.stdout_text(),
+        out.stderr_tail
+    );
+    out.stdout_text()
+}
+
+fn check_cluster_through(ssh: &Ssh) {
+    let tb = testbed();
+    // Runs as the cluster user, not as the local user.
+    assert_eq!(remote(ssh, "id -un\n").trim(), tb.s("cluster_user"));
+    let sinfo = remote(ssh, "sinfo -h -o '%t %G'\n");
+    assert!(
+        sinfo.trim_start().starts_with("idle") || sinfo.contains("mix") || sinfo.contains("alloc"),
+        "{sinfo}"
+    );
+    assert!(sinfo.contains("gpu:4"), "{sinfo}");
+
+    // A passing and a failing job, their State and ExitCode from sacct.
+    let ids = remote(
+        ssh,
+        "a=$(sbatch --parsable -A testacct -t 1 -o /dev/null --wrap true)\n\
+         b=$(sbatch --parsable -A testacct -t 1 -o /dev/null --wrap 'exit 3')\n\
+         echo \"$a $b\"\n",
+    );
+    let ids: Vec<&str> = ids.split_whitespace().collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut seen = String::new();
+    while Instant::now() < deadline {
+        let mut s = Script::new();
+        s.raw("sacct -X -n -P --format=JobID,State,ExitCode -j ")
+            .glued(&format!("{},{}", ids[0], ids[1]))
+            .unwrap()
+            .raw("\n");
+        seen = ssh
+            .run_script(&s, None, Duration::from_secs(30))
+            .unwrap()
+            .stdout_text();
+        if seen.contains(&format!("{}|COMPLETED|0:0", ids[0]))
+            && seen.contains(&format!("{}|FAILED|3:0", ids[1]))
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        seen.contains(&format!("{}|COMPLETED|0:0", ids[0])),
+        "sacct: {seen}"
+    );
+    assert!(
+        seen.contains(&format!("{}|FAILED|3:0", ids[1])),
+        "sacct: {seen}"
+    );
+
+    // The container-flag stand-in: real srun accepts the flags and the job sees the values.
+    let env = remote(
+        ssh,
+        "srun -A testacct -t 1 --container-image=nvcr.io#nvidia/pytorch:24.01 \
+         --container-mounts=/data:/data --container-name=trtllm-x --container-writable \
+         env | grep '^SLURM_STANDIN_CONTAINER' | sort\n",
+    );
+    assert!(
+        env.contains("SLURM_STANDIN_CONTAINER_IMAGE=nvcr.io#nvidia/pytorch:24.01"),
+        "{env}"
+    );
+    assert!(
+        env.contains("SLURM_STANDIN_CONTAINER_MOUNTS=/data:/data"),
+        "{env}"
+    );
+    assert!(
+        env.contains("SLURM_STANDIN_CONTAINER_NAME=trtllm-x"),
+        "{env}"
+    );
+    assert!(env.contains("SLURM_STANDIN_CONTAINER_WRITABLE=1"), "{env}");
+}
+
+#[test]
+fn the_cluster_works_through_the_key_based_sshd() {
+    check_cluster_through(&ssh("direct_host", None));
+}
+
+#[test]
+fn the_cluster_works_through_the_mfa_sshd_with_one_authentication() {
+    let _guard = mfa_lock();
+    let tb = testbed();
+    let cp = control_path("testbed");
+    let log = tb.s("mfa_sshd_log");
+    let before = log_count(&log, "Accepted keyboard-interactive");
+    mfa_login(&cp);
+    check_cluster_through(&ssh("mfa_host", Some(&cp)));
+    mfa_logout(&cp);
+    assert_eq!(
+        log_count(&log, "Accepted keyboard-interactive") - before,
+        1,
+        "only the master authenticates"
+    );
+}
+
+#[test]
+fn the_mfa_sshd_refuses_batch_logins_without_a_master() {
+    let tb = testbed();
+    let out = std::process::Command::new("ssh")
+        .args([
+            "-F",
+            &tb.ssh_config(),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ControlPath=none",
+            &tb.s("mfa_host"),
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(255));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Permission denied (keyboard-interactive)")
+    );
+}
+
+#[test]
+fn status_reports_every_part_running() {
+    let out = std::process::Command::new(repo_root().join("scripts/local-cluster"))
+        .arg("status")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for part in [
+        "munged",
+        "mariadb",
+        "slurmdbd",
+        "slurmctld",
+        "slurmd",
+        "sshd-direct",
+        "sshd-mfa",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(part) && l.contains("running")),
+            "{part} not running:\n{text}"
+        );
+    }
+}
