@@ -8,12 +8,16 @@
 //! - [`ssh`]: the ssh argv builder and the one way to run a remote script.
 //! - [`ui`]: stderr messages for people.
 
+pub mod archive;
 pub mod control_socket;
 pub mod doc;
 pub mod driver;
 pub mod error;
+pub mod git;
+pub mod layout;
 pub mod process;
 pub mod quote;
+pub mod snapshot;
 pub mod ssh;
 pub mod ui;
 

@@ -20,3 +20,70 @@ pub fn error(tool: &str, e: &ToolError) {
         let _ = writeln!(err, "{tool}: {line}");
     }
 }
+
+/// A one-line progress display on stderr, redrawn at most five times a second, only when
+/// stderr is a terminal (and `TERM` is not `dumb`).
+pub struct Progress {
+    tool: String,
+    enabled: bool,
+    last: Option<std::time::Instant>,
+    drawn: bool,
+}
+
+impl Progress {
+    pub fn new(tool: &str) -> Progress {
+        use std::io::IsTerminal;
+        let enabled =
+            std::io::stderr().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb");
+        Progress {
+            tool: tool.to_string(),
+            enabled,
+            last: None,
+            drawn: false,
+        }
+    }
+
+    pub fn update(&mut self, line: impl FnOnce() -> String) {
+        if !self.enabled {
+            return;
+        }
+        let now = std::time::Instant::now();
+        if self
+            .last
+            .is_some_and(|l| now.duration_since(l).as_millis() < 200)
+        {
+            return;
+        }
+        self.last = Some(now);
+        self.drawn = true;
+        let _ = write!(
+            std::io::stderr().lock(),
+            "\r\x1b[2K{}: {}",
+            self.tool,
+            line()
+        );
+    }
+
+    pub fn finish(&mut self) {
+        if self.drawn {
+            let _ = write!(std::io::stderr().lock(), "\r\x1b[2K");
+            self.drawn = false;
+        }
+    }
+}
+
+/// `12.3 MB` style sizes for people.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "kB", "MB", "GB", "TB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1000.0 && u < UNITS.len() - 1 {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

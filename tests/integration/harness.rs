@@ -58,6 +58,8 @@ pub fn bin(tool: &str) -> &'static str {
     match tool {
         "slurm-resolve" => env!("CARGO_BIN_EXE_slurm-resolve"),
         "slurm-ssh-preflight" => env!("CARGO_BIN_EXE_slurm-ssh-preflight"),
+        "slurm-sync-tracked" => env!("CARGO_BIN_EXE_slurm-sync-tracked"),
+        "slurm-sync-untracked" => env!("CARGO_BIN_EXE_slurm-sync-untracked"),
         other => panic!("unknown tool {other}"),
     }
 }

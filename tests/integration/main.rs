@@ -8,4 +8,5 @@ mod harness;
 mod preflight;
 mod remote_quoting;
 mod resolve;
+mod sync;
 mod testbed;

@@ -6,6 +6,7 @@ use catalog::{apply_pattern, Catalog, Entry};
 use clap::Parser;
 use serde_json::{json, Value};
 use shared::doc::field_error;
+use shared::layout;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::path::PathBuf;
 
@@ -347,83 +348,22 @@ fn derive_fields(
             doc.str_opt("default_user_root_dir")?,
             doc.str_opt("repo_url")?,
         ) {
-            let name = repo_name(url).ok_or_else(|| {
+            let name = layout::repo_name(url).ok_or_else(|| {
                 field_error(
                     "repo_url",
                     &format!("is {url:?}, which has no repository name at its end"),
                 )
                 .with_hint("use the clone URL of the repository, e.g. git@host:org/project.git")
             })?;
-            let path = join(root, &name);
+            let path = layout::join(root, &name);
             doc.derive("remote_repo_path", json!(path), derived);
         }
     }
     if !doc.has("remote_work_dir") {
         if let Some(repo) = doc.str_opt("remote_repo_path")?.map(str::to_string) {
-            let leaf = doc
-                .str_opt("work_dir")?
-                .and_then(basename)
-                .or_else(|| doc.str_opt("job_name").ok().flatten().map(sanitize))
-                .unwrap_or_else(|| "default".to_string());
-            doc.derive(
-                "remote_work_dir",
-                json!(join(&join(&repo, "work_dirs"), &leaf)),
-                derived,
-            );
+            let wd = layout::work_dir(&repo, doc.str_opt("work_dir")?, doc.str_opt("job_name")?);
+            doc.derive("remote_work_dir", json!(wd), derived);
         }
     }
     Ok(())
-}
-
-fn join(a: &str, b: &str) -> String {
-    format!("{}/{}", a.trim_end_matches('/'), b)
-}
-
-fn basename(p: &str) -> Option<String> {
-    p.trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .filter(|s| !s.is_empty() && *s != "." && *s != "..")
-        .map(str::to_string)
-}
-
-/// The repository's directory name from its URL: `git@h:org/proj.git` -> `proj`.
-fn repo_name(url: &str) -> Option<String> {
-    let tail = url.trim_end_matches('/').rsplit(['/', ':']).next()?;
-    let name = tail.strip_suffix(".git").unwrap_or(tail);
-    (!name.is_empty() && name != "." && name != "..").then(|| name.to_string())
-}
-
-fn sanitize(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
-                b as char
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn repo_names() {
-        assert_eq!(
-            repo_name("git@github.com:NVIDIA/TensorRT-LLM.git").as_deref(),
-            Some("TensorRT-LLM")
-        );
-        assert_eq!(repo_name("/srv/x/sample.git/").as_deref(), Some("sample"));
-        assert_eq!(repo_name("https://h/a/b").as_deref(), Some("b"));
-        assert_eq!(repo_name("/"), None);
-    }
-
-    #[test]
-    fn basenames() {
-        assert_eq!(basename("runs/exp1/").as_deref(), Some("exp1"));
-        assert_eq!(basename(".."), None);
-    }
 }

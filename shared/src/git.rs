@@ -1,0 +1,196 @@
+//! The local repository: finding it, reading its state (with git2, read-only), and running the
+//! git CLI where git's own behaviour matters (filters, credentials, the person's config).
+//!
+//! Nothing here writes to HEAD, the refs, the index file, the working tree or the stash: the
+//! promise that local work is never lost (RELIABILITY.md 1) starts with this module only reading.
+
+use crate::doc::Document;
+use crate::error::{ErrorKind, Result, ToolError};
+use crate::process::{Cmd, Output};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub struct LocalRepo {
+    /// The working tree's top level.
+    pub root: PathBuf,
+    /// The git directory of this working tree (`.git`, or `.git/worktrees/<name>`).
+    pub git_dir: PathBuf,
+    pub repo: git2::Repository,
+}
+
+/// HEAD as the snapshot needs it.
+#[derive(Debug, Clone)]
+pub struct Head {
+    pub commit: String,
+    /// The checked-out branch; `None` when HEAD is detached.
+    pub branch: Option<String>,
+}
+
+/// Index entries that need a word to the person.
+#[derive(Debug, Default, Clone)]
+pub struct IndexNotes {
+    pub intent_to_add: Vec<String>,
+    pub skip_worktree: Vec<String>,
+    pub submodules: Vec<String>,
+}
+
+// Extended index flags (git's cache.h / libgit2's GIT_INDEX_ENTRY_*).
+const INTENT_TO_ADD: u16 = 1 << 13;
+const SKIP_WORKTREE: u16 = 1 << 14;
+const GITLINK_MODE: u32 = 0o160000;
+
+impl LocalRepo {
+    /// `repo_root` from the document, else the repository around the current directory.
+    pub fn open(doc: &Document) -> Result<LocalRepo> {
+        let start = match doc.str_opt("repo_root")? {
+            Some(p) => PathBuf::from(p),
+            None => std::env::current_dir().map_err(|e| {
+                ToolError::bad_input(format!("cannot read the current directory: {e}"))
+            })?,
+        };
+        let repo = git2::Repository::discover(&start).map_err(|e| {
+            ToolError::field(
+                ErrorKind::BadInput,
+                "repo_root",
+                format!(
+                    "{} is not inside a git repository: {}",
+                    start.display(),
+                    e.message()
+                ),
+            )
+            .with_hint("run the tool inside your repository, or set `repo_root` to it")
+        })?;
+        let root = repo
+            .workdir()
+            .ok_or_else(|| {
+                ToolError::field(
+                    ErrorKind::BadInput,
+                    "repo_root",
+                    format!("{} is a bare repository", start.display()),
+                )
+                .with_hint("point `repo_root` at a working tree")
+            })?
+            .to_path_buf();
+        let git_dir = repo.path().to_path_buf();
+        Ok(LocalRepo {
+            root,
+            git_dir,
+            repo,
+        })
+    }
+
+    pub fn head(&self) -> Result<Head> {
+        let head = self.repo.head().map_err(|e| {
+            if e.code() == git2::ErrorCode::UnbornBranch {
+                ToolError::bad_input(format!(
+                    "the repository {} has no commits yet (unborn branch), so there is nothing to sync against",
+                    self.root.display()
+                ))
+                .with_hint("make a first commit (`git commit`), then sync")
+            } else {
+                ToolError::bad_input(format!("cannot read HEAD of {}: {}", self.root.display(), e.message()))
+            }
+        })?;
+        let commit = head.peel_to_commit().map_err(|e| {
+            ToolError::bad_input(format!("HEAD does not point at a commit: {}", e.message()))
+        })?;
+        let branch = if self.repo.head_detached().unwrap_or(false) {
+            None
+        } else {
+            head.shorthand().ok().map(str::to_string)
+        };
+        Ok(Head {
+            commit: commit.id().to_string(),
+            branch,
+        })
+    }
+
+    /// The URL of the `origin` remote, if any.
+    pub fn origin_url(&self) -> Option<String> {
+        self.repo
+            .find_remote("origin")
+            .ok()
+            .and_then(|r| r.url().ok().map(str::to_string))
+    }
+
+    /// Whether `.git/index.lock` exists (another git command running, or a crashed one).
+    pub fn index_locked(&self) -> bool {
+        self.git_dir.join("index.lock").exists()
+    }
+
+    pub fn index_notes(&self) -> IndexNotes {
+        let mut notes = IndexNotes::default();
+        let Ok(index) = self.repo.index() else {
+            return notes;
+        };
+        for e in index.iter() {
+            let path = String::from_utf8_lossy(&e.path).into_owned();
+            if e.flags_extended & INTENT_TO_ADD != 0 {
+                notes.intent_to_add.push(path.clone());
+            }
+            if e.flags_extended & SKIP_WORKTREE != 0 {
+                notes.skip_worktree.push(path.clone());
+            }
+            if e.mode == GITLINK_MODE {
+                notes.submodules.push(path);
+            }
+        }
+        notes
+    }
+
+    /// Whether a path exists in a commit's tree.
+    pub fn path_in_commit(&self, commit: &str, path: &str) -> bool {
+        git2::Oid::from_str(commit)
+            .ok()
+            .and_then(|oid| self.repo.find_commit(oid).ok())
+            .and_then(|c| c.tree().ok())
+            .is_some_and(|t| t.get_path(Path::new(path)).is_ok())
+    }
+
+    /// The number of paths that differ between two commits.
+    pub fn changed_paths(&self, from: &str, to: &str) -> usize {
+        let tree = |id: &str| {
+            git2::Oid::from_str(id)
+                .ok()
+                .and_then(|oid| self.repo.find_commit(oid).ok())
+                .and_then(|c| c.tree().ok())
+        };
+        match (tree(from), tree(to)) {
+            (Some(a), Some(b)) => self
+                .repo
+                .diff_tree_to_tree(Some(&a), Some(&b), None)
+                .map(|d| d.deltas().len())
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// A git CLI command in this repository, never prompting for credentials.
+    pub fn git(&self) -> Cmd {
+        git_in(&self.root)
+    }
+}
+
+/// `git -C <dir>` that never prompts (a prompt would hang a pipeline).
+pub fn git_in(dir: &Path) -> Cmd {
+    Cmd::new("git")
+        .arg("-C")
+        .arg(dir.display().to_string())
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GCM_INTERACTIVE", "never")
+        .deadline(Duration::from_secs(120))
+}
+
+/// Run a git command; a non-zero exit is an error saying what was being done.
+pub fn run_git(cmd: Cmd, doing: &str, hint: &str) -> Result<Output> {
+    let out = cmd
+        .run()
+        .map_err(|e| ToolError::remote(format!("cannot run git: {e}")).with_hint("install git"))?;
+    if !out.success() {
+        let what = if out.timed_out { "timed out" } else { "failed" };
+        return Err(ToolError::remote(format!("git {what} while {doing}"))
+            .with_hint(hint.to_string())
+            .with_command(out.record()));
+    }
+    Ok(out)
+}

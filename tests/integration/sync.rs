@@ -1,0 +1,726 @@
+//! slurm-sync-tracked and slurm-sync-untracked against the real sshd, the cluster user's real
+//! clone and real git origins: the remote tree equals the local working tree, and the local
+//! repository is byte-identical before and after every sync, failed ones included.
+
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "safe.directory=*",
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=t@localhost",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A bare origin the cluster user can read, seeded with a small project (with a `cpp/` dir).
+pub struct Fixture {
+    pub name: String,
+    pub origin: PathBuf,
+    pub local: PathBuf,
+    pub remote_repo: String,
+    _tmp: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new(name: &str) -> Fixture {
+        let tb = testbed();
+        let unique = format!("{name}-{}", std::process::id());
+        let origin = PathBuf::from(tb.s("test_origins")).join(format!("{unique}.git"));
+        let _ = std::fs::remove_dir_all(&origin);
+        git(
+            Path::new("/"),
+            &[
+                "init",
+                "-q",
+                "--bare",
+                "--shared=all",
+                "-b",
+                "main",
+                origin.to_str().unwrap(),
+            ],
+        );
+        let tmp = tempdir();
+        let local = tmp.path().join("work");
+        git(
+            Path::new("/"),
+            &["init", "-q", "-b", "main", local.to_str().unwrap()],
+        );
+        std::fs::create_dir_all(local.join("cpp")).unwrap();
+        std::fs::create_dir_all(local.join("src")).unwrap();
+        write(&local.join("README.md"), "readme\n");
+        write(&local.join("src/a.py"), "print('a')\n");
+        write(&local.join("src/b.py"), "print('b')\n");
+        write(&local.join("cpp/main.cpp"), "int main() {}\n");
+        write(&local.join("old-name.txt"), "to be renamed\n");
+        write(&local.join("delete-me.txt"), "bye\n");
+        write(&local.join(".gitignore"), "*.log\n.env\nbuild/\n");
+        std::fs::write(local.join("run.sh"), "#!/bin/sh\necho run\n").unwrap();
+        std::fs::set_permissions(local.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        git(&local, &["add", "-A"]);
+        git(&local, &["commit", "-q", "-m", "initial"]);
+        git(
+            &local,
+            &["remote", "add", "origin", origin.to_str().unwrap()],
+        );
+        git(&local, &["push", "-q", "origin", "main"]);
+        git(&local, &["branch", "-q", "--set-upstream-to=origin/main"]);
+        std::process::Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(&origin)
+            .status()
+            .unwrap();
+        let remote_repo = format!("{}/sync-{unique}", tb.remote_root());
+        let _ = std::fs::remove_dir_all(&remote_repo);
+        Fixture {
+            name: unique,
+            origin,
+            local,
+            remote_repo,
+            _tmp: tmp,
+        }
+    }
+
+    /// Staged, unstaged, deleted, renamed, untracked and ignored changes.
+    pub fn make_messy(&self) {
+        let l = &self.local;
+        write(&l.join("README.md"), "readme, edited but not staged\n");
+        write(&l.join("src/a.py"), "print('a, staged')\n");
+        git(l, &["add", "src/a.py"]);
+        write(
+            &l.join("src/a.py"),
+            "print('a, staged then edited again')\n",
+        );
+        git(l, &["rm", "-q", "delete-me.txt"]);
+        std::fs::remove_file(l.join("src/b.py")).unwrap();
+        git(l, &["mv", "old-name.txt", "new-name.txt"]);
+        write(&l.join("staged-new.txt"), "new and staged\n");
+        git(l, &["add", "staged-new.txt"]);
+        write(&l.join("untracked.txt"), "untracked\n");
+        std::fs::create_dir_all(l.join("data/nested")).unwrap();
+        write(&l.join("data/nested/u.bin"), "untracked in a new dir\n");
+        write(&l.join("debug.log"), "ignored\n");
+        write(&l.join(".env"), "SECRET=ignored\n");
+        std::fs::create_dir_all(l.join("build")).unwrap();
+        write(&l.join("build/out.o"), "ignored build output\n");
+        std::os::unix::fs::symlink("README.md", l.join("link-to-readme")).unwrap();
+        git(
+            l,
+            &[
+                "stash",
+                "push",
+                "-q",
+                "-m",
+                "an older stash",
+                "--",
+                "README.md",
+            ],
+        );
+        write(&l.join("README.md"), "readme, edited but not staged\n");
+    }
+
+    pub fn doc(&self) -> Value {
+        let mut d = doc_for("direct_host");
+        d["repo_root"] = json!(self.local);
+        d["repo_url"] = json!(self.origin);
+        d["remote_repo_path"] = json!(self.remote_repo);
+        d["model_name"] = json!(self.name);
+        d
+    }
+
+    pub fn origin_refs(&self) -> String {
+        git(
+            &self.origin,
+            &["for-each-ref", "--format=%(refname) %(objectname)"],
+        )
+    }
+}
+
+/// Everything about the local repository that a sync must leave alone.
+pub fn local_state(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut s = BTreeMap::new();
+    let gd = root.join(".git");
+    for f in [
+        "HEAD",
+        "index",
+        "packed-refs",
+        "ORIG_HEAD",
+        "FETCH_HEAD",
+        "config",
+    ] {
+        if let Ok(b) = std::fs::read(gd.join(f)) {
+            s.insert(format!(".git/{f}"), b);
+        }
+    }
+    s.insert(
+        "refs".into(),
+        git(root, &["for-each-ref", "--format=%(refname) %(objectname)"]).into_bytes(),
+    );
+    s.insert(
+        "stash list".into(),
+        git(root, &["stash", "list"]).into_bytes(),
+    );
+    s.insert(
+        "status".into(),
+        git(
+            root,
+            &[
+                "status",
+                "--porcelain=v2",
+                "-z",
+                "--ignored",
+                "--untracked-files=all",
+            ],
+        )
+        .into_bytes(),
+    );
+    walk(root, root, &mut s, &[".git"]);
+    s
+}
+
+/// Files under `root` (content, mode, symlink targets), skipping the named top-level entries.
+pub fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>, skip: &[&str]) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let rel = p.strip_prefix(root).unwrap();
+        if rel.components().count() == 1 && skip.iter().any(|s| rel.as_os_str() == *s) {
+            continue;
+        }
+        let key = String::from_utf8_lossy(rel.as_os_str().as_bytes()).into_owned();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        if m.file_type().is_symlink() {
+            out.insert(
+                format!("L {key}"),
+                std::fs::read_link(&p)
+                    .unwrap()
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec(),
+            );
+        } else if m.is_dir() {
+            walk(root, &p, out, skip);
+        } else {
+            let exec = m.permissions().mode() & 0o111 != 0;
+            out.insert(format!("F {key} x={exec}"), std::fs::read(&p).unwrap());
+        }
+    }
+}
+
+/// The local working tree as the remote should have it: tracked and untracked, no ignored files.
+fn expected_remote(local: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut all = BTreeMap::new();
+    walk(local, local, &mut all, &[".git"]);
+    let listed = git(
+        local,
+        &[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ],
+    );
+    let keep: std::collections::BTreeSet<&str> =
+        listed.split('\0').filter(|s| !s.is_empty()).collect();
+    all.into_iter()
+        .filter(|(k, _)| {
+            let name = k[2..].rsplit_once(" x=").map_or(&k[2..], |(n, _)| n);
+            keep.contains(name)
+        })
+        .collect()
+}
+
+fn actual_remote(remote: &str) -> BTreeMap<String, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    walk(
+        Path::new(remote),
+        Path::new(remote),
+        &mut m,
+        &[".git", "work_dirs"],
+    );
+    m
+}
+
+fn pipeline(doc: Value, tracked_args: &[&str]) -> (Run, Run) {
+    let t = run("slurm-sync-tracked", tracked_args, &doc);
+    let u = run("slurm-sync-untracked", &[], &t.doc);
+    (t, u)
+}
+
+#[test]
+fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
+    let fx = Fixture::new("messy");
+    fx.make_messy();
+    let before = local_state(&fx.local);
+    let (t, u) = pipeline(fx.doc(), &[]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert_eq!(
+        local_state(&fx.local),
+        before,
+        "the local repository changed"
+    );
+    assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+    // The remote HEAD is the snapshot, whose parent is the local HEAD.
+    let st = &t.doc["sync_tracked"];
+    let head = git(Path::new(&fx.remote_repo), &["rev-parse", "HEAD"]);
+    assert_eq!(head.trim(), st["commit"].as_str().unwrap());
+    let parent = git(Path::new(&fx.remote_repo), &["rev-parse", "HEAD^"]);
+    assert_eq!(parent.trim(), st["base_commit"].as_str().unwrap());
+    assert_eq!(st["temp_ref_deleted"], true);
+    assert!(
+        !fx.origin_refs()
+            .contains(st["temp_branch"].as_str().unwrap()),
+        "no temp branch remains on origin"
+    );
+    assert_eq!(
+        st["refreshed"],
+        json!(["cpp"]),
+        "cpp exists, so it is refreshed by default"
+    );
+    // Owned by the cluster user: it really went through ssh.
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(Path::new(&fx.remote_repo).join("untracked.txt"))
+        .unwrap()
+        .uid();
+    assert_ne!(owner, 0);
+    assert_eq!(u.doc["sync_untracked"]["symlinks"], 1);
+    assert!(
+        !Path::new(&fx.remote_repo).join(".env").exists()
+            && !Path::new(&fx.remote_repo).join("debug.log").exists()
+    );
+}
+
+#[test]
+fn a_clean_tree_still_syncs_as_a_commit_equal_to_head() {
+    let fx = Fixture::new("clean");
+    let (t, u) = pipeline(fx.doc(), &[]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    let st = &t.doc["sync_tracked"];
+    assert_ne!(st["commit"], st["base_commit"]);
+    assert_eq!(st["changed_paths"], 0);
+    let tree = |c: &str| git(&fx.local, &["rev-parse", &format!("{c}^{{tree}}")]);
+    assert_eq!(tree(st["commit"].as_str().unwrap()), tree("HEAD"));
+    assert_eq!(u.doc["sync_untracked"]["files"], 0);
+}
+
+#[test]
+fn via_direct_leaves_origin_untouched() {
+    let fx = Fixture::new("direct");
+    fx.make_messy();
+    let before = local_state(&fx.local);
+    let refs_before = fx.origin_refs();
+    let (t, u) = pipeline(fx.doc(), &["--via", "direct"]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert_eq!(fx.origin_refs(), refs_before, "origin changed");
+    assert_eq!(local_state(&fx.local), before);
+    assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+    assert_eq!(t.doc["sync_tracked"]["via"], "direct");
+    // A second direct sync into the existing clone works too.
+    write(&fx.local.join("README.md"), "second edit\n");
+    let (t2, _) = pipeline(fx.doc(), &["--via", "direct"]);
+    assert_eq!(t2.code, 0, "{}", t2.stderr);
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
+        "second edit\n"
+    );
+}
+
+fn assert_failed_sync_loses_nothing(fx: &Fixture, doc: Value, expect_in_message: &str) {
+    fx.make_messy();
+    let before = local_state(&fx.local);
+    let refs_before = fx.origin_refs();
+    let t = run("slurm-sync-tracked", &[], &doc);
+    assert_eq!(t.code, 4, "{}", t.stderr);
+    assert!(
+        t.error_message().contains(expect_in_message),
+        "{}",
+        t.error_message()
+    );
+    assert_eq!(
+        local_state(&fx.local),
+        before,
+        "a failed sync changed the local repository"
+    );
+    assert_eq!(
+        fx.origin_refs(),
+        refs_before,
+        "a temp branch was left on origin"
+    );
+}
+
+#[test]
+fn an_unreachable_origin_fails_cleanly() {
+    let fx = Fixture::new("no-origin-reach");
+    let mut d = fx.doc();
+    d["repo_url"] = json!("/nonexistent/origin.git");
+    assert_failed_sync_loses_nothing(&fx, d, "pushing the snapshot");
+}
+
+#[test]
+fn an_unreachable_remote_fails_cleanly_and_deletes_the_temp_branch() {
+    let fx = Fixture::new("no-remote");
+    let mut d = fx.doc();
+    d["ssh_options"] = json!(["-o", "Port=1"]);
+    assert_failed_sync_loses_nothing(&fx, d, "cannot reach");
+}
+
+#[test]
+fn a_rejected_push_fails_cleanly() {
+    let fx = Fixture::new("rejected");
+    let hook = fx.origin.join("hooks/pre-receive");
+    std::fs::write(&hook, "#!/bin/sh\necho 'denied by policy' >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t = {
+        assert_failed_sync_loses_nothing(&fx, fx.doc(), "pushing the snapshot");
+        run("slurm-sync-tracked", &[], &fx.doc())
+    };
+    assert!(t.doc["error"]["command"]["stderr"]
+        .as_str()
+        .unwrap()
+        .contains("denied by policy"));
+}
+
+#[test]
+fn a_second_sync_while_one_runs_is_refused() {
+    let fx = Fixture::new("locked");
+    let (t, _) = pipeline(fx.doc(), &[]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    // Another run holds the lock (this test stands in for it by taking the lock itself).
+    let lock = format!("{}.slurm-tools-sync.lock", fx.remote_repo);
+    std::fs::create_dir(&lock).unwrap();
+    std::fs::write(format!("{lock}/owner"), "someone_else_20260101000000\n").unwrap();
+    let before = local_state(&fx.local);
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    std::fs::remove_dir_all(&lock).unwrap();
+    assert_eq!(t.code, 4, "{}", t.stderr);
+    assert!(
+        t.error_message().contains("another sync"),
+        "{}",
+        t.error_message()
+    );
+    assert!(
+        t.error_message().contains("someone_else"),
+        "{}",
+        t.error_message()
+    );
+    assert_eq!(t.doc["error"]["exit_code"], 4);
+    assert_eq!(local_state(&fx.local), before);
+    assert!(
+        !fx.origin_refs().contains("locked"),
+        "the temp branch was deleted"
+    );
+}
+
+#[test]
+fn cluster_side_edits_are_stashed_and_reported() {
+    let fx = Fixture::new("stash");
+    let (t, _) = pipeline(fx.doc(), &[]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    // An edit made on the cluster, as the cluster user.
+    let mut s = shared::quote::Script::new();
+    s.raw("cd -- ")
+        .arg(&fx.remote_repo)
+        .unwrap()
+        .raw(" && echo 'edited on the cluster' >> README.md\n");
+    let ssh = shared::ssh::Ssh::from_doc(
+        &shared::Document::parse(fx.doc().to_string().as_bytes(), "t").unwrap(),
+    )
+    .unwrap();
+    assert!(ssh
+        .run_script(&s, None, std::time::Duration::from_secs(30))
+        .unwrap()
+        .success());
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let stash = &t.doc["sync_tracked"]["stash"];
+    assert!(stash["commit"].as_str().unwrap().len() == 40, "{stash}");
+    assert!(t.stderr.contains("stash"));
+    let shown = git(
+        Path::new(&fx.remote_repo),
+        &["stash", "show", "-p", "stash@{0}"],
+    );
+    assert!(shown.contains("edited on the cluster"), "{shown}");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
+        "readme\n"
+    );
+}
+
+#[test]
+fn refresh_paths_remove_stale_build_output_and_can_be_disabled() {
+    let fx = Fixture::new("refresh");
+    let (t, _) = pipeline(fx.doc(), &[]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let stale = Path::new(&fx.remote_repo).join("cpp/stale.o");
+    std::fs::write(&stale, "old build output").unwrap();
+    let mut d = fx.doc();
+    d["refresh_paths"] = json!([]);
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_eq!(t.doc["sync_tracked"]["refreshed"], json!([]));
+    // stale.o was stashed as a cluster-side change, not deleted.
+    assert!(t.doc["sync_tracked"]["stash"].is_object());
+    std::fs::write(&stale, "old build output").unwrap();
+    // With the default, ignored build output inside cpp/ is wiped too.
+    std::fs::write(Path::new(&fx.remote_repo).join("cpp/x.log"), "ignored").unwrap();
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert!(!Path::new(&fx.remote_repo).join("cpp/x.log").exists());
+    assert!(Path::new(&fx.remote_repo).join("cpp/main.cpp").exists());
+}
+
+#[test]
+fn detached_head_works_and_is_said() {
+    let fx = Fixture::new("detached");
+    git(&fx.local, &["checkout", "-q", "--detach", "HEAD"]);
+    write(&fx.local.join("README.md"), "detached edit\n");
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert!(t.stderr.contains("detached"));
+    assert_eq!(t.doc["sync_tracked"]["branch"], Value::Null);
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
+        "detached edit\n"
+    );
+}
+
+#[test]
+fn an_unborn_branch_is_a_clear_error() {
+    let dir = tempdir();
+    git(dir.path(), &["init", "-q"]);
+    let mut d = doc_for("direct_host");
+    d["repo_root"] = json!(dir.path());
+    d["repo_url"] = json!("/x/y.git");
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 2, "{}", t.stderr);
+    assert!(
+        t.error_message().contains("no commits yet"),
+        "{}",
+        t.error_message()
+    );
+}
+
+#[test]
+fn no_origin_and_no_repo_url_is_a_clear_error() {
+    let fx = Fixture::new("noorigin");
+    git(&fx.local, &["remote", "remove", "origin"]);
+    let mut d = fx.doc();
+    d.as_object_mut().unwrap().remove("repo_url");
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 2, "{}", t.stderr);
+    assert_eq!(t.doc["error"]["field"], "repo_url");
+}
+
+#[test]
+fn index_lock_intent_to_add_and_skip_worktree_are_handled_and_said() {
+    let fx = Fixture::new("flags");
+    write(&fx.local.join("ita.txt"), "intent to add\n");
+    git(&fx.local, &["add", "-N", "ita.txt"]);
+    git(&fx.local, &["update-index", "--skip-worktree", "src/b.py"]);
+    write(&fx.local.join("src/b.py"), "edited under skip-worktree\n");
+    std::fs::write(fx.local.join(".git/index.lock"), "").unwrap();
+    let before = local_state(&fx.local);
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_eq!(local_state(&fx.local), before);
+    assert!(
+        fx.local.join(".git/index.lock").exists(),
+        "the lock is not ours to remove"
+    );
+    let warnings = t.doc["sync_tracked"]["warnings"].to_string();
+    assert!(warnings.contains("index.lock"), "{warnings}");
+    assert!(warnings.contains("skip-worktree"), "{warnings}");
+    assert!(t.stderr.contains("intent-to-add"));
+    let remote = Path::new(&fx.remote_repo);
+    assert_eq!(
+        std::fs::read_to_string(remote.join("ita.txt")).unwrap(),
+        "intent to add\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(remote.join("src/b.py")).unwrap(),
+        "print('b')\n",
+        "skip-worktree files sync as committed"
+    );
+}
+
+#[test]
+fn hostile_file_names_arrive_intact() {
+    let fx = Fixture::new("names");
+    let names: Vec<Vec<u8>> = vec![
+        b"-rf".to_vec(),
+        b"--checkpoint-action=exec=sh x".to_vec(),
+        b"new\nline".to_vec(),
+        b"back\\slash".to_vec(),
+        b"with space".to_vec(),
+        b"quote'single".to_vec(),
+        b"quote\"double".to_vec(),
+        b"star*".to_vec(),
+        b"{a,b}".to_vec(),
+        b"~root".to_vec(),
+        b"$HOME".to_vec(),
+        b"$(touch canary)".to_vec(),
+        b"semi;colon".to_vec(),
+        b"non-utf8-\xff\xfe".to_vec(),
+        "ünïcödé".as_bytes().to_vec(),
+        b"dir with space/-n".to_vec(),
+        b"-dir/--help".to_vec(),
+    ];
+    for n in &names {
+        let p = fx.local.join(std::ffi::OsStr::from_bytes(n));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, n).unwrap();
+    }
+    std::os::unix::fs::symlink("/etc/passwd", fx.local.join("passwd-link")).unwrap();
+    std::os::unix::fs::symlink("does/not/exist", fx.local.join("dangling")).unwrap();
+    std::os::unix::fs::symlink("loop-b", fx.local.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", fx.local.join("loop-b")).unwrap();
+    let (t, u) = pipeline(fx.doc(), &[]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+    let link = Path::new(&fx.remote_repo).join("passwd-link");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(u.doc["sync_untracked"]["symlinks"], 4);
+    assert!(!Path::new(&fx.remote_repo).join("canary").exists());
+}
+
+#[test]
+fn a_symlink_to_a_secret_uploads_the_link_not_the_secret() {
+    let dir = tempdir();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "TOP-SECRET-CANARY").unwrap();
+    std::os::unix::fs::symlink(&secret, dir.path().join("link")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join("passwd")).unwrap();
+    let items: Vec<shared::archive::Item> = ["link", "passwd"]
+        .iter()
+        .map(|n| shared::archive::Item {
+            local: dir.path().join(n),
+            name: (*n).into(),
+        })
+        .collect();
+    let mut stream = Vec::new();
+    let stats = std::sync::Arc::new(std::sync::Mutex::new(shared::archive::Stats::default()));
+    shared::archive::write_archive(&items, &mut stream, false, &stats, None).unwrap();
+    let text = String::from_utf8_lossy(&stream);
+    assert!(!text.contains("TOP-SECRET-CANARY"));
+    assert!(!text.contains("root:x:0:0"));
+    assert_eq!(stats.lock().unwrap().symlinks, 2);
+}
+
+#[test]
+fn a_stale_remote_symlink_is_never_written_through() {
+    let fx = Fixture::new("stale-link");
+    let outside = tempdir();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // First sync: `d` is a symlink pointing outside the checkout.
+    std::os::unix::fs::symlink(outside.path(), fx.local.join("d")).unwrap();
+    let (_, u) = pipeline(fx.doc(), &[]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    // Now `d` is a real directory with a file in it. The remote's old link must not be followed.
+    std::fs::remove_file(fx.local.join("d")).unwrap();
+    std::fs::create_dir(fx.local.join("d")).unwrap();
+    write(&fx.local.join("d/f.txt"), "inside\n");
+    let u = run("slurm-sync-untracked", &[], &fx.doc());
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert!(
+        !outside.path().join("f.txt").exists(),
+        "wrote through the stale symlink"
+    );
+    assert!(
+        std::fs::symlink_metadata(Path::new(&fx.remote_repo).join("d"))
+            .unwrap()
+            .is_dir()
+    );
+    assert_eq!(u.doc["sync_untracked"]["unlinked"], json!(["d"]));
+}
+
+#[test]
+fn gzip_stream_arrives_the_same() {
+    let fx = Fixture::new("gzip");
+    fx.make_messy();
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    let u = run("slurm-sync-untracked", &["--gzip"], &t.doc);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert_eq!(u.doc["sync_untracked"]["compressed"], true);
+    assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+}
+
+#[test]
+fn one_ssh_execution_per_tool_with_the_push_on_the_side() {
+    let fx = Fixture::new("count");
+    fx.make_messy();
+    let trace = tempdir();
+    let file = trace.path().join("t.jsonl");
+    let mut cmd = tool("slurm-sync-tracked");
+    cmd.env("SLURM_TOOLS_TRACE", &file);
+    let t = run_raw(cmd, fx.doc().to_string().as_bytes());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_eq!(connecting_ssh(&trace_lines(&file)).len(), 1);
+    let pushes = trace_lines(&file)
+        .iter()
+        .filter(|l| l["argv"].to_string().contains("\"push\""))
+        .count();
+    assert_eq!(pushes, 2, "the push and the delete of the temp branch");
+    let file2 = trace.path().join("u.jsonl");
+    let mut cmd = tool("slurm-sync-untracked");
+    cmd.env("SLURM_TOOLS_TRACE", &file2);
+    let u = run_raw(cmd, t.doc.to_string().as_bytes());
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert_eq!(connecting_ssh(&trace_lines(&file2)).len(), 1);
+}
+
+#[test]
+fn bad_refresh_paths_and_relative_remote_paths_are_refused_before_anything_runs() {
+    let fx = Fixture::new("badinput");
+    for bad in [
+        json!(["../x"]),
+        json!(["/etc"]),
+        json!(["-rf"]),
+        json!("cpp"),
+        json!([1]),
+    ] {
+        let mut d = fx.doc();
+        d["refresh_paths"] = bad.clone();
+        let t = run("slurm-sync-tracked", &[], &d);
+        assert_eq!(t.code, 2, "{bad}: {}", t.stderr);
+        assert_eq!(t.doc["error"]["field"], "refresh_paths");
+    }
+    let mut d = fx.doc();
+    d["remote_repo_path"] = json!("relative/path");
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 2);
+    assert_eq!(t.doc["error"]["field"], "remote_repo_path");
+}

@@ -1,0 +1,417 @@
+//! slurm-sync-tracked: the remote checkout becomes HEAD plus the local working tree's tracked
+//! changes, as one snapshot commit; the local repository is never touched (PROCEDURE step 4).
+
+mod pending;
+mod remote;
+
+use clap::{Parser, ValueEnum};
+use serde_json::json;
+use shared::git::{run_git, LocalRepo};
+use shared::layout;
+use shared::snapshot;
+use shared::ssh::Ssh;
+use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::time::{Duration, Instant};
+
+/// Make the remote checkout equal to your working tree's tracked files, without touching it.
+///
+/// A snapshot commit (parent: HEAD; tree: HEAD plus the working-tree content of every tracked
+/// file, deletions and staged-new files included; untracked files excluded) is built in a
+/// temporary index: your HEAD, branches, index, working tree and stash stay byte-identical.
+/// It is pushed to origin as a temporary branch `<user>_<model>_<UTC stamp>`, and in one ssh
+/// round trip the remote clone (cloned from `repo_url` when absent) stashes any cluster-side
+/// edits (reported, never lost), fetches, checks the branch out, re-checks-out each
+/// `refresh_paths` entry from HEAD and creates `remote_work_dir`. The temporary branch is then
+/// deleted from origin, on success and on failure. `--via direct` pushes straight into the
+/// remote clone over the same ssh connection instead, and nothing touches origin.
+///
+/// Reads: repo_root (default: the repository around the current directory), repo_url (default:
+/// the origin remote's URL), remote_repo_path (default: <default_user_root_dir>/<repo name>),
+/// remote_work_dir, refresh_paths (default ["cpp"] when cpp exists; [] disables), slurm_user,
+/// model_name, ssh_host and the connection fields (preflight.control_path when present).
+///
+/// Adds the `sync_tracked` section: temp_branch, commit (the snapshot, now the remote HEAD),
+/// base_commit (local HEAD), branch, remote_repo_path, via, temp_ref_deleted, changed_paths,
+/// refreshed, stash (cluster-side edits stashed, or null), created, warnings, derived, seconds.
+///
+/// Example:
+///   slurm-ssh-preflight job.json | slurm-sync-tracked | slurm-sync-untracked > synced.json
+#[derive(Parser, Debug)]
+#[command(name = "slurm-sync-tracked", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// Where the snapshot travels: through origin (a temporary branch, deleted afterwards) or
+    /// directly into the remote clone over ssh (origin untouched).
+    #[arg(long, value_enum, default_value_t = Via::Origin)]
+    via: Via,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Via {
+    Origin,
+    Direct,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    shared::driver::run::<Cli>("slurm-sync-tracked", sync)
+}
+
+const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let started = Instant::now();
+    // Everything is checked before anything leaves the machine.
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let local = LocalRepo::open(&ctx.doc)?;
+    let head = local.head()?;
+    let mut derived = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+
+    let url = match ctx.doc.str_opt("repo_url")? {
+        Some(u) => u.to_string(),
+        None => {
+            let u = local.origin_url().ok_or_else(|| {
+                ToolError::field(ErrorKind::BadInput, "repo_url", "no `repo_url` in the document and the local repository has no `origin` remote")
+                    .with_hint("set `repo_url` to the URL the cluster clones from, or add an origin remote (`git remote add origin URL`); or use --via direct")
+            })?;
+            ctx.doc.derive("repo_url", json!(u), &mut derived);
+            u
+        }
+    };
+    if url.starts_with('-') {
+        return Err(shared::doc::field_error(
+            "repo_url",
+            "may not start with `-`",
+        ));
+    }
+    let repo_path = match ctx.doc.str_opt("remote_repo_path")? {
+        Some(p) => p.to_string(),
+        None => {
+            let root = ctx
+                .doc
+                .str_opt("default_user_root_dir")?
+                .or(ctx.doc.str_opt("remote_cwd")?)
+                .ok_or_else(|| shared::doc::missing("remote_repo_path", "set `remote_repo_path`, or `default_user_root_dir`/`remote_cwd` to derive it (slurm-resolve does)"))?
+                .to_string();
+            let name = layout::repo_name(&url).ok_or_else(|| {
+                shared::doc::field_error(
+                    "repo_url",
+                    &format!("is {url:?}, which has no repository name at its end"),
+                )
+            })?;
+            let p = layout::join(&root, &name);
+            ctx.doc.derive("remote_repo_path", json!(p), &mut derived);
+            p
+        }
+    };
+    if !repo_path.starts_with('/') && !repo_path.starts_with("~/") {
+        return Err(shared::doc::field_error(
+            "remote_repo_path",
+            &format!("is {repo_path:?}; it must be an absolute path"),
+        )
+        .with_hint("give the full path of the remote clone, e.g. /home/me/work/project"));
+    }
+    let work = match ctx.doc.str_opt("remote_work_dir")? {
+        Some(w) => w.to_string(),
+        None => {
+            let w = layout::work_dir(
+                &repo_path,
+                ctx.doc.str_opt("work_dir")?,
+                ctx.doc.str_opt("job_name")?,
+            );
+            ctx.doc.derive("remote_work_dir", json!(w), &mut derived);
+            w
+        }
+    };
+    let refresh = match ctx.doc.str_list_opt("refresh_paths")? {
+        Some(list) => {
+            for p in &list {
+                check_refresh_path(p)?;
+            }
+            list
+        }
+        None => Vec::new(), // decided below, once the snapshot exists
+    };
+    let refresh_given = ctx.doc.has("refresh_paths");
+
+    // Local state worth a word.
+    if head.branch.is_none() {
+        ctx.note(format!(
+            "HEAD is detached at {}; syncing that commit plus your edits",
+            &head.commit[..12]
+        ));
+    }
+    if local.index_locked() {
+        let w = "`.git/index.lock` exists (another git command is running, or one crashed): the snapshot uses the index as last written; nothing in the repository is changed".to_string();
+        ctx.warn(&w);
+        warnings.push(w);
+    }
+    let notes = local.index_notes();
+    if !notes.skip_worktree.is_empty() {
+        let w = format!(
+            "{} skip-worktree file(s) (e.g. {}) are synced as committed, not as edited: git does not look at their working-tree content",
+            notes.skip_worktree.len(),
+            notes.skip_worktree[0]
+        );
+        ctx.warn(&w);
+        warnings.push(w);
+    }
+    if !notes.intent_to_add.is_empty() {
+        ctx.note(format!(
+            "{} intent-to-add file(s) (git add -N) are included with their working-tree content",
+            notes.intent_to_add.len()
+        ));
+    }
+    if !notes.submodules.is_empty() {
+        let w = format!(
+            "{} submodule(s) (e.g. {}) travel as their recorded commit; the remote clone does not check them out (run `git submodule update --init` there if the job needs them)",
+            notes.submodules.len(),
+            notes.submodules[0]
+        );
+        ctx.warn(&w);
+        warnings.push(w);
+    }
+
+    // Clean up temp refs a killed earlier run left on origin.
+    if cli.via == Via::Origin {
+        for leftover in pending::clean(&local) {
+            ctx.note(format!(
+                "deleted the temporary branch {leftover} left on origin by an interrupted run"
+            ));
+        }
+    }
+
+    let temp = temp_branch(ctx)?;
+    let message = format!(
+        "slurm-tools snapshot {temp}\n\nHEAD {} plus the working tree's tracked changes.\n",
+        head.commit
+    );
+    let snap = snapshot::create(&local, &head.commit, &message)?;
+    let changed = local.changed_paths(&head.commit, &snap.commit);
+    let refresh = if refresh_given {
+        refresh
+    } else if local.path_in_commit(&snap.commit, "cpp") {
+        vec!["cpp".to_string()]
+    } else {
+        Vec::new()
+    };
+    ctx.note(format!(
+        "snapshot {} = HEAD {} + {changed} changed path(s); syncing to {}:{repo_path} via {}",
+        &snap.commit[..12],
+        &head.commit[..12],
+        ssh.host,
+        if cli.via == Via::Origin {
+            "origin"
+        } else {
+            "direct push"
+        }
+    ));
+
+    let plan = remote::Plan {
+        repo: &repo_path,
+        url: &url,
+        temp: &temp,
+        work: &work,
+        refresh: &refresh,
+    };
+    let (report, temp_ref_deleted) = match cli.via {
+        Via::Origin => via_origin(ctx, &local, &ssh, &plan, &snap.commit)?,
+        Via::Direct => (via_direct(&local, &ssh, &plan, &snap.commit)?, None),
+    };
+
+    if let Some(owner) = &report.broke_stale_lock {
+        ctx.warn(format!(
+            "broke a stale sync lock on {repo_path} (left by {owner})"
+        ));
+    }
+    if report.head.as_deref() != Some(snap.commit.as_str()) {
+        return Err(ToolError::remote(format!(
+            "after the checkout, the remote HEAD is {} but the snapshot is {}",
+            report.head.as_deref().unwrap_or("unknown"),
+            snap.commit
+        ))
+        .with_hint("something changed the remote clone during the sync; rerun it"));
+    }
+    let stash = report.stash.as_ref().map(|(sha, msg)| {
+        ctx.warn(format!(
+            "the remote clone had cluster-side changes; they are saved in its stash as {} (`git stash list` in {repo_path})",
+            &sha[..sha.len().min(12)]
+        ));
+        json!({"commit": sha, "message": msg})
+    });
+    ctx.note(format!("remote {repo_path} is at {}", &snap.commit[..12]));
+    ctx.doc.set_section(
+        "sync_tracked",
+        json!({
+            "temp_branch": temp,
+            "commit": snap.commit,
+            "base_commit": head.commit,
+            "branch": head.branch,
+            "remote_repo_path": repo_path,
+            "remote_work_dir": work,
+            "via": if cli.via == Via::Origin { "origin" } else { "direct" },
+            "temp_ref_deleted": temp_ref_deleted,
+            "changed_paths": changed,
+            "refreshed": report.refreshed,
+            "stash": stash,
+            "created": report.created,
+            "warnings": warnings,
+            "derived": derived,
+            "seconds": (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+        }),
+    );
+    Ok(Outcome::Done)
+}
+
+fn check_refresh_path(p: &str) -> Result<()> {
+    let bad = p.is_empty()
+        || p.starts_with('/')
+        || p.starts_with('-')
+        || p.split('/').any(|c| c == ".." || c == ".git")
+        || p.contains('\n');
+    if bad {
+        return Err(shared::doc::field_error(
+            "refresh_paths",
+            &format!("has {:?}, which is not a path inside the repository", p),
+        )
+        .with_hint("list relative paths such as \"cpp\"; no leading `/` or `-`, no `..`"));
+    }
+    Ok(())
+}
+
+/// `<user>_<model>_<YYYYmmddHHMMSS>` (PROCEDURE 4c), each part sanitised to `[A-Za-z0-9_-]`.
+fn temp_branch(ctx: &Context) -> Result<String> {
+    let user = match ctx.doc.str_opt("slurm_user")? {
+        Some(u) => u.to_string(),
+        None => std::env::var("USER").unwrap_or_else(|_| "user".into()),
+    };
+    let model = match ctx.doc.str_opt("model_name")? {
+        Some(m) => m.to_string(),
+        None => std::env::current_dir()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "repo".into()),
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    Ok(format!(
+        "{}_{}_{}",
+        layout::sanitize(&user, false),
+        layout::sanitize(&model, false),
+        layout::utc_stamp(now)
+    ))
+}
+
+fn run_remote(ssh: &Ssh, script: &shared::quote::Script, repo: &str) -> Result<remote::Report> {
+    let out = ssh.run_script(script, None, Duration::from_secs(30 * 60))?;
+    let report = remote::parse(&out.stdout_text());
+    if !out.success() {
+        return Err(remote::failure(out.code, &report, &ssh.host, repo).with_command(out.record()));
+    }
+    Ok(report)
+}
+
+fn via_origin(
+    ctx: &Context,
+    local: &LocalRepo,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+    sha: &str,
+) -> Result<(remote::Report, Option<bool>)> {
+    let refspec = format!("{sha}:refs/heads/{}", plan.temp);
+    pending::record(local, plan.url, plan.temp);
+    let push = run_git(
+        local
+            .git()
+            .args(["push", "--porcelain", "--quiet", "--", plan.url, &refspec])
+            .deadline(PUSH_DEADLINE),
+        "pushing the snapshot to origin as a temporary branch",
+        "check that you can push to `repo_url` (credentials, network, branch protection); nothing was changed locally",
+    );
+    if let Err(e) = push {
+        pending::forget(local, plan.url, plan.temp);
+        return Err(e);
+    }
+    let result = run_remote(ssh, &remote::origin_script(plan)?, plan.repo);
+    // 4f: the temporary branch goes, whatever happened remotely.
+    let deleted = delete_temp_ref(ctx, local, plan.url, plan.temp);
+    result.map(|r| (r, Some(deleted)))
+}
+
+fn delete_temp_ref(ctx: &Context, local: &LocalRepo, url: &str, temp: &str) -> bool {
+    let out = local
+        .git()
+        .args([
+            "push",
+            "--quiet",
+            "--delete",
+            "--",
+            url,
+            &format!("refs/heads/{temp}"),
+        ])
+        .deadline(Duration::from_secs(300))
+        .run();
+    let ok = out.as_ref().is_ok_and(|o| o.success());
+    if ok {
+        pending::forget(local, url, temp);
+    } else {
+        ctx.warn(format!(
+            "could not delete the temporary branch {temp} on origin; the next sync retries, or run: git push {url} --delete {temp}"
+        ));
+    }
+    ok
+}
+
+fn via_direct(
+    local: &LocalRepo,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+    sha: &str,
+) -> Result<remote::Report> {
+    let prepared = run_remote(ssh, &remote::direct_prepare_script(plan)?, plan.repo)?;
+    let git_ssh = {
+        let mut words = vec![shared::ssh::ssh_program()];
+        words.extend(ssh.base_args());
+        words.extend(["-o".to_string(), "BatchMode=yes".to_string()]);
+        words
+            .iter()
+            .map(|w| shared::quote::quote(w))
+            .collect::<Result<Vec<_>>>()?
+            .join(" ")
+    };
+    let target = format!("{}:{}", ssh.host, plan.repo);
+    let refspec = format!("{sha}:refs/heads/{}", plan.temp);
+    let push = run_git(
+        local
+            .git()
+            .env("GIT_SSH_COMMAND", git_ssh)
+            .args(["push", "--porcelain", "--quiet", "--", &target, &refspec])
+            .deadline(PUSH_DEADLINE),
+        "pushing the snapshot straight into the remote clone",
+        "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
+    );
+    if let Err(e) = push {
+        let _ = ssh.run_script(
+            &remote::direct_release_script(plan)?,
+            None,
+            Duration::from_secs(60),
+        );
+        return Err(e);
+    }
+    let mut report = run_remote(ssh, &remote::direct_checkout_script(plan)?, plan.repo)?;
+    report.created |= prepared.created;
+    if report.broke_stale_lock.is_none() {
+        report.broke_stale_lock = prepared.broke_stale_lock;
+    }
+    Ok(report)
+}

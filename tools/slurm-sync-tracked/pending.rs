@@ -1,0 +1,73 @@
+//! Temporary branches pushed to origin and not yet deleted, remembered in
+//! `<git dir>/slurm-tools-pending-refs` (one `url<TAB>branch` per line), so a run killed between
+//! the push and the delete is cleaned up by the next run. This file is the only thing the tool
+//! writes locally, and it is not part of the work (HEAD, refs, index, tree, stash).
+
+use shared::git::LocalRepo;
+use std::time::Duration;
+
+fn file(local: &LocalRepo) -> std::path::PathBuf {
+    local.git_dir.join("slurm-tools-pending-refs")
+}
+
+fn read(local: &LocalRepo) -> Vec<(String, String)> {
+    std::fs::read_to_string(file(local))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            l.split_once('\t')
+                .map(|(u, b)| (u.to_string(), b.to_string()))
+        })
+        .collect()
+}
+
+fn write(local: &LocalRepo, entries: &[(String, String)]) {
+    if entries.is_empty() {
+        let _ = std::fs::remove_file(file(local));
+        return;
+    }
+    let text: String = entries.iter().map(|(u, b)| format!("{u}\t{b}\n")).collect();
+    let _ = std::fs::write(file(local), text);
+}
+
+pub fn record(local: &LocalRepo, url: &str, branch: &str) {
+    if url.contains(['\t', '\n']) || branch.contains(['\t', '\n']) {
+        return;
+    }
+    let mut e = read(local);
+    e.push((url.to_string(), branch.to_string()));
+    write(local, &e);
+}
+
+pub fn forget(local: &LocalRepo, url: &str, branch: &str) {
+    let mut e = read(local);
+    e.retain(|(u, b)| !(u == url && b == branch));
+    write(local, &e);
+}
+
+/// Delete every remembered branch; returns the ones deleted (or already gone).
+pub fn clean(local: &LocalRepo) -> Vec<String> {
+    let mut done = Vec::new();
+    for (url, branch) in read(local) {
+        let out = local
+            .git()
+            .args([
+                "push",
+                "--quiet",
+                "--delete",
+                "--",
+                &url,
+                &format!("refs/heads/{branch}"),
+            ])
+            .deadline(Duration::from_secs(120))
+            .run();
+        let gone = out
+            .as_ref()
+            .is_ok_and(|o| o.success() || o.stderr_tail.contains("remote ref does not exist"));
+        if gone {
+            forget(local, &url, &branch);
+            done.push(branch);
+        }
+    }
+    done
+}

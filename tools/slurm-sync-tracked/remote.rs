@@ -1,0 +1,206 @@
+//! The remote side of the tracked sync, as `/bin/sh` scripts (PROCEDURE 4a, 4b, 4e, 4f.1).
+//!
+//! The remote clone is guarded by a lock directory beside it (`<repo>.slurm-tools-sync.lock`,
+//! `mkdir` is atomic), so a second sync into the same clone is refused, never interleaved. A
+//! lock older than 30 minutes is taken to be left by a killed run and is broken, and said so.
+//! Scripts report with tagged lines (`STASHED <sha>`, `HEAD <sha>`, ...) and fail with distinct
+//! exit codes, mapped to messages by [`failure`].
+
+use shared::quote::Script;
+use shared::{Result, ToolError};
+
+pub struct Plan<'a> {
+    pub repo: &'a str,
+    pub url: &'a str,
+    pub temp: &'a str,
+    pub work: &'a str,
+    pub refresh: &'a [String],
+}
+
+fn header(p: &Plan) -> Result<Script> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    s.assign("repo", p.repo)?;
+    s.assign("url", p.url)?;
+    s.assign("temp", p.temp)?;
+    s.assign("work", p.work)?;
+    s.raw("set --");
+    for r in p.refresh {
+        s.arg(r)?;
+    }
+    s.raw(
+        r#"
+lock="${repo%/}.slurm-tools-sync.lock"
+token="$temp"
+take_lock() {
+  if mkdir -- "$lock" 2>/dev/null; then printf '%s\n' "$token" > "$lock/owner"; return 0; fi
+  if [ -n "$(find "$lock" -maxdepth 0 -mmin +30 2>/dev/null)" ]; then
+    echo "BROKE_STALE_LOCK $(head -n 1 "$lock/owner" 2>/dev/null)"
+    rm -rf -- "$lock"
+    if mkdir -- "$lock" 2>/dev/null; then printf '%s\n' "$token" > "$lock/owner"; return 0; fi
+  fi
+  echo "LOCKED $(head -n 1 "$lock/owner" 2>/dev/null)"
+  exit 10
+}
+release_lock() {
+  if [ "$(head -n 1 "$lock/owner" 2>/dev/null)" = "$token" ]; then rm -rf -- "$lock"; fi
+}
+mkdir -p -- "$(dirname -- "$repo")" || exit 15
+"#,
+    );
+    Ok(s)
+}
+
+const ENSURE_CLONE_OR_INIT: &str = r#"
+if [ ! -d "$repo/.git" ]; then
+  if [ -e "$repo" ] && [ -n "$(ls -A -- "$repo" 2>/dev/null)" ]; then echo "NOT_A_REPO"; exit 18; fi
+  if [ "$via" = origin ]; then
+    git clone -q -- "$url" "$repo" >&2 || exit 11
+  else
+    git init -q -- "$repo" >&2 || exit 11
+  fi
+  echo CREATED
+fi
+"#;
+
+const CHECKOUT: &str = r#"
+cd -- "$repo" || exit 16
+mkdir -p .git/info
+grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
+if [ -n "$(git status --porcelain --untracked-files=all 2>/dev/null | head -n 1)" ]; then
+  git stash push -u -q -m "auto-stash before remote sync $temp" >&2 || exit 17
+  echo "STASHED $(git rev-parse -q --verify refs/stash) auto-stash before remote sync $temp"
+fi
+if [ "$via" = origin ]; then
+  git fetch -q --prune origin >&2 || exit 12
+  git checkout -q -B "$temp" "refs/remotes/origin/$temp" >&2 || exit 13
+else
+  git checkout -q "$temp" >&2 || exit 13
+fi
+for p do
+  if git cat-file -e "HEAD:$p" 2>/dev/null; then
+    rm -rf -- "$p" && git checkout -q HEAD -- "$p" >&2 || exit 14
+    echo "REFRESHED $p"
+  fi
+done
+mkdir -p -- "$work" || exit 15
+echo "HEAD $(git rev-parse HEAD)"
+"#;
+
+/// `--via origin`: one round trip after the push to origin.
+pub fn origin_script(p: &Plan) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw("via=origin\ntake_lock\ntrap release_lock EXIT\n");
+    s.raw(ENSURE_CLONE_OR_INIT);
+    s.raw(CHECKOUT);
+    Ok(s)
+}
+
+/// `--via direct`, before the push: take the lock (kept until the checkout) and make sure a
+/// repository is there to push into.
+pub fn direct_prepare_script(p: &Plan) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw("via=direct\ntake_lock\ntrap release_lock EXIT\n");
+    s.raw(ENSURE_CLONE_OR_INIT);
+    s.raw("trap - EXIT\necho READY\n");
+    Ok(s)
+}
+
+/// `--via direct`, after the push: check out under the lock taken before, then release it.
+pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw(
+        "via=direct\nif [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit 19; fi\ntrap release_lock EXIT\n",
+    );
+    s.raw(CHECKOUT);
+    Ok(s)
+}
+
+/// `--via direct`, after a failed push: give the lock back.
+pub fn direct_release_script(p: &Plan) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw("release_lock\n");
+    Ok(s)
+}
+
+/// What the tagged lines said.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub head: Option<String>,
+    pub stash: Option<(String, String)>,
+    pub refreshed: Vec<String>,
+    pub created: bool,
+    pub broke_stale_lock: Option<String>,
+    pub locked_by: Option<String>,
+}
+
+pub fn parse(text: &str) -> Report {
+    let mut r = Report::default();
+    for line in text.lines() {
+        let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match tag {
+            "HEAD" => r.head = Some(rest.trim().to_string()),
+            "STASHED" => {
+                let (sha, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+                r.stash = Some((sha.to_string(), msg.to_string()));
+            }
+            "REFRESHED" => r.refreshed.push(rest.to_string()),
+            "CREATED" => r.created = true,
+            "BROKE_STALE_LOCK" => r.broke_stale_lock = Some(rest.to_string()),
+            "LOCKED" => r.locked_by = Some(rest.to_string()),
+            _ => {}
+        }
+    }
+    r
+}
+
+/// The error for a script's non-zero exit.
+pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> ToolError {
+    let (msg, hint) = match code {
+        Some(10) => (
+            format!(
+                "another sync into {repo} on {host} is running (lock held by {})",
+                report.locked_by.as_deref().filter(|s| !s.is_empty()).unwrap_or("an unknown run")
+            ),
+            format!("wait for it to finish and rerun; a lock left by a killed run ({repo}.slurm-tools-sync.lock) is broken automatically after 30 minutes, or remove it by hand"),
+        ),
+        Some(11) => (
+            format!("could not create the remote clone {repo} on {host}"),
+            "check that the cluster can reach `repo_url` with your credentials there (see git's stderr below)".to_string(),
+        ),
+        Some(12) => (
+            format!("git fetch in {repo} on {host} failed"),
+            "check that the cluster can reach origin (see git's stderr below)".to_string(),
+        ),
+        Some(13) => (
+            format!("git checkout of the snapshot in {repo} on {host} failed"),
+            "see git's stderr below; the remote clone's edits, if any, were stashed first".to_string(),
+        ),
+        Some(14) => (
+            format!("re-checking out a refresh path in {repo} on {host} failed"),
+            "check `refresh_paths`".to_string(),
+        ),
+        Some(15) => (
+            format!("could not create the directories for {repo} on {host}"),
+            "check `default_user_root_dir`/`remote_repo_path`/`remote_work_dir` and the remote disk".to_string(),
+        ),
+        Some(16) => (format!("cannot enter {repo} on {host}"), "check `remote_repo_path`".to_string()),
+        Some(17) => (
+            format!("could not stash the cluster-side changes in {repo} on {host}"),
+            "resolve the state of the remote clone by hand (`git status` there); nothing was checked out".to_string(),
+        ),
+        Some(18) => (
+            format!("{repo} on {host} exists, is not empty, and is not a git repository"),
+            "move it away or set `remote_repo_path` to another directory".to_string(),
+        ),
+        Some(19) => (
+            format!("the sync lock for {repo} on {host} was taken over by another run"),
+            "rerun the sync".to_string(),
+        ),
+        other => (
+            format!("the remote checkout in {repo} on {host} failed (exit {other:?})"),
+            "see the stderr below".to_string(),
+        ),
+    };
+    ToolError::remote(msg).with_hint(hint)
+}

@@ -1,0 +1,267 @@
+//! slurm-sync-untracked: the untracked, non-ignored files of the working tree, as one tar stream
+//! into the remote checkout (PROCEDURE 4e.1).
+
+use clap::Parser;
+use serde_json::json;
+use shared::archive::{self, Item, Stats};
+use shared::git::{run_git, LocalRepo};
+use shared::quote::Script;
+use shared::ssh::Ssh;
+use shared::ui::{human_bytes, Progress};
+use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Send the untracked, non-ignored files of your working tree into the remote checkout.
+///
+/// The files `git ls-files --others --exclude-standard` lists (every ignore source honoured)
+/// travel as one tar stream over one ssh execution, built while it is sent (memory stays small
+/// whatever the size). Symlinks are sent as symlinks (a link to a secret never uploads the
+/// secret); FIFOs, sockets, devices, unreadable files and nested git repositories are skipped
+/// and listed with their reason. Names arrive byte-exact, executable bits are kept, ownership and
+/// setuid bits are not. On the remote, extraction stays inside `remote_repo_path`: symlinks an
+/// earlier sync left where a directory now goes are removed first, so nothing is written through
+/// them. Run it after slurm-sync-tracked.
+///
+/// Reads: repo_root (default: the repository around the current directory), remote_repo_path
+/// (default: sync_tracked.remote_repo_path), ssh_host and the connection fields.
+///
+/// Adds the `sync_untracked` section: files, symlinks, bytes, seconds, skipped (path, reason),
+/// changed_while_reading, compressed, remote_repo_path, unlinked (remote symlinks removed).
+///
+/// Example:
+///   slurm-sync-tracked < ready.json | slurm-sync-untracked > synced.json
+#[derive(Parser, Debug)]
+#[command(name = "slurm-sync-untracked", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// Compress the stream with gzip (for slow links; costs CPU on both sides).
+    #[arg(long)]
+    gzip: bool,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    shared::driver::run::<Cli>("slurm-sync-untracked", sync)
+}
+
+fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let started = Instant::now();
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let repo_path = match ctx.doc.str_opt("remote_repo_path")? {
+        Some(p) => p.to_string(),
+        None => ctx
+            .doc
+            .section("sync_tracked")
+            .and_then(|s| s.get("remote_repo_path"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                shared::doc::missing("remote_repo_path", "run slurm-sync-tracked first, or set `remote_repo_path` to the remote checkout")
+            })?,
+    };
+    let local = LocalRepo::open(&ctx.doc)?;
+    let items = untracked(&local)?;
+    let gnu_tar = ctx
+        .doc
+        .section("preflight")
+        .and_then(|p| p.get("remote"))
+        .and_then(|r| r.get("tar"))
+        .and_then(|t| t.as_str())
+        .map_or(true, |t| t.contains("GNU"));
+
+    let stats = Arc::new(Mutex::new(Stats::default()));
+    let (unlinked, remote_ok) = if items.is_empty() {
+        ctx.note("no untracked files to send");
+        (Vec::new(), true)
+    } else {
+        ctx.note(format!(
+            "sending {} untracked entr{} to {}:{repo_path}",
+            items.len(),
+            if items.len() == 1 { "y" } else { "ies" },
+            ssh.host
+        ));
+        let script = extract_script(&repo_path, &items, cli.gzip, gnu_tar)?;
+        let total = items.len() as u64;
+        let progress_started = Instant::now();
+        let mut progress = Progress::new(ctx.tool);
+        let progress_fn: archive::ProgressFn = Box::new(move |files, bytes| {
+            progress.update(|| {
+                let secs = progress_started.elapsed().as_secs_f64().max(0.001);
+                format!(
+                    "{files}/{total} files, {} ({}/s)",
+                    human_bytes(bytes),
+                    human_bytes((bytes as f64 / secs) as u64)
+                )
+            });
+            if files == total {
+                progress.finish();
+            }
+        });
+        let (writer_stats, gzip) = (stats.clone(), cli.gzip);
+        let payload: shared::process::StreamWriter = Box::new(move |w: &mut dyn std::io::Write| {
+            let r = archive::write_archive(&items, w, gzip, &writer_stats, Some(progress_fn));
+            if let Err(e) = &r {
+                writer_stats.lock().unwrap().write_error = Some(e.to_string());
+            }
+            r
+        });
+        let out = ssh.run_script(&script, Some(payload), Duration::from_secs(6 * 3600))?;
+        let text = out.stdout_text();
+        let unlinked: Vec<String> = text
+            .lines()
+            .filter_map(|l| {
+                l.strip_prefix("UNLINKED ")
+                    .or_else(|| l.strip_prefix("REPLACED "))
+            })
+            .map(str::to_string)
+            .collect();
+        if !out.success() {
+            let s = stats.lock().unwrap();
+            let (msg, hint) = match out.code {
+                Some(20) => (format!("the remote checkout {repo_path} does not exist on {}", ssh.host), "run slurm-sync-tracked first (it creates the checkout)".to_string()),
+                _ => (
+                    format!("extracting the untracked files on {} failed (remote tar exit {:?}) after {} file(s), {}", ssh.host, out.code, s.files, human_bytes(s.bytes)),
+                    "see tar's stderr below: a full remote disk or quota is the usual cause; rerun the sync once fixed (it sends everything again)".to_string(),
+                ),
+            };
+            return Err(ToolError::remote(msg)
+                .with_hint(hint)
+                .with_command(out.record()));
+        }
+        (unlinked, true)
+    };
+    let s = stats.lock().unwrap().clone();
+    if let Some(e) = &s.write_error {
+        if remote_ok {
+            return Err(
+                ToolError::remote(format!("the tar stream to {} broke: {e}", ssh.host))
+                    .with_hint("rerun the sync"),
+            );
+        }
+    }
+    for (p, why) in &s.skipped {
+        ctx.warn(format!("skipped {p:?}: {why}"));
+    }
+    for p in &s.changed_while_reading {
+        ctx.warn(format!(
+            "{p:?} changed while it was read; the remote copy may be inconsistent, rerun the sync"
+        ));
+    }
+    for p in &unlinked {
+        ctx.note(format!(
+            "removed the stale remote entry {p:?} where a directory now goes"
+        ));
+    }
+    let secs = started.elapsed().as_secs_f64();
+    ctx.note(format!(
+        "sent {} file(s), {} symlink(s), {} in {:.1} s",
+        s.files,
+        s.symlinks,
+        human_bytes(s.bytes),
+        secs
+    ));
+    ctx.doc.set_section(
+        "sync_untracked",
+        json!({
+            "files": s.files,
+            "symlinks": s.symlinks,
+            "bytes": s.bytes,
+            "seconds": (secs * 100.0).round() / 100.0,
+            "skipped": s.skipped_json(),
+            "changed_while_reading": s.changed_while_reading,
+            "compressed": cli.gzip,
+            "remote_repo_path": repo_path,
+            "unlinked": unlinked,
+        }),
+    );
+    Ok(Outcome::Done)
+}
+
+/// The untracked, non-ignored files, NUL-separated so every name survives.
+fn untracked(local: &LocalRepo) -> Result<Vec<Item>> {
+    let out = run_git(
+        local
+            .git()
+            .args([
+                "ls-files",
+                "--others",
+                "--exclude-standard",
+                "-z",
+                "--full-name",
+                "--",
+                ".",
+            ])
+            .deadline(Duration::from_secs(600)),
+        "listing the untracked files",
+        "check the repository (`git status` should work)",
+    )?;
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            // A nested repository is listed as `dir/`; keep the name without the slash.
+            let name = n.strip_suffix(b"/").unwrap_or(n);
+            let name = OsString::from(std::ffi::OsStr::from_bytes(name));
+            Item {
+                local: local.root.join(&name),
+                name,
+            }
+        })
+        .collect())
+}
+
+/// The remote side: remove what would make tar write outside the checkout, then extract.
+fn extract_script(repo: &str, items: &[Item], gzip: bool, gnu: bool) -> Result<Script> {
+    // Every directory that will hold a file, shallowest first.
+    let mut dirs: BTreeSet<Vec<u8>> = BTreeSet::new();
+    for it in items {
+        let name = it.name.as_bytes();
+        for (i, b) in name.iter().enumerate() {
+            if *b == b'/' {
+                dirs.insert(name[..i].to_vec());
+            }
+        }
+    }
+    let mut dirs: Vec<Vec<u8>> = dirs.into_iter().collect();
+    dirs.sort_by_key(|d| d.iter().filter(|b| **b == b'/').count());
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    s.assign("repo", repo)?;
+    s.raw("cd -- \"$repo\" 2>/dev/null || exit 20\nset --");
+    for d in &dirs {
+        let d = std::str::from_utf8(d).map_err(|_| {
+            ToolError::bad_input("an untracked directory name is not valid UTF-8 and cannot be checked on the remote side")
+                .with_hint("rename the directory to a UTF-8 name")
+        })?;
+        s.arg(d)?;
+    }
+    s.raw(
+        r#"
+for d do
+  if [ -L "$d" ]; then rm -f -- "$d"; echo "UNLINKED $d"
+  elif [ -e "$d" ] && [ ! -d "$d" ]; then rm -f -- "$d"; echo "REPLACED $d"; fi
+done
+"#,
+    );
+    s.raw("exec tar -x --no-same-owner");
+    if gnu {
+        s.raw(" --warning=no-timestamp --no-overwrite-dir");
+    }
+    if gzip {
+        s.raw(" -z");
+    }
+    s.raw(" -f -\n");
+    Ok(s)
+}
