@@ -94,6 +94,7 @@ mod tests {
     #[test]
     fn stamps() {
         assert_eq!(utc_stamp(0), "19700101000000");
-        assert_eq!(utc_stamp(1_796_212_800), "20261201120000");
+        assert_eq!(utc_stamp(1_796_212_800), "20261202120000");
+        assert_eq!(utc_stamp(1_709_208_000), "20240229120000");
     }
 }
