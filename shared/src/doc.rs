@@ -243,6 +243,11 @@ impl Document {
         self.fields.insert(name.to_string(), value);
     }
 
+    /// Remove a field (a tool moving another tool's stale section aside).
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        self.fields.shift_remove(key)
+    }
+
     /// The `error` section left by an earlier tool, with the exit code to pass on.
     pub fn upstream_error(&self) -> Option<i32> {
         let err = self.fields.get("error")?;

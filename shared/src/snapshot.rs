@@ -82,30 +82,38 @@ pub fn create(repo: &LocalRepo, base: &str, message: &str) -> Result<Snapshot> {
     .stdout_text()
     .trim()
     .to_string();
-    let mut commit_tree = repo
-        .git()
-        .args(["commit-tree", &tree, "-p", base, "-F", "-"])
-        .input(Input::Bytes(message.as_bytes().to_vec()));
-    // The person's identity when git knows it; a neutral one otherwise (the commit is temporary).
-    if !repo
-        .git()
-        .args(["var", "GIT_COMMITTER_IDENT"])
-        .run()
-        .is_ok_and(|o| o.success())
-    {
-        for (k, v) in [
-            ("GIT_AUTHOR_NAME", "slurm-tools"),
-            ("GIT_AUTHOR_EMAIL", "slurm-tools@localhost"),
-            ("GIT_COMMITTER_NAME", "slurm-tools"),
-            ("GIT_COMMITTER_EMAIL", "slurm-tools@localhost"),
-        ] {
-            commit_tree = commit_tree.env(k, v);
+    let commit_tree = |neutral: bool| {
+        let mut c = repo
+            .git()
+            .args(["commit-tree", &tree, "-p", base, "-F", "-"])
+            .input(Input::Bytes(message.as_bytes().to_vec()));
+        if neutral {
+            for (k, v) in [
+                ("GIT_AUTHOR_NAME", "slurm-tools"),
+                ("GIT_AUTHOR_EMAIL", "slurm-tools@localhost"),
+                ("GIT_COMMITTER_NAME", "slurm-tools"),
+                ("GIT_COMMITTER_EMAIL", "slurm-tools@localhost"),
+            ] {
+                c = c.env(k, v);
+            }
         }
+        c
+    };
+    // The person's identity when git knows it; a neutral one otherwise (the commit is temporary).
+    let commit = match run_git(commit_tree(false), "creating the snapshot commit", hint) {
+        Ok(out) => out,
+        Err(e)
+            if e.command
+                .as_ref()
+                .is_some_and(|c| c.stderr_tail.contains("identity")) =>
+        {
+            run_git(commit_tree(true), "creating the snapshot commit", hint)?
+        }
+        Err(e) => return Err(e),
     }
-    let commit = run_git(commit_tree, "creating the snapshot commit", hint)?
-        .stdout_text()
-        .trim()
-        .to_string();
+    .stdout_text()
+    .trim()
+    .to_string();
     Ok(Snapshot {
         commit,
         tree,

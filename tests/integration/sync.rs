@@ -573,6 +573,23 @@ fn index_lock_intent_to_add_and_skip_worktree_are_handled_and_said() {
 }
 
 #[test]
+fn index_version_4_is_read_for_the_notes_too() {
+    let fx = Fixture::new("indexv4");
+    git(&fx.local, &["update-index", "--index-version", "4"]);
+    write(&fx.local.join("src/ita-v4.txt"), "ita\n");
+    git(&fx.local, &["add", "-N", "src/ita-v4.txt"]);
+    git(&fx.local, &["update-index", "--skip-worktree", "src/a.py"]);
+    let t = run("slurm-sync-tracked", &["--dry-run"], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert!(t.stderr.contains("1 intent-to-add"), "{}", t.stderr);
+    assert!(t.doc["sync_tracked"]["warnings"]
+        .to_string()
+        .contains("src/a.py"));
+    assert_eq!(t.doc["sync_tracked"]["dry_run"], true);
+    assert_eq!(t.doc["sync_tracked"]["changed_paths"], 1);
+}
+
+#[test]
 fn hostile_file_names_arrive_intact() {
     let fx = Fixture::new("names");
     let names: Vec<Vec<u8>> = vec![
@@ -625,10 +642,7 @@ fn a_symlink_to_a_secret_uploads_the_link_not_the_secret() {
     std::os::unix::fs::symlink("/etc/passwd", dir.path().join("passwd")).unwrap();
     let items: Vec<shared::archive::Item> = ["link", "passwd"]
         .iter()
-        .map(|n| shared::archive::Item {
-            local: dir.path().join(n),
-            name: (*n).into(),
-        })
+        .map(|n| shared::archive::Item::file(dir.path().join(n), *n))
         .collect();
     let mut stream = Vec::new();
     let stats = std::sync::Arc::new(std::sync::Mutex::new(shared::archive::Stats::default()));

@@ -46,6 +46,11 @@ struct Cli {
     /// directly into the remote clone over ssh (origin untouched).
     #[arg(long, value_enum, default_value_t = Via::Origin)]
     via: Via,
+
+    /// Build the snapshot and report what would be synced, without pushing or touching the
+    /// remote (the snapshot commit exists only as an unreferenced local object).
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -180,15 +185,6 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         warnings.push(w);
     }
 
-    // Clean up temp refs a killed earlier run left on origin.
-    if cli.via == Via::Origin {
-        for leftover in pending::clean(&local) {
-            ctx.note(format!(
-                "deleted the temporary branch {leftover} left on origin by an interrupted run"
-            ));
-        }
-    }
-
     let temp = temp_branch(ctx)?;
     let message = format!(
         "slurm-tools snapshot {temp}\n\nHEAD {} plus the working tree's tracked changes.\n",
@@ -214,6 +210,36 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "direct push"
         }
     ));
+
+    if cli.dry_run {
+        ctx.doc.set_section(
+            "sync_tracked",
+            json!({
+                "dry_run": true,
+                "temp_branch": temp,
+                "commit": snap.commit,
+                "base_commit": head.commit,
+                "branch": head.branch,
+                "remote_repo_path": repo_path,
+                "remote_work_dir": work,
+                "via": if cli.via == Via::Origin { "origin" } else { "direct" },
+                "changed_paths": changed,
+                "refresh_paths": refresh,
+                "warnings": warnings,
+                "derived": derived,
+                "seconds": (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
+            }),
+        );
+        return Ok(Outcome::Done);
+    }
+    // Clean up temp refs a killed earlier run left on origin.
+    if cli.via == Via::Origin {
+        for leftover in pending::clean(&local) {
+            ctx.note(format!(
+                "deleted the temporary branch {leftover} left on origin by an interrupted run"
+            ));
+        }
+    }
 
     let plan = remote::Plan {
         repo: &repo_path,

@@ -214,10 +214,7 @@ fn untracked(local: &LocalRepo) -> Result<Vec<Item>> {
             // A nested repository is listed as `dir/`; keep the name without the slash.
             let name = n.strip_suffix(b"/").unwrap_or(n);
             let name = OsString::from(std::ffi::OsStr::from_bytes(name));
-            Item {
-                local: local.root.join(&name),
-                name,
-            }
+            Item::file(local.root.join(&name), name)
         })
         .collect())
 }

@@ -1,0 +1,234 @@
+//! Slurm facts shared by the tools: time limits, the enroot image form, the build architecture,
+//! what Slurm's submission errors mean, and parsers for squeue/sacct/scontrol output
+//! (Slurm 22.05 wording; research/ecosystem.md §2).
+
+use crate::doc::field_error;
+use crate::error::{ErrorKind, Result, ToolError};
+
+/// Parse a walltime `[D-]HH:MM:SS` into seconds (minutes and seconds below 60).
+pub fn parse_time_limit(s: &str) -> Option<u64> {
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (d.parse::<u64>().ok()?, r),
+        None => (0, s),
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    if parts.len() != 3
+        || parts.iter().any(|p| {
+            p.is_empty() || p.len() > 2 && parts[0] != *p || !p.bytes().all(|b| b.is_ascii_digit())
+        })
+    {
+        return None;
+    }
+    let h: u64 = parts[0].parse().ok()?;
+    let m: u64 = parts[1].parse().ok()?;
+    let sec: u64 = parts[2].parse().ok()?;
+    if parts[1].len() != 2
+        || parts[2].len() != 2
+        || m >= 60
+        || sec >= 60
+        || (s.contains('-') && h >= 24)
+    {
+        return None;
+    }
+    Some(days * 86_400 + h * 3600 + m * 60 + sec)
+}
+
+/// Check `time_limit`, returning it unchanged.
+pub fn check_time_limit(s: &str) -> Result<&str> {
+    match parse_time_limit(s) {
+        Some(secs) if secs > 0 => Ok(s),
+        _ => Err(field_error(
+            "time_limit",
+            &format!("is {s:?}, which is not a walltime of the form [D-]HH:MM:SS"),
+        )
+        .with_hint("write it like \"01:30:00\" (90 minutes) or \"1-00:00:00\" (one day)")),
+    }
+}
+
+/// Seconds as `[D-]HH:MM:SS`.
+pub fn format_duration(secs: u64) -> String {
+    let (d, rest) = (secs / 86_400, secs % 86_400);
+    let hms = format!("{:02}:{:02}:{:02}", rest / 3600, rest / 60 % 60, rest % 60);
+    if d > 0 {
+        format!("{d}-{hms}")
+    } else {
+        hms
+    }
+}
+
+/// Parse Slurm's duration forms: `[D-][HH:]MM:SS`, `M:SS`, plus `UNLIMITED`/`INVALID`/`N/A` (None).
+pub fn parse_slurm_duration(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (d.parse::<u64>().ok()?, r),
+        None => (0, s),
+    };
+    let nums: Vec<u64> = rest
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let secs = match nums.as_slice() {
+        [m, s] => m * 60 + s,
+        [h, m, s] => h * 3600 + m * 60 + s,
+        _ => return None,
+    };
+    Some(days * 86_400 + secs)
+}
+
+/// pyxis/enroot want the registry separated by `#`: `nvcr.io/nvidia/x:tag` -> `nvcr.io#nvidia/x:tag`.
+/// The document keeps the canonical form; this is applied when the flag is built.
+pub fn enroot_image(image: &str) -> String {
+    if image.contains('#') || image.starts_with('/') || image.starts_with("./") {
+        return image.to_string();
+    }
+    match image.split_once('/') {
+        Some((first, rest))
+            if first.contains('.') || first.contains(':') || first == "localhost" =>
+        {
+            format!("{first}#{rest}")
+        }
+        _ => image.to_string(),
+    }
+}
+
+/// The CUDA architecture for the build (PROCEDURE step 5).
+pub fn cuda_arch(device_type: Option<&str>) -> &'static str {
+    match device_type.map(str::to_ascii_uppercase).as_deref() {
+        Some("B200" | "GB200" | "GB300" | "B300") => "100-real",
+        Some("H100" | "H200") => "90-real",
+        Some("L40S") => "89-real",
+        Some("A100") => "80-real",
+        _ => "100-real",
+    }
+}
+
+/// A value that goes into a Slurm option: no newline or control characters (squeue and sacct
+/// print line-based output, and Slurm itself rejects them), not empty.
+pub fn check_slurm_value(field: &str, v: &str) -> Result<()> {
+    if v.is_empty() || v.chars().any(|c| c.is_control()) {
+        return Err(field_error(
+            field,
+            &format!(
+                "is {}, which Slurm cannot take (empty, or a newline/control character)",
+                crate::quote::preview(v)
+            ),
+        )
+        .with_hint(format!("give `{field}` as one line of plain text")));
+    }
+    Ok(())
+}
+
+/// What a rejected submission means, from Slurm's stderr: (field at fault, message, hint).
+pub fn submission_error(stderr: &str) -> ToolError {
+    let lower = stderr.to_ascii_lowercase();
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains("error"))
+        .unwrap_or_else(|| stderr.lines().last().unwrap_or(""))
+        .trim()
+        .to_string();
+    let pick = |field: &str, hint: &str| {
+        ToolError::field(
+            ErrorKind::BadInput,
+            field,
+            format!("Slurm refused the job: {last}"),
+        )
+        .with_hint(hint.to_string())
+    };
+    if lower.contains("invalid account") || lower.contains("account/partition combination") {
+        pick("account", "set `account` to an account you may use (`sacctmgr show assoc user=$USER format=account,partition`)")
+    } else if lower.contains("invalid partition") || lower.contains("no partition specified") {
+        pick(
+            "partition",
+            "set `partition` to one of the cluster's partitions (`sinfo -s`)",
+        )
+    } else if lower.contains("time limit") {
+        pick(
+            "time_limit",
+            "lower `time_limit` to the partition's limit (`sinfo -o '%P %l'`)",
+        )
+    } else if lower.contains("node count")
+        || lower.contains("node configuration is not available")
+        || lower.contains("more processors requested")
+    {
+        pick(
+            "node_count",
+            "ask for fewer nodes, tasks per node or GPUs (`sinfo -o '%P %D %G'` shows what exists)",
+        )
+    } else if lower.contains("unrecognized option") || lower.contains("container") {
+        pick("container_image", "this cluster's srun does not take container flags (no pyxis); remove `container_image`")
+    } else {
+        ToolError::remote(format!("Slurm refused the job: {last}"))
+            .with_hint("see Slurm's message below")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_limits() {
+        assert_eq!(parse_time_limit("00:05:00"), Some(300));
+        assert_eq!(parse_time_limit("1-02:00:00"), Some(93_600));
+        assert_eq!(parse_time_limit("100:00:00"), Some(360_000));
+        for bad in [
+            "5",
+            "5:00",
+            "00:60:00",
+            "00:00:60",
+            "1-24:00:00",
+            "a:b:c",
+            "-1:00:00",
+            "00:5:00",
+            "",
+            "01:00:00 ",
+        ] {
+            assert_eq!(parse_time_limit(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn slurm_durations() {
+        assert_eq!(parse_slurm_duration("5:03"), Some(303));
+        assert_eq!(parse_slurm_duration("1:02:03"), Some(3723));
+        assert_eq!(parse_slurm_duration("2-00:00:01"), Some(172_801));
+        assert_eq!(parse_slurm_duration("UNLIMITED"), None);
+        assert_eq!(format_duration(93_600), "1-02:00:00");
+    }
+
+    #[test]
+    fn enroot_form() {
+        assert_eq!(
+            enroot_image("nvcr.io/nvidia/pytorch:24.01"),
+            "nvcr.io#nvidia/pytorch:24.01"
+        );
+        assert_eq!(
+            enroot_image("nvcr.io#nvidia/pytorch:24.01"),
+            "nvcr.io#nvidia/pytorch:24.01"
+        );
+        assert_eq!(enroot_image("ubuntu:22.04"), "ubuntu:22.04");
+        assert_eq!(enroot_image("library/ubuntu"), "library/ubuntu");
+        assert_eq!(enroot_image("localhost:5000/x"), "localhost:5000#x");
+        assert_eq!(
+            enroot_image("/lustre/images/x.sqsh"),
+            "/lustre/images/x.sqsh"
+        );
+    }
+
+    #[test]
+    fn archs() {
+        assert_eq!(cuda_arch(Some("h100")), "90-real");
+        assert_eq!(cuda_arch(Some("GB200")), "100-real");
+        assert_eq!(cuda_arch(None), "100-real");
+    }
+
+    #[test]
+    fn submission_errors_name_the_field() {
+        let e = submission_error("srun: error: Unable to allocate resources: Invalid account or account/partition combination specified\n");
+        assert_eq!(e.field.as_deref(), Some("account"));
+        let e = submission_error("sbatch: error: invalid partition specified: nope\nsbatch: error: Batch job submission failed: Invalid partition name specified\n");
+        assert_eq!(e.field.as_deref(), Some("partition"));
+    }
+}

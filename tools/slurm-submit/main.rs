@@ -1,0 +1,585 @@
+//! slurm-submit: the build job and Recipes 1-5 (PROCEDURE step 5 and "Recipes").
+
+mod recipe;
+
+use clap::Parser;
+use recipe::{Recipe, Settings};
+use serde_json::{json, Value};
+use shared::archive::{self, Item, Stats};
+use shared::error::render_argv;
+use shared::layout::{self, join};
+use shared::quote::{quote, Script};
+use shared::ssh::Ssh;
+use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const BUILD_SLURM: &str = include_str!("../../scripts/build.slurm");
+const BUILD_SH: &str = include_str!("../../scripts/build.sh");
+
+/// Submit the job (Recipes 1-5) or, with --build, the build job; return once Slurm accepted it.
+///
+/// Recipes: single (srun, 1 node, 1 task), mpi (srun --mpi=pmix, a task per GPU), distributed
+/// (srun, a task per GPU, RANK/LOCAL_RANK/WORLD_SIZE set), launcher (srun, one torchrun per
+/// node), batch (sbatch). srun recipes run inside a tmux session on the login node, so they
+/// survive your ssh connection dropping; their job id is learned exactly from a unique token in
+/// --comment, never guessed. Files (`script_path`, `extra_files`, the generated job script) go
+/// up in the same ssh execution as the submission, as one stream. If the connection fails after
+/// the request may have reached Slurm, the token is looked up before any retry: nothing is
+/// submitted twice. Every value reaches Slurm as one literal argument.
+///
+/// --build submits the build job instead: build.slurm and build.sh are uploaded to
+/// <default_user_root_dir>/trtllm-build-scripts/ and run with sbatch (one node, 02:00:00, job
+/// name <account>-trtllm.build); `build_command` replaces TensorRT-LLM's build_wheel.py.
+/// `build_project: false` skips it. The whole flow is
+///   slurm-submit --build | slurm-watch | slurm-submit | slurm-watch
+/// and a build that did not pass stops the second slurm-submit (exit 1, document unchanged).
+///
+/// Reads: recipe (default single), command or script_path (+ script_name), extra_files,
+/// job_name, account, partition, time_limit, node_count, required_devices_per_node,
+/// gpus_per_node, container_image, mounts, remote_repo_path, remote_work_dir, resolve.flags;
+/// with --build also build_project, build_command, device_type, default_user_root_dir.
+///
+/// Adds the `job` section: job_id, kind (build|run), recipe, stdout_path, stderr_path, command
+/// (the exact remote command), argv, submit_token, tmux_session, uploads, submitted_at.
+///
+/// Example:
+///   slurm-sync-untracked < synced.json | slurm-submit | slurm-watch > report.json
+#[derive(Parser, Debug)]
+#[command(name = "slurm-submit", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// Submit the build job instead of the run job.
+    #[arg(long)]
+    build: bool,
+
+    /// Print the document with the exact command that would run; run nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    shared::driver::run::<Cli>("slurm-submit", submit)
+}
+
+/// What is sent and run for one submission.
+struct Plan {
+    kind: &'static str,
+    recipe: Option<Recipe>,
+    argv: Vec<String>,
+    /// Words after the argv (the script and its arguments).
+    tail: Vec<String>,
+    /// Where the tar is extracted, and what goes in it.
+    upload_dir: String,
+    items: Vec<Item>,
+    stdout_path: String,
+    stderr_path: String,
+    tmux_session: Option<String>,
+    wrapper: Option<String>,
+    state_dir: String,
+}
+
+fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    if let Some(status) = failed_build(&ctx.doc) {
+        ctx.note(format!("the build job ended {status}; not submitting the run job (document passed on unchanged)"));
+        return Ok(Outcome::JobNotPassed);
+    }
+    let st = Settings::from_doc(&ctx.doc)?;
+    let repo = from_doc_or_section(&ctx.doc, "remote_repo_path", "sync_tracked")?;
+    let token = new_token();
+    let plan = if cli.build {
+        if ctx.doc.bool_opt("build_project")? == Some(false) {
+            ctx.note(
+                "build_project is false: no build job (the run job will use what is already built)",
+            );
+            ctx.doc.set_section(
+                "job",
+                json!({"kind": "build", "skipped": true, "reason": "build_project is false"}),
+            );
+            return Ok(Outcome::Done);
+        }
+        build_plan(ctx, &st, &repo, &token)?
+    } else {
+        run_plan(ctx, &st, &repo, &token)?
+    };
+    let ssh = if cli.dry_run {
+        None
+    } else {
+        Some(Ssh::from_doc(&ctx.doc)?)
+    };
+    let script = remote_script(&plan, &repo, &token)?;
+    let full_argv = [plan.argv.clone(), plan.tail.clone()].concat();
+    let command = render_argv(&full_argv);
+    let uploads: Vec<String> = plan
+        .items
+        .iter()
+        .map(|i| String::from_utf8_lossy(i.name.as_bytes()).into_owned())
+        .collect();
+
+    let mut section = json!({
+        "kind": plan.kind,
+        "recipe": plan.recipe.map(Recipe::name),
+        "command": command,
+        "argv": full_argv,
+        "submit_token": token,
+        "tmux_session": plan.tmux_session,
+        "remote_repo_path": repo,
+        "upload_dir": plan.upload_dir,
+        "uploads": uploads,
+    });
+    if cli.dry_run {
+        section["dry_run"] = json!(true);
+        section["stdout_path"] = json!(plan.stdout_path);
+        section["stderr_path"] = json!(plan.stderr_path);
+        section["remote_script"] = json!(script.as_str());
+        ctx.note(format!("dry run: would run on the cluster: {command}"));
+        keep_build_record(&mut ctx.doc);
+        ctx.doc.set_section("job", section);
+        return Ok(Outcome::Done);
+    }
+    let ssh = ssh.expect("not a dry run");
+    ctx.note(format!("submitting the {} job: {command}", plan.kind));
+    let job_id = submit_once(ctx, &ssh, &plan, &script, &token)?;
+    let out = plan.stdout_path.replace("%j", &job_id);
+    let err = plan.stderr_path.replace("%j", &job_id);
+    ctx.note(format!("job {job_id} accepted; logs: {out}"));
+    section["job_id"] = json!(job_id);
+    section["stdout_path"] = json!(out);
+    section["stderr_path"] = json!(err);
+    section["submitted_at"] = json!(now());
+    section["state_dir"] = json!(plan.state_dir);
+    keep_build_record(&mut ctx.doc);
+    ctx.doc.set_section("job", section);
+    Ok(Outcome::Done)
+}
+
+/// A watched build job that did not pass: its status.
+fn failed_build(doc: &shared::Document) -> Option<String> {
+    let job = doc.section("job")?;
+    if job.get("kind")?.as_str()? != "build"
+        || job.get("skipped").and_then(Value::as_bool) == Some(true)
+    {
+        return None;
+    }
+    let status = doc.section("report")?.get("status")?.as_str()?;
+    (status != "PASSED").then(|| status.to_string())
+}
+
+/// Before a run job replaces `job`, a watched build job and its report move to `build`.
+fn keep_build_record(doc: &mut shared::Document) {
+    let Some(job) = doc.section("job").cloned() else {
+        return;
+    };
+    if job.get("kind").and_then(Value::as_str) != Some("build") {
+        return;
+    }
+    let report = doc.section("report").cloned();
+    doc.set_section("build", json!({"job": job, "report": report}));
+    if report.is_some() {
+        doc.remove("report");
+    }
+}
+
+fn from_doc_or_section(doc: &shared::Document, field: &str, section: &str) -> Result<String> {
+    if let Some(v) = doc.str_opt(field)? {
+        return Ok(v.to_string());
+    }
+    doc.section(section)
+        .and_then(|s| s.get(field))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            shared::doc::missing(
+                field,
+                &format!("set `{field}`, or run slurm-resolve and slurm-sync-tracked first"),
+            )
+        })
+}
+
+fn new_token() -> String {
+    let mut bytes = [0u8; 8];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+    if ok.is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        bytes = (t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32).to_le_bytes();
+    }
+    format!(
+        "slurm-tools-{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn local_file(field: &str, path: &str) -> Result<std::path::PathBuf> {
+    let p = Path::new(path);
+    if !p.is_file() {
+        return Err(shared::doc::field_error(
+            field,
+            &format!("names {path:?}, which is not a readable file here"),
+        )
+        .with_hint(format!(
+            "fix `{field}` (a path on this machine; relative paths are from the current directory)"
+        )));
+    }
+    Ok(p.to_path_buf())
+}
+
+fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result<Plan> {
+    let doc = &ctx.doc;
+    let recipe = match doc.str_opt("recipe")? {
+        Some(r) => Recipe::parse(r)?,
+        None => {
+            ctx.note("no `recipe`: using single (one node, one task)");
+            Recipe::Single
+        }
+    };
+    let work = from_doc_or_section(doc, "remote_work_dir", "sync_tracked")?;
+    if !work.starts_with('/') {
+        return Err(shared::doc::field_error(
+            "remote_work_dir",
+            &format!("is {work:?}; it must be an absolute path"),
+        ));
+    }
+    let state_dir = join(&work, ".slurm-tools");
+    let mut items = Vec::new();
+    // The uploaded job script, if any.
+    let script = match doc.str_opt("script_path")? {
+        Some(p) => {
+            let local = local_file("script_path", p)?;
+            let name = match doc.str_opt("script_name")? {
+                Some(n) => n.to_string(),
+                None => layout::basename(p).unwrap_or_else(|| "job.sh".into()),
+            };
+            if name.contains('/') || name.starts_with('.') || name.starts_with('-') {
+                return Err(shared::doc::field_error(
+                    "script_name",
+                    &format!("is {name:?}; give a plain file name"),
+                ));
+            }
+            items.push(Item::file(local, name.clone()));
+            Some(join(&work, &name))
+        }
+        None => None,
+    };
+    for f in doc.str_list_opt("extra_files")?.unwrap_or_default() {
+        let local = local_file("extra_files", &f)?;
+        let name = layout::basename(&f).ok_or_else(|| {
+            shared::doc::field_error("extra_files", &format!("has {f:?}, which has no file name"))
+        })?;
+        items.push(Item::file(local, name));
+    }
+    let command = match (doc.str_opt("command")?, &script) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => format!("bash {}", quote(s)?),
+        (None, None) => return Err(shared::doc::missing(
+            "command",
+            "set `command` (what the job runs, shell text run exactly as written) or `script_path`",
+        )),
+    };
+    if command.contains('\0') {
+        return Err(shared::doc::field_error("command", "contains a NUL byte"));
+    }
+    let leaf = st
+        .job_name
+        .as_deref()
+        .map(|n| layout::sanitize(n, true))
+        .unwrap_or_else(|| "job".into());
+    let stdout_path = join(&work, &format!("{leaf}-%j.out"));
+    let stderr_path = join(&work, &format!("{leaf}-%j.err"));
+    let jobid_file = join(&state_dir, &format!("{token}.jobid"));
+    let cmd_name = format!(".slurm-tools/{token}.cmd.sh");
+    items.push(Item::bytes(
+        cmd_name.clone(),
+        recipe::command_file(recipe, st, &command, &jobid_file)?,
+        true,
+    ));
+    let cmd_path = join(&work, &cmd_name);
+    let argv = recipe::run_argv(recipe, st, token, repo, &stdout_path, &stderr_path);
+    if recipe == Recipe::Batch {
+        let tail = vec![cmd_path];
+        return Ok(Plan {
+            kind: "run",
+            recipe: Some(recipe),
+            argv,
+            tail,
+            upload_dir: work,
+            items,
+            stdout_path,
+            stderr_path,
+            tmux_session: None,
+            wrapper: None,
+            state_dir,
+        });
+    }
+    let tail = vec!["bash".to_string(), cmd_path];
+    // srun runs in tmux on the login node, writing its own exit code and messages to files.
+    let exit_file = join(&state_dir, &format!("{token}.srun-exit"));
+    let srun_log = join(&state_dir, &format!("{token}.srun.log"));
+    let mut w = Script::new();
+    w.raw("#!/bin/sh\n# Written by slurm-submit: holds the srun of one job in tmux.\ncd --")
+        .arg(repo)?;
+    w.raw(" || { echo 126 >")
+        .arg(&exit_file)?
+        .raw("; exit 0; }\n");
+    for word in argv.iter().chain(tail.iter()) {
+        w.arg(word)?;
+    }
+    w.raw(" >/dev/null 2>")
+        .arg(&srun_log)?
+        .raw("\necho \"$?\" >")
+        .arg(&exit_file)?
+        .raw("\n");
+    let wrapper_name = format!(".slurm-tools/{token}.run.sh");
+    items.push(Item::bytes(wrapper_name.clone(), w.into_string(), true));
+    Ok(Plan {
+        kind: "run",
+        recipe: Some(recipe),
+        argv,
+        tail,
+        upload_dir: work.clone(),
+        items,
+        stdout_path,
+        stderr_path,
+        tmux_session: Some(token.to_string()),
+        wrapper: Some(join(&work, &wrapper_name)),
+        state_dir,
+    })
+}
+
+fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result<Plan> {
+    let doc = &ctx.doc;
+    let root = match doc.str_opt("default_user_root_dir")? {
+        Some(r) => r.to_string(),
+        None => doc
+            .str_opt("remote_cwd")?
+            .ok_or_else(|| {
+                shared::doc::missing(
+                    "default_user_root_dir",
+                    "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`",
+                )
+            })?
+            .to_string(),
+    };
+    let scripts = join(&root, "trtllm-build-scripts");
+    let log = join(&scripts, "log/build_%j.srun.log");
+    let image = st
+        .container_image
+        .as_deref()
+        .map(shared::slurm::enroot_image)
+        .unwrap_or_else(|| "none".into());
+    let mut items = vec![
+        Item::bytes("build.slurm", BUILD_SLURM, true),
+        Item::bytes("build.sh", BUILD_SH, true),
+    ];
+    let mut tail = vec![
+        join(&scripts, "build.slurm"),
+        image,
+        root.clone(),
+        scripts.clone(),
+        repo.to_string(),
+    ];
+    match doc.str_opt("build_command")? {
+        Some(c) => {
+            let name = format!("build-command-{token}.sh");
+            items.push(Item::bytes(
+                name.clone(),
+                format!("#!/bin/bash\n{c}\n"),
+                true,
+            ));
+            tail.push("--command-file".into());
+            tail.push(join(&scripts, &name));
+        }
+        None => {
+            tail.push("-a".into());
+            tail.push(shared::slurm::cuda_arch(doc.str_opt("device_type")?).into());
+            tail.push("--nvtx".into());
+        }
+    }
+    let argv = recipe::build_argv(st, token, repo, &log);
+    Ok(Plan {
+        kind: "build",
+        recipe: None,
+        argv,
+        tail,
+        upload_dir: scripts.clone(),
+        items,
+        stdout_path: log.clone(),
+        stderr_path: log,
+        tmux_session: None,
+        wrapper: None,
+        state_dir: join(&scripts, "log"),
+    })
+}
+
+/// Upload, then submit and learn the job id, in one script.
+fn remote_script(plan: &Plan, repo: &str, token: &str) -> Result<Script> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    s.assign("dir", &plan.upload_dir)?;
+    s.assign("state", &plan.state_dir)?;
+    s.assign("repo", repo)?;
+    s.assign("token", token)?;
+    s.raw(
+        r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit 30
+tar -x --no-same-owner -f - -C "$dir" || exit 31
+cd -- "$repo" || exit 32
+"#,
+    );
+    match (&plan.tmux_session, &plan.wrapper) {
+        (Some(session), Some(wrapper)) => {
+            s.assign("session", session)?;
+            s.assign(
+                "jobid_file",
+                &join(&plan.state_dir, &format!("{token}.jobid")),
+            )?;
+            s.assign(
+                "exit_file",
+                &join(&plan.state_dir, &format!("{token}.srun-exit")),
+            )?;
+            s.assign(
+                "srun_log",
+                &join(&plan.state_dir, &format!("{token}.srun.log")),
+            )?;
+            s.assign("wrapper_cmd", &format!("sh {}", quote(wrapper)?))?;
+            s.raw(
+                r#"command -v tmux >/dev/null 2>&1 || exit 38
+tmux new-session -d -s "$session" "$wrapper_cmd" || exit 35
+echo "TMUX $session"
+i=0
+while [ "$i" -lt 600 ]; do
+  if [ -s "$jobid_file" ]; then echo "JOBID $(head -n 1 "$jobid_file")"; exit 0; fi
+  id=$(squeue -h --states=all -u "$(id -un)" -o '%i %k' 2>/dev/null | awk -v t="$token" 'index($0, t) { print $1; exit }')
+  if [ -n "$id" ]; then echo "JOBID $id"; exit 0; fi
+  if [ -s "$exit_file" ]; then echo "SRUN_EXIT $(cat "$exit_file")"; cat "$srun_log" >&2; exit 36; fi
+  sleep 0.1
+  i=$((i + 1))
+done
+exit 37
+"#,
+            );
+        }
+        _ => {
+            s.raw("out=$(");
+            for w in plan.argv.iter().chain(plan.tail.iter()) {
+                s.arg(w)?;
+            }
+            s.raw(
+                r#" 2>"$state/$token.submit.err") || { cat "$state/$token.submit.err" >&2; exit 33; }
+echo "JOBID ${out%%;*}"
+"#,
+            );
+        }
+    }
+    Ok(s)
+}
+
+/// Look the token up: the job id if Slurm has the job.
+fn lookup_script(plan: &Plan, token: &str) -> Result<Script> {
+    let mut s = Script::new();
+    s.assign("token", token)?;
+    s.assign(
+        "jobid_file",
+        &join(&plan.state_dir, &format!("{token}.jobid")),
+    )?;
+    s.raw(
+        r#"if [ -s "$jobid_file" ]; then echo "JOBID $(head -n 1 "$jobid_file")"; exit 0; fi
+id=$(squeue -h --states=all -u "$(id -un)" -o '%i %k' 2>/dev/null | awk -v t="$token" 'index($0, t) { print $1; exit }')
+if [ -n "$id" ]; then echo "JOBID $id"; fi
+exit 0
+"#,
+    );
+    Ok(s)
+}
+
+fn job_id_of(text: &str) -> Option<String> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("JOBID "))
+        .map(|id| id.trim().to_string())
+        .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit() || b == b'_'))
+}
+
+fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::process::Output> {
+    let items = plan.items.clone();
+    let stats = Arc::new(Mutex::new(Stats::default()));
+    let payload: shared::process::StreamWriter = Box::new(move |w: &mut dyn std::io::Write| {
+        archive::write_archive(&items, w, false, &stats, None)
+    });
+    ssh.run_script(script, Some(payload), Duration::from_secs(180))
+}
+
+fn submit_once(
+    ctx: &Context,
+    ssh: &Ssh,
+    plan: &Plan,
+    script: &Script,
+    token: &str,
+) -> Result<String> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match send(ssh, plan, script) {
+            Ok(out) => {
+                if let (true, Some(id)) = (out.success(), job_id_of(&out.stdout_text())) {
+                    return Ok(id);
+                }
+                return Err(failure(out, plan, ssh, token));
+            }
+            Err(e) if e.kind == ErrorKind::Remote && attempt == 1 => {
+                // The request may have reached Slurm: look before trying again.
+                ctx.warn(format!("the connection failed during submission ({}); checking whether Slurm got the job", e.message));
+                std::thread::sleep(Duration::from_secs(2));
+                let found = ssh
+                    .run_script(&lookup_script(plan, token)?, None, Duration::from_secs(60))
+                    .map_err(|e2| {
+                        e2.with_hint(format!(
+                            "the job may or may not have been submitted; look for it with: squeue -u $USER -o '%i %k' | grep {token}"
+                        ))
+                    })?;
+                if let Some(id) = job_id_of(&found.stdout_text()) {
+                    ctx.note(format!(
+                        "Slurm had the job already (id {id}); not submitting again"
+                    ));
+                    return Ok(id);
+                }
+                ctx.note("Slurm does not have the job; submitting again");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh, token: &str) -> ToolError {
+    let record = out.record();
+    let e = match out.code {
+        Some(33) | Some(36) => shared::slurm::submission_error(&out.stderr_tail),
+        Some(30) | Some(31) => ToolError::remote(format!("could not upload the job's files into {} on {}", plan.upload_dir, ssh.host))
+            .with_hint("check that the directory is writable and the disk is not full"),
+        Some(32) => ToolError::remote(format!("the remote checkout does not exist on {}", ssh.host)).with_field("remote_repo_path")
+            .with_hint("run slurm-sync-tracked first"),
+        Some(35) | Some(38) => ToolError::remote(format!("could not start a tmux session on {} to hold the srun", ssh.host))
+            .with_hint("check that tmux works on the login node (`tmux new -d true`), or use the batch recipe"),
+        Some(37) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
+            .with_hint(format!("look with: squeue -u $USER -o '%i %k' | grep {token}; attach with: tmux attach -t {token}")),
+        other => ToolError::remote(format!("submission on {} failed (exit {other:?}) without a job id", ssh.host)).with_hint("see the stderr below"),
+    };
+    e.with_command(record)
+}
