@@ -44,6 +44,19 @@ struct spank_option spank_options[] = {
     {"container-writable", NULL, "[stand-in] writable container", 0, 5, set_opt},
     SPANK_OPTIONS_TABLE_END};
 
+/* srun takes the options from the table above; sbatch and salloc (allocator context) only see
+ * options registered here. */
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (spank_context() == S_CTX_ALLOCATOR) {
+        for (struct spank_option *o = spank_options; o->name; o++)
+            spank_option_register(sp, o);
+    }
+    return ESPANK_SUCCESS;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     (void)ac;

@@ -60,6 +60,7 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-ssh-preflight" => env!("CARGO_BIN_EXE_slurm-ssh-preflight"),
         "slurm-sync-tracked" => env!("CARGO_BIN_EXE_slurm-sync-tracked"),
         "slurm-sync-untracked" => env!("CARGO_BIN_EXE_slurm-sync-untracked"),
+        "slurm-submit" => env!("CARGO_BIN_EXE_slurm-submit"),
         other => panic!("unknown tool {other}"),
     }
 }

@@ -8,5 +8,6 @@ mod harness;
 mod preflight;
 mod remote_quoting;
 mod resolve;
-mod sync;
+mod submit;
+pub mod sync;
 mod testbed;

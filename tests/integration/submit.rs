@@ -1,0 +1,450 @@
+//! slurm-submit on the real cluster: every recipe really runs, with exact command lines.
+
+use crate::harness::*;
+use crate::sync::Fixture;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// A fixture synced to the cluster, ready for submission.
+pub fn synced(name: &str) -> (Fixture, Value) {
+    let fx = Fixture::new(name);
+    let mut d = fx.doc();
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["time_limit"] = json!("00:05:00");
+    d["job_name"] = json!(format!("st-{name}"));
+    d["gpus_per_node"] = json!(4);
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    (fx, t.doc)
+}
+
+/// scontrol's view of a job as key=value pairs.
+pub fn scontrol(job: &str) -> std::collections::BTreeMap<String, String> {
+    let out = std::process::Command::new("scontrol")
+        .args(["show", "job", "-o", job])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut m = std::collections::BTreeMap::new();
+    // Values may contain spaces only in a few keys; split on " Key=" boundaries.
+    let mut key = String::new();
+    for word in text.trim().split(' ') {
+        match word.split_once('=') {
+            Some((k, v))
+                if k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '/')
+                    && !k.is_empty() =>
+            {
+                key = k.to_string();
+                m.insert(key.clone(), v.to_string());
+            }
+            _ => {
+                if let Some(v) = m.get_mut(&key) {
+                    v.push(' ');
+                    v.push_str(word);
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Wait until sacct has a final state for the job: (State, ExitCode).
+pub fn wait_done(job: &str, secs: u64) -> (String, String) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let out = std::process::Command::new("sacct")
+            .args(["-X", "-n", "-P", "-j", job, "--format=State,ExitCode"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if let Some((state, code)) = text.lines().next().and_then(|l| l.split_once('|')) {
+            if !["PENDING", "RUNNING", "REQUEUED", "COMPLETING", ""].contains(&state) {
+                return (state.to_string(), code.to_string());
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {job} did not finish in {secs}s (sacct: {text})"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+pub fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn submit(doc: &Value, args: &[&str]) -> Run {
+    run("slurm-submit", args, doc)
+}
+
+#[test]
+fn every_recipe_runs_with_the_documents_settings_and_container_flags() {
+    let (_fx, base) = synced("recipes");
+    let cases = [
+        ("single", "echo task $SLURM_PROCID of $SLURM_NTASKS", 1, 1),
+        ("mpi", "echo task $SLURM_PROCID of $SLURM_NTASKS pmix=${PMIX_RANK:-none}", 1, 4),
+        ("distributed", "echo rank $RANK local $LOCAL_RANK world $WORLD_SIZE", 1, 4),
+        // The launcher's command is what torchrun starts, so the probe goes inside it.
+        ("launcher", "sh -c 'echo launched rank $RANK of $WORLD_SIZE; echo image=$SLURM_STANDIN_CONTAINER_IMAGE mounts=$SLURM_STANDIN_CONTAINER_MOUNTS'", 1, 1),
+        ("batch", "echo batch on $SLURM_JOB_NUM_NODES node", 1, 1),
+    ];
+    let mut jobs = Vec::new();
+    for (recipe, command, nodes, tasks) in cases {
+        let mut d = base.clone();
+        d["recipe"] = json!(recipe);
+        d["command"] = json!(format!("{command}; echo image=$SLURM_STANDIN_CONTAINER_IMAGE mounts=$SLURM_STANDIN_CONTAINER_MOUNTS"));
+        d["container_image"] = json!("nvcr.io/nvidia/pytorch:24.01-py3");
+        d["mounts"] = json!(["/data:/data", "/scratch:/scratch"]);
+        d["required_devices_per_node"] = json!(4);
+        let r = submit(&d, &[]);
+        assert_eq!(r.code, 0, "{recipe}: {}", r.stderr);
+        assert_eq!(
+            r.doc["container_image"], "nvcr.io/nvidia/pytorch:24.01-py3",
+            "the document keeps the canonical URI"
+        );
+        let job = r.doc["job"].clone();
+        assert_eq!(job["kind"], "run");
+        assert_eq!(job["recipe"], recipe);
+        jobs.push((recipe, job, nodes, tasks));
+    }
+    for (recipe, job, nodes, tasks) in jobs {
+        let id = job["job_id"].as_str().unwrap();
+        let (state, code) = wait_done(id, 120);
+        let out = read(job["stdout_path"].as_str().unwrap());
+        assert_eq!(
+            (state.as_str(), code.as_str()),
+            ("COMPLETED", "0:0"),
+            "{recipe}: {out}\n{}",
+            std::fs::read_to_string(job["stderr_path"].as_str().unwrap()).unwrap_or_default()
+        );
+        assert!(
+            out.contains("image=nvcr.io#nvidia/pytorch:24.01-py3"),
+            "{recipe}: enroot form reaches srun: {out}"
+        );
+        assert!(
+            out.contains("mounts=/data:/data,/scratch:/scratch"),
+            "{recipe}: {out}"
+        );
+        let sc = scontrol(id);
+        assert_eq!(sc["JobName"], format!("st-recipes"), "{recipe}");
+        assert_eq!(sc["Account"], testbed().s("account"));
+        assert_eq!(sc["Partition"], testbed().s("partition"));
+        assert_eq!(sc["TimeLimit"], "00:05:00");
+        assert_eq!(
+            sc["NumNodes"].split('-').next().unwrap(),
+            nodes.to_string(),
+            "{recipe}"
+        );
+        assert!(
+            sc.get("TresPerNode").is_some_and(|t| t.contains("gpu:4")),
+            "{recipe}: {sc:?}"
+        );
+        match recipe {
+            "mpi" => {
+                assert_eq!(out.matches("task ").count(), tasks, "{out}");
+                assert!(out.contains("pmix=0") && out.contains("pmix=3"), "{out}");
+                assert!(job["command"].as_str().unwrap().contains("--mpi=pmix"));
+            }
+            "distributed" => {
+                for r in 0..4 {
+                    assert!(
+                        out.contains(&format!("rank {r} local {r} world 4")),
+                        "{out}"
+                    );
+                }
+            }
+            "launcher" => {
+                assert!(
+                    out.contains("torchrun stand-in: 4 process(es) per node"),
+                    "{out}"
+                );
+                assert!(out.contains("launched rank 3 of 4"), "{out}");
+            }
+            _ => assert!(
+                out.contains("of 1") || out.contains("batch on 1 node"),
+                "{out}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
+    let (_fx, base) = synced("inject");
+    let canary = format!("/tmp/slurm-tools-submit-canary-{}", std::process::id());
+    let _ = std::fs::remove_file(&canary);
+    let hostile = [
+        format!("$(touch {canary})"),
+        format!("`touch {canary}`"),
+        format!("; touch {canary}"),
+        format!("x' ; touch {canary}; '"),
+        format!("\" && touch {canary} && \""),
+        "{a,b} * ~root $HOME \\ #x".to_string(),
+        "--uid=0".to_string(),
+    ];
+    for (i, h) in hostile.iter().enumerate() {
+        let mut d = base.clone();
+        d["job_name"] = json!(h);
+        // No `/` in the image: with one, the enroot rewrite (registry/ -> registry#) applies.
+        let image = format!("img{i}:{}", h.replace('/', "_"));
+        d["container_image"] = json!(image);
+        d["mounts"] = json!(h);
+        d["command"] = json!("printf '%s\\n' \"$SLURM_JOB_NAME\" \"$SLURM_STANDIN_CONTAINER_IMAGE\" \"$SLURM_STANDIN_CONTAINER_MOUNTS\"");
+        d["recipe"] = json!(if i % 2 == 0 { "single" } else { "batch" });
+        let r = submit(&d, &[]);
+        assert_eq!(r.code, 0, "{h}: {}", r.stderr);
+        let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+        wait_done(&id, 60);
+        assert_eq!(
+            scontrol(&id)["JobName"],
+            *h,
+            "Slurm sees the job name literally"
+        );
+        let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines,
+            vec![h.as_str(), image.as_str(), h.as_str()],
+            "the job sees the values literally"
+        );
+    }
+    assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
+    // A newline cannot be represented in Slurm's line-based output: refused before sending.
+    let mut d = base.clone();
+    d["job_name"] = json!("two\nlines");
+    let r = submit(&d, &[]);
+    assert_eq!(r.code, 2);
+    assert_eq!(r.doc["error"]["field"], "job_name");
+}
+
+#[test]
+fn the_command_runs_exactly_as_written() {
+    let (_fx, mut d) = synced("exact");
+    let command = "echo \"double 'single' inside\" 'single \"double\" inside'\ncat <<'EOF'\nheredoc $HOME `not run`\nEOF\necho trailing \\\n  continued";
+    d["command"] = json!(command);
+    d["recipe"] = json!("single");
+    let r = submit(&d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_done(&id, 60).0, "COMPLETED");
+    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    assert_eq!(out, "double 'single' inside single \"double\" inside\nheredoc $HOME `not run`\ntrailing continued\n");
+}
+
+#[test]
+fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
+    let (_fx, mut d) = synced("survive");
+    d["command"] = json!("sleep 6; echo survived");
+    d["recipe"] = json!("single");
+    let r = submit(&d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    // The submitting ssh has exited; no ssh process of ours is left.
+    let ours = std::process::Command::new("pgrep")
+        .args(["-f", &format!("ssh.*{}", testbed().s("direct_host"))])
+        .output()
+        .unwrap();
+    assert!(ours.stdout.is_empty() || String::from_utf8_lossy(&ours.stdout).lines().count() < 10);
+    // Running (or waiting for a free node) after the submitting ssh has gone.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let sq = std::process::Command::new("squeue")
+            .args(["-h", "-j", &id, "-o", "%T"])
+            .output()
+            .unwrap();
+        let state = String::from_utf8_lossy(&sq.stdout).trim().to_string();
+        assert!(state == "RUNNING" || state == "PENDING", "{state}");
+        if state == "RUNNING" || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        wait_done(&id, 60),
+        ("COMPLETED".to_string(), "0:0".to_string())
+    );
+    assert!(read(r.doc["job"]["stdout_path"].as_str().unwrap()).contains("survived"));
+    assert!(r.doc["job"]["tmux_session"]
+        .as_str()
+        .unwrap()
+        .starts_with("slurm-tools-"));
+}
+
+#[test]
+fn a_lost_reply_is_looked_up_and_never_submitted_twice() {
+    let (_fx, mut d) = synced("nodup");
+    d["command"] = json!("echo once");
+    d["recipe"] = json!("batch");
+    let state = tempdir();
+    let mut cmd = tool("slurm-submit");
+    cmd.env(
+        "SLURM_TOOLS_SSH",
+        repo_root().join("scripts/testbed/ssh-fault-dropped-reply"),
+    )
+    .env("SLURM_TOOLS_FAULT_STATE", state.path().join("fired"));
+    let r = run_raw(cmd, d.to_string().as_bytes());
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("checking whether Slurm got the job"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("not submitting again"), "{}", r.stderr);
+    let token = r.doc["job"]["submit_token"].as_str().unwrap();
+    let sq = std::process::Command::new("squeue")
+        .args(["-h", "--states=all", "-o", "%i %k"])
+        .output()
+        .unwrap();
+    let matching: Vec<String> = String::from_utf8_lossy(&sq.stdout)
+        .lines()
+        .filter(|l| l.contains(token))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        matching.len(),
+        1,
+        "exactly one job carries the token: {matching:?}"
+    );
+    assert!(matching[0].starts_with(r.doc["job"]["job_id"].as_str().unwrap()));
+}
+
+#[test]
+fn dry_run_prints_the_exact_command_and_submits_nothing() {
+    let (_fx, mut d) = synced("dry");
+    d["recipe"] = json!("mpi");
+    d["command"] = json!("./app --flag");
+    d["node_count"] = json!(2);
+    d["required_devices_per_node"] = json!(4);
+    let r = submit(&d, &["--dry-run"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let job = &r.doc["job"];
+    assert_eq!(job["dry_run"], true);
+    assert!(job.get("job_id").is_none());
+    let argv: Vec<&str> = job["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for want in [
+        "srun",
+        "--job-name=st-dry",
+        "--nodes=2",
+        "--ntasks-per-node=4",
+        "--mpi=pmix",
+        "--time=00:05:00",
+        "--account=testacct",
+        "--partition=debug",
+        "--gpus-per-node=4",
+    ] {
+        assert!(argv.contains(&want), "{want} not in {argv:?}");
+    }
+    assert!(!argv.iter().any(|a| a.contains("CUDA_VISIBLE_DEVICES")));
+    let token = job["submit_token"].as_str().unwrap();
+    let sq = std::process::Command::new("squeue")
+        .args(["-h", "--states=all", "-o", "%k"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&sq.stdout).contains(token));
+}
+
+#[test]
+fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
+    let (_fx, mut d) = synced("build");
+    d["build_command"] = json!("echo '[ 50%] Building CXX object x.o'; echo '[100%] Linking CXX executable x'; echo Successfully built");
+    let r = submit(&d, &["--build"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let job = &r.doc["job"];
+    assert_eq!(job["kind"], "build");
+    let id = job["job_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_done(&id, 60).0, "COMPLETED");
+    let sc = scontrol(&id);
+    assert_eq!(sc["JobName"], "testacct-trtllm.build");
+    assert_eq!(sc["TimeLimit"], "02:00:00");
+    let log = read(job["stdout_path"].as_str().unwrap());
+    assert!(log.contains("[100%] Linking CXX executable x"), "{log}");
+    let path = job["stdout_path"].as_str().unwrap();
+    assert!(
+        path.contains("/trtllm-build-scripts/log/build_")
+            && path.ends_with(&format!("build_{id}.srun.log")),
+        "{path}"
+    );
+
+    d["build_project"] = json!(false);
+    let r = submit(&d, &["--build"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.doc["job"]["skipped"], true);
+}
+
+#[test]
+fn a_failed_build_stops_the_run_submission() {
+    let (_fx, mut d) = synced("buildfail");
+    d["job"] = json!({"kind": "build", "job_id": "1"});
+    d["report"] = json!({"status": "BUILD_FAILED", "job_id": "1"});
+    d["command"] = json!("echo never");
+    let r = submit(&d, &[]);
+    assert_eq!(r.code, 1);
+    assert_eq!(r.doc, d);
+}
+
+#[test]
+fn bad_input_is_refused_naming_the_field() {
+    let (_fx, base) = synced("badsubmit");
+    let cases: Vec<(&str, Value, &str, i32)> = vec![
+        (
+            "recipe",
+            json!("parallel"),
+            "single, mpi, distributed, launcher, batch",
+            2,
+        ),
+        ("node_count", json!(0), "between 1", 2),
+        ("time_limit", json!("1h"), "[D-]HH:MM:SS", 2),
+        ("time_limit", json!("00:61:00"), "[D-]HH:MM:SS", 2),
+        (
+            "script_path",
+            json!("/no/such/script.sh"),
+            "not a readable file",
+            2,
+        ),
+        (
+            "account",
+            json!("no-such-account"),
+            "Slurm refused the job",
+            2,
+        ),
+        (
+            "partition",
+            json!("no-such-partition"),
+            "Slurm refused the job",
+            2,
+        ),
+    ];
+    for (field, value, needle, code) in cases {
+        let mut d = base.clone();
+        d["command"] = json!("true");
+        d[field] = value.clone();
+        for recipe in ["single", "batch"] {
+            if d.get("recipe").is_none() || field != "recipe" {
+                d["recipe"] = json!(recipe);
+            }
+            if field == "recipe" {
+                d["recipe"] = value.clone();
+            }
+            let r = submit(&d, &[]);
+            assert_eq!(r.code, code, "{field}={value} ({recipe}): {}", r.stderr);
+            assert_eq!(
+                r.doc["error"]["field"], field,
+                "{field}={value}: {}",
+                r.doc["error"]
+            );
+            assert!(
+                r.error_message().contains(needle),
+                "{field}: {}",
+                r.error_message()
+            );
+        }
+    }
+}
