@@ -232,3 +232,139 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("partition"));
     }
 }
+
+/// One `squeue -h -o '%T|%r|%S|%M|%l|%L'` line (run with `SLURM_TIME_FORMAT=%s`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueEntry {
+    pub state: String,
+    pub reason: String,
+    /// Start time (actual, or the scheduler's estimate while pending), epoch seconds.
+    pub start: Option<u64>,
+    pub used: Option<u64>,
+    pub limit: Option<u64>,
+    pub left: Option<u64>,
+}
+
+pub const SQUEUE_FORMAT: &str = "%T|%r|%S|%M|%l|%L";
+
+pub fn parse_squeue(line: &str) -> Option<QueueEntry> {
+    let f: Vec<&str> = line.trim().split('|').collect();
+    if f.len() < 6 || f[0].is_empty() {
+        return None;
+    }
+    Some(QueueEntry {
+        state: f[0].to_string(),
+        reason: f[1].to_string(),
+        start: f[2].parse().ok().filter(|s| *s > 0),
+        used: parse_slurm_duration(f[3]),
+        limit: parse_slurm_duration(f[4]),
+        left: parse_slurm_duration(f[5]),
+    })
+}
+
+/// The job's line of `sacct -X -n -P --format=State,ExitCode,Elapsed`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountingEntry {
+    /// The base state (`CANCELLED by 1001` gives `CANCELLED`).
+    pub state: String,
+    /// The uid after `CANCELLED by`, when Slurm recorded it.
+    pub cancelled_by_uid: Option<u32>,
+    /// `exit:signal`.
+    pub exit_code: String,
+    pub elapsed: String,
+}
+
+pub const SACCT_FORMAT: &str = "State,ExitCode,Elapsed";
+
+pub fn parse_sacct(line: &str) -> Option<AccountingEntry> {
+    let f: Vec<&str> = line.trim().split('|').collect();
+    if f.len() < 3 || f[0].is_empty() {
+        return None;
+    }
+    let mut words = f[0].split_whitespace();
+    let state = words.next()?.trim_end_matches('+').to_string();
+    let cancelled_by_uid = match (words.next(), words.next()) {
+        (Some("by"), Some(uid)) => uid.parse().ok(),
+        _ => None,
+    };
+    Some(AccountingEntry {
+        state,
+        cancelled_by_uid,
+        exit_code: f[1].to_string(),
+        elapsed: f[2].to_string(),
+    })
+}
+
+/// `scontrol show job -o` key=value pairs (the fallback when accounting is disabled).
+pub fn parse_scontrol(line: &str) -> std::collections::BTreeMap<String, String> {
+    let mut m = std::collections::BTreeMap::new();
+    for word in line.split_whitespace() {
+        if let Some((k, v)) = word.split_once('=') {
+            m.entry(k.to_string()).or_insert_with(|| v.to_string());
+        }
+    }
+    m
+}
+
+/// States after which a job will not run again on its own.
+pub fn is_final(state: &str) -> bool {
+    matches!(
+        state,
+        "COMPLETED"
+            | "FAILED"
+            | "TIMEOUT"
+            | "CANCELLED"
+            | "OUT_OF_MEMORY"
+            | "NODE_FAIL"
+            | "BOOT_FAIL"
+            | "DEADLINE"
+            | "PREEMPTED"
+            | "REVOKED"
+            | "SPECIAL_EXIT"
+    )
+}
+
+/// Lines slurmstepd writes when the kernel OOM killer hit the job (22.05 and later wordings).
+pub fn is_oom_line(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    (l.contains("oom-kill")
+        || l.contains("oom_kill")
+        || l.contains("out-of-memory")
+        || l.contains("exceeded job memory limit"))
+        && (l.contains("slurmstepd") || l.contains("detected"))
+}
+
+#[cfg(test)]
+mod parse_tests {
+    use super::*;
+
+    #[test]
+    fn squeue_lines() {
+        let e = parse_squeue("PENDING|Resources|1796220000|0:00|4:00:00|4:00:00").unwrap();
+        assert_eq!(e.state, "PENDING");
+        assert_eq!(e.start, Some(1_796_220_000));
+        assert_eq!(e.limit, Some(14_400));
+        assert_eq!(
+            parse_squeue("RUNNING|None|N/A|5:03|UNLIMITED|UNLIMITED")
+                .unwrap()
+                .used,
+            Some(303)
+        );
+        assert_eq!(parse_squeue(""), None);
+    }
+
+    #[test]
+    fn sacct_lines() {
+        let e = parse_sacct("CANCELLED by 1001|0:15|00:00:07").unwrap();
+        assert_eq!(
+            (e.state.as_str(), e.cancelled_by_uid),
+            ("CANCELLED", Some(1001))
+        );
+        let e = parse_sacct("FAILED|3:0|00:00:01").unwrap();
+        assert_eq!(e.exit_code, "3:0");
+        assert!(is_final("TIMEOUT") && !is_final("RUNNING"));
+        assert!(is_oom_line(
+            "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=5.batch."
+        ));
+    }
+}

@@ -43,6 +43,11 @@ impl Progress {
         }
     }
 
+    /// Whether the line is drawn (stderr is a terminal).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
     pub fn update(&mut self, line: impl FnOnce() -> String) {
         if !self.enabled {
             return;

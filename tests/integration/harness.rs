@@ -61,6 +61,7 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-sync-tracked" => env!("CARGO_BIN_EXE_slurm-sync-tracked"),
         "slurm-sync-untracked" => env!("CARGO_BIN_EXE_slurm-sync-untracked"),
         "slurm-submit" => env!("CARGO_BIN_EXE_slurm-submit"),
+        "slurm-watch" => env!("CARGO_BIN_EXE_slurm-watch"),
         other => panic!("unknown tool {other}"),
     }
 }

@@ -8,6 +8,7 @@ mod harness;
 mod preflight;
 mod remote_quoting;
 mod resolve;
-mod submit;
+pub mod submit;
 pub mod sync;
 mod testbed;
+mod watch;

@@ -61,7 +61,9 @@ pub fn wait_done(job: &str, secs: u64) -> (String, String) {
         let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if let Some((state, code)) = text.lines().next().and_then(|l| l.split_once('|')) {
             if !["PENDING", "RUNNING", "REQUEUED", "COMPLETING", ""].contains(&state) {
-                return (state.to_string(), code.to_string());
+                // `CANCELLED by <uid>` is a cancelled job.
+                let base = state.split_whitespace().next().unwrap_or(state);
+                return (base.to_string(), code.to_string());
             }
         }
         assert!(
@@ -293,7 +295,7 @@ fn a_lost_reply_is_looked_up_and_never_submitted_twice() {
         r.stderr
     );
     assert!(r.stderr.contains("not submitting again"), "{}", r.stderr);
-    let token = r.doc["job"]["submit_token"].as_str().unwrap();
+    let token = r.doc["job"]["submit_tag"].as_str().unwrap();
     let sq = std::process::Command::new("squeue")
         .args(["-h", "--states=all", "-o", "%i %k"])
         .output()
@@ -343,7 +345,7 @@ fn dry_run_prints_the_exact_command_and_submits_nothing() {
         assert!(argv.contains(&want), "{want} not in {argv:?}");
     }
     assert!(!argv.iter().any(|a| a.contains("CUDA_VISIBLE_DEVICES")));
-    let token = job["submit_token"].as_str().unwrap();
+    let token = job["submit_tag"].as_str().unwrap();
     let sq = std::process::Command::new("squeue")
         .args(["-h", "--states=all", "-o", "%k"])
         .output()

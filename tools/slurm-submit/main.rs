@@ -43,7 +43,7 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// with --build also build_project, build_command, device_type, default_user_root_dir.
 ///
 /// Adds the `job` section: job_id, kind (build|run), recipe, stdout_path, stderr_path, command
-/// (the exact remote command), argv, submit_token, tmux_session, uploads, submitted_at.
+/// (the exact remote command), argv, submit_tag, tmux_session, uploads, submitted_at.
 ///
 /// Example:
 ///   slurm-sync-untracked < synced.json | slurm-submit | slurm-watch > report.json
@@ -131,7 +131,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         "recipe": plan.recipe.map(Recipe::name),
         "command": command,
         "argv": full_argv,
-        "submit_token": token,
+        "submit_tag": token,
         "tmux_session": plan.tmux_session,
         "remote_repo_path": repo,
         "upload_dir": plan.upload_dir,

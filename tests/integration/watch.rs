@@ -1,0 +1,292 @@
+//! slurm-watch on the real cluster: every verdict, hang detection, patterns.
+
+use crate::harness::*;
+use crate::submit::{synced, wait_done};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Submit `command` with `recipe` and watch it; returns the watch run.
+pub fn submit_and_watch(
+    base: &Value,
+    recipe: &str,
+    command: &str,
+    extra: &[(&str, Value)],
+    watch_args: &[&str],
+) -> Run {
+    let mut d = base.clone();
+    d["recipe"] = json!(recipe);
+    d["command"] = json!(command);
+    for (k, v) in extra {
+        d[*k] = v.clone();
+    }
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let mut args = watch_args.to_vec();
+    if !args.contains(&"--interval") {
+        args.extend_from_slice(&["--interval", "2"]);
+    }
+    run("slurm-watch", &args, &s.doc)
+}
+
+fn report(r: &Run) -> &Value {
+    &r.doc["report"]
+}
+
+#[test]
+fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
+    let (fx, base) = synced("w-pass");
+    let w = submit_and_watch(
+        &base,
+        "single",
+        "echo one; sleep 2; echo two",
+        &[("work_dir", json!("logs"))],
+        &[],
+    );
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let r = report(&w);
+    assert_eq!(r["status"], "PASSED");
+    assert_eq!(r["slurm_state"], "COMPLETED");
+    assert_eq!(r["exit_code"], "0:0");
+    assert_eq!(r["source"], "sacct");
+    assert_eq!(r["excerpt"], json!(["one", "two"]));
+    let local = r["local_log"].as_str().unwrap();
+    assert!(
+        local.starts_with(fx.local.join("logs").to_str().unwrap()),
+        "{local}"
+    );
+    assert_eq!(std::fs::read_to_string(local).unwrap(), "one\ntwo\n");
+    assert_eq!(r["local_log_complete"], true);
+    assert_eq!(r["bytes_scanned"], 8, "each byte read once");
+}
+
+#[test]
+fn a_failing_job_is_failed_with_its_exit_code_and_excerpts() {
+    let (_fx, base) = synced("w-fail");
+    let w = submit_and_watch(
+        &base,
+        "batch",
+        "for i in $(seq 1 150); do echo line $i; done; echo oops >&2; exit 3",
+        &[],
+        &[],
+    );
+    assert_eq!(w.code, 1);
+    let r = report(&w);
+    assert_eq!(r["status"], "FAILED");
+    assert_eq!(r["exit_code"], "3:0");
+    let ex = r["excerpt"].as_array().unwrap();
+    assert_eq!(ex.len(), 100, "the last 100 lines of .out");
+    assert_eq!(ex[99], "line 150");
+    assert_eq!(r["excerpt_err"], json!(["oops"]));
+}
+
+#[test]
+fn the_walltime_ends_in_timeout() {
+    let (_fx, base) = synced("w-walltime");
+    let w = submit_and_watch(
+        &base,
+        "batch",
+        "echo started; sleep 300",
+        &[("time_limit", json!("00:01:00"))],
+        &[],
+    );
+    assert_eq!(w.code, 1);
+    assert_eq!(report(&w)["status"], "TIMEOUT");
+    assert_eq!(report(&w)["slurm_state"], "TIMEOUT");
+}
+
+#[test]
+fn monitor_timeout_cancels_the_job_unless_told_to_keep_it() {
+    let (_fx, base) = synced("w-montime");
+    let w = submit_and_watch(
+        &base,
+        "single",
+        "sleep 120",
+        &[("monitor_timeout_seconds", json!(4))],
+        &[],
+    );
+    assert_eq!(w.code, 1);
+    let r = report(&w);
+    assert_eq!(r["status"], "TIMEOUT");
+    assert!(r["summary"].as_str().unwrap().contains("cancelled"));
+    let id = r["job_id"].as_str().unwrap();
+    assert_eq!(wait_done(id, 60).0, "CANCELLED");
+
+    let w = submit_and_watch(
+        &base,
+        "single",
+        "sleep 20",
+        &[("monitor_timeout_seconds", json!(3))],
+        &["--keep-on-timeout"],
+    );
+    let id = report(&w)["job_id"].as_str().unwrap().to_string();
+    assert_eq!(report(&w)["status"], "TIMEOUT");
+    let sq = std::process::Command::new("squeue")
+        .args(["-h", "-j", &id, "-o", "%T"])
+        .output()
+        .unwrap();
+    assert!(
+        ["RUNNING", "PENDING"].contains(&String::from_utf8_lossy(&sq.stdout).trim()),
+        "kept"
+    );
+    let _ = std::process::Command::new("scancel").arg(&id).status();
+}
+
+#[test]
+fn a_job_cancelled_from_outside_is_cancelled_and_says_by_whom() {
+    let (_fx, base) = synced("w-cancel");
+    let mut d = base.clone();
+    d["recipe"] = json!("batch");
+    d["command"] = json!("sleep 120");
+    let s = run("slurm-submit", &[], &d);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let user = testbed().s("cluster_user");
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(4));
+        std::process::Command::new("runuser")
+            .args(["-u", &user, "--", "scancel", &id])
+            .status()
+            .unwrap();
+    });
+    let w = run("slurm-watch", &["--interval", "2"], &s.doc);
+    killer.join().unwrap();
+    assert_eq!(w.code, 1);
+    let r = report(&w);
+    assert_eq!(r["status"], "CANCELLED");
+    assert_eq!(r["cancelled_by"], testbed().s("cluster_user"), "{r}");
+}
+
+#[test]
+fn a_hang_is_detected_within_one_interval_and_the_job_is_cancelled() {
+    let (_fx, base) = synced("w-hang");
+    let started = Instant::now();
+    let w = submit_and_watch(
+        &base,
+        "single",
+        "echo working; sleep 3; echo 'NCCL watchdog: Hang Detected on rank 0'; sleep 60",
+        &[],
+        &[],
+    );
+    assert_eq!(w.code, 1);
+    let r = report(&w);
+    assert_eq!(r["status"], "HANG_DETECTED");
+    assert!(r["hang_line"].as_str().unwrap().contains("Hang Detected"));
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "found within a poll interval or so"
+    );
+    let id = r["job_id"].as_str().unwrap();
+    assert_eq!(wait_done(id, 60).0, "CANCELLED", "sacct shows it cancelled");
+}
+
+#[test]
+fn a_hang_pattern_in_err_only_and_split_across_polls_is_found() {
+    let (_fx, base) = synced("w-split");
+    // The pattern arrives in two halves, seconds apart, on stderr only.
+    let cmd = "printf 'custom stall he' >&2; sleep 4; printf 're now\\n' >&2; sleep 60";
+    let w = submit_and_watch(
+        &base,
+        "single",
+        cmd,
+        &[("hang_pattern", json!("STALL HERE"))],
+        &["--interval", "1"],
+    );
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let r = report(&w);
+    assert_eq!(r["status"], "HANG_DETECTED");
+    assert_eq!(r["hang_line"], "custom stall here now");
+    assert!(r["polls"].as_u64().unwrap() >= 2);
+}
+
+#[test]
+fn failure_and_success_patterns_refine_a_passing_job() {
+    let (_fx, base) = synced("w-patterns");
+    let w = submit_and_watch(
+        &base,
+        "single",
+        "echo 'Traceback: boom'; exit 0",
+        &[("failure_patterns", json!(["traceback"]))],
+        &[],
+    );
+    assert_eq!(report(&w)["status"], "FAILED");
+    assert_eq!(report(&w)["failure_patterns_found"], json!(["traceback"]));
+    let w = submit_and_watch(
+        &base,
+        "single",
+        "echo all good",
+        &[("success_patterns", json!(["ALL GOOD", "accuracy"]))],
+        &[],
+    );
+    assert_eq!(report(&w)["status"], "FAILED");
+    assert_eq!(report(&w)["success_patterns_missing"], json!(["accuracy"]));
+    let w = submit_and_watch(
+        &base,
+        "single",
+        "echo all good; echo accuracy 0.9",
+        &[("success_patterns", json!(["ALL GOOD", "accuracy"]))],
+        &[],
+    );
+    assert_eq!(report(&w)["status"], "PASSED");
+    assert_eq!(w.code, 0);
+}
+
+#[test]
+fn a_failed_build_is_build_failed_and_stops_the_flow() {
+    let (_fx, mut base) = synced("w-build");
+    base["build_command"] =
+        json!("echo '[ 10%] Building CXX object a.o'; echo 'a.cpp:1: error: nope' >&2; exit 2");
+    let s = run("slurm-submit", &["--build"], &base);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let w = run("slurm-watch", &["--interval", "2"], &s.doc);
+    assert_eq!(w.code, 1);
+    assert_eq!(report(&w)["status"], "BUILD_FAILED");
+    let mut next = w.doc.clone();
+    next["command"] = json!("echo never");
+    let s2 = run("slurm-submit", &[], &next);
+    assert_eq!(s2.code, 1, "a failed build stops the run submission");
+    assert_eq!(s2.doc, next);
+}
+
+#[test]
+fn the_whole_flow_build_watch_submit_watch_passes() {
+    let (_fx, mut base) = synced("w-flow");
+    base["build_command"] = json!("echo '[ 50%] Building' && echo '[100%] Built'");
+    base["command"] = json!("echo run after build");
+    base["recipe"] = json!("single");
+    let s = run("slurm-submit", &["--build"], &base);
+    let w = run("slurm-watch", &["--interval", "2"], &s.doc);
+    assert_eq!(report(&w)["status"], "PASSED", "{}", w.stderr);
+    let s2 = run("slurm-submit", &[], &w.doc);
+    assert_eq!(s2.code, 0, "{}", s2.stderr);
+    assert_eq!(
+        s2.doc["build"]["report"]["status"], "PASSED",
+        "the build's record is kept"
+    );
+    assert!(s2.doc.get("report").is_none());
+    let w2 = run("slurm-watch", &["--interval", "2"], &s2.doc);
+    assert_eq!(w2.code, 0, "{}", w2.stderr);
+    assert_eq!(report(&w2)["kind"], "run");
+    assert_eq!(report(&w2)["excerpt"], json!(["run after build"]));
+}
+
+#[test]
+fn one_ssh_execution_per_poll_and_no_sacct_until_the_job_left_squeue() {
+    let (_fx, base) = synced("w-count");
+    let mut d = base.clone();
+    d["recipe"] = json!("single");
+    d["command"] = json!("sleep 5; echo done");
+    let s = run("slurm-submit", &[], &d);
+    let trace = tempdir();
+    let file = trace.path().join("t.jsonl");
+    let mut cmd = tool("slurm-watch");
+    cmd.args(["--interval", "1"])
+        .env("SLURM_TOOLS_TRACE", &file);
+    let w = run_raw(cmd, s.doc.to_string().as_bytes());
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let ssh = connecting_ssh(&trace_lines(&file));
+    assert_eq!(
+        ssh.len() as u64,
+        report(&w)["polls"].as_u64().unwrap(),
+        "one ssh execution per poll"
+    );
+    assert!(ssh.len() >= 3);
+}

@@ -1,0 +1,598 @@
+//! slurm-watch: follow a job to an honest verdict, with hang detection ("Watching a job",
+//! "Recovering" and "The report" in PROCEDURE).
+
+mod poll;
+mod scan;
+
+use clap::Parser;
+use scan::{Findings, Patterns, Stream};
+use serde_json::{json, Value};
+use shared::quote::Script;
+use shared::slurm::{self, AccountingEntry};
+use shared::ssh::Ssh;
+use shared::ui::Progress;
+use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::time::{Duration, Instant};
+
+/// Watch the submitted job until it ends, and say how it ended.
+///
+/// Each poll is one ssh execution: squeue for the job's state and, in the same round trip, only
+/// the bytes its .out and .err logs gained since the last poll (the cost of a poll does not grow
+/// with the log). The interval starts short and backs off to --interval. `hang_pattern` (default
+/// "hang detected", case-insensitive) in a complete log line cancels the job at once:
+/// HANG_DETECTED, with the last 200 lines. When the job leaves squeue, sacct's State and
+/// ExitCode give the verdict (scontrol when accounting is disabled), refined by the logs:
+/// PASSED, FAILED, TIMEOUT, OUT_OF_MEMORY, CANCELLED (and by whom), ERROR (node failures and
+/// other infrastructure ends, Slurm's state kept), BUILD_FAILED for a build job.
+/// `failure_patterns` found make a passing job FAILED; `success_patterns`, when given, must all
+/// be found for PASSED. `monitor_timeout_seconds` ends the watch with TIMEOUT and cancels the
+/// job (unless --keep-on-timeout).
+///
+/// A lost connection, an unreachable controller, a job not yet in sacct or a log not yet
+/// visible is never a verdict: the watch retries with backoff and never cancels the job because
+/// it lost its link. If the MFA master died it exits 3 with the login command; rerunning
+/// slurm-watch on the same document resumes.
+///
+/// Reads: job (from slurm-submit), monitor_timeout_seconds, poll_interval_seconds, hang_pattern,
+/// failure_patterns, success_patterns, work_dir (local folder for a copy of the log), and the
+/// connection fields.
+///
+/// Adds the `report` section: status, job_id, kind, slurm_state, exit_code, elapsed,
+/// remote_log, remote_err_log, local_log, local_log_complete, summary, excerpt, excerpt_err,
+/// source, cancelled_by, failure_patterns_found, success_patterns_missing, hang_line, polls,
+/// bytes_scanned. Exit 0 only for PASSED, 1 for any other verdict.
+///
+/// Example:
+///   slurm-submit < synced.json | slurm-watch --follow > report.json
+#[derive(Parser, Debug)]
+#[command(name = "slurm-watch", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// Longest time between polls, in seconds (default: poll_interval_seconds, else 30).
+    #[arg(long, value_name = "SECONDS")]
+    interval: Option<f64>,
+
+    /// On monitor_timeout_seconds, leave the job running instead of cancelling it.
+    #[arg(long)]
+    keep_on_timeout: bool,
+
+    /// Stream new log lines to stderr as they arrive.
+    #[arg(long)]
+    follow: bool,
+
+    /// Give up after this many seconds without reaching the cluster or its controller
+    /// (no verdict; rerun to resume).
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    outage_limit: u64,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    shared::driver::run::<Cli>("slurm-watch", watch)
+}
+
+struct Job {
+    id: String,
+    kind: String,
+    out: String,
+    err: String,
+}
+
+fn job_of(ctx: &Context) -> Result<Option<Job>> {
+    let Some(job) = ctx.doc.section("job") else {
+        return Err(shared::doc::missing(
+            "job",
+            "run slurm-submit first: slurm-watch follows the job it submitted",
+        ));
+    };
+    if job.get("skipped").and_then(Value::as_bool) == Some(true) {
+        return Ok(None);
+    }
+    if job.get("dry_run").and_then(Value::as_bool) == Some(true) {
+        return Err(ToolError::field(
+            ErrorKind::BadInput,
+            "job",
+            "the job section is from `slurm-submit --dry-run`: nothing was submitted",
+        )
+        .with_hint("run slurm-submit without --dry-run"));
+    }
+    let s = |k: &str| job.get(k).and_then(Value::as_str).map(str::to_string);
+    let id = s("job_id").ok_or_else(|| {
+        shared::doc::missing("job", "the job section has no job_id; run slurm-submit")
+    })?;
+    if !id.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
+        return Err(shared::doc::field_error(
+            "job",
+            &format!("has job_id {id:?}, which is not a Slurm job id"),
+        ));
+    }
+    let out = s("stdout_path")
+        .ok_or_else(|| shared::doc::missing("job", "the job section has no stdout_path"))?;
+    let err = s("stderr_path").unwrap_or_else(|| out.clone());
+    Ok(Some(Job {
+        id,
+        kind: s("kind").unwrap_or_else(|| "run".into()),
+        out,
+        err,
+    }))
+}
+
+struct State {
+    streams: [Stream; 2],
+    findings: Findings,
+    last_queue: Option<slurm::QueueEntry>,
+    polls: u64,
+    bytes: u64,
+}
+
+fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let Some(job) = job_of(ctx)? else {
+        ctx.note("the build job was skipped (build_project is false): nothing to watch");
+        return Ok(Outcome::Done);
+    };
+    let doc = &ctx.doc;
+    let ssh = Ssh::from_doc(doc)?;
+    let monitor_timeout = doc.int_opt("monitor_timeout_seconds", 1, 365 * 86_400)?;
+    let max_interval = match cli.interval {
+        Some(i) if i > 0.0 => i,
+        Some(_) => {
+            return Err(ToolError::bad_input(
+                "--interval must be more than 0 seconds",
+            ))
+        }
+        None => doc
+            .int_opt("poll_interval_seconds", 1, 86_400)?
+            .map_or(30.0, |i| i as f64),
+    };
+    let lower = |v: Vec<String>| {
+        v.into_iter()
+            .map(|p| p.to_lowercase())
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>()
+    };
+    let patterns = Patterns {
+        hang: doc
+            .str_opt("hang_pattern")?
+            .unwrap_or("hang detected")
+            .to_lowercase(),
+        failure: lower(doc.str_list_opt("failure_patterns")?.unwrap_or_default()),
+        success: lower(doc.str_list_opt("success_patterns")?.unwrap_or_default()),
+    };
+    let mfa = doc
+        .section("preflight")
+        .and_then(|p| p.get("ssh_path"))
+        .and_then(Value::as_str)
+        == Some("mfa");
+    let same_log = job.out == job.err;
+    ctx.note(format!(
+        "watching {} job {} (logs: {})",
+        job.kind, job.id, job.out
+    ));
+
+    let started = Instant::now();
+    let mut st = State {
+        streams: [Stream::default(), Stream::default()],
+        findings: Findings::default(),
+        last_queue: None,
+        polls: 0,
+        bytes: 0,
+    };
+    let mut interval = 1.0f64;
+    let mut outage: Option<Instant> = None;
+    let mut backoff = 2.0f64;
+    let mut progress = Progress::new(ctx.tool);
+    let mut last_state = String::new();
+    let mut waiting_for_accounting: Option<Instant> = None;
+
+    let verdict = loop {
+        if let Some(limit) = monitor_timeout {
+            if started.elapsed() >= Duration::from_secs(limit as u64) {
+                break monitor_timed_out(ctx, cli, &ssh, &job, &st, limit);
+            }
+        }
+        let mut logs = vec![("out", job.out.as_str(), st.streams[0].offset)];
+        if !same_log {
+            logs.push(("err", job.err.as_str(), st.streams[1].offset));
+        }
+        let script = poll::script(&poll::Request {
+            job_id: &job.id,
+            logs,
+        })?;
+        st.polls += 1;
+        let reply = match ssh.run_script(&script, None, Duration::from_secs(120)) {
+            Ok(out) if out.success() => poll::parse(&out.stdout),
+            Ok(_) => None,
+            Err(e) if e.kind == ErrorKind::NeedsPerson => {
+                // The MFA master is gone: only the person can log in again. The job is untouched.
+                progress.finish();
+                let e = if mfa {
+                    e.with_hint(format!(
+                        "log in again (`slurm-ssh-preflight --establish` on this document), then rerun slurm-watch on the same document to resume; job {} was not touched",
+                        job.id
+                    ))
+                } else {
+                    e
+                };
+                return Err(e);
+            }
+            Err(e) => {
+                ctx.warn(format!(
+                    "poll failed ({}); the job is not touched, retrying",
+                    e.message
+                ));
+                None
+            }
+        };
+        let Some(reply) = reply else {
+            let since = *outage.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_secs(cli.outage_limit) {
+                progress.finish();
+                return Err(ToolError::remote(format!(
+                    "could not reach {} for {} s while watching job {}; no verdict",
+                    ssh.host,
+                    cli.outage_limit,
+                    job.id
+                ))
+                .with_hint("check the connection (slurm-ssh-preflight), then rerun slurm-watch on the same document to resume"));
+            }
+            std::thread::sleep(Duration::from_secs_f64(backoff));
+            backoff = (backoff * 2.0).min(60.0);
+            continue;
+        };
+        outage = None;
+        backoff = 2.0;
+
+        // Logs first: a hang or an OOM line decides even while the job still runs.
+        let mut capped = false;
+        for (name, off, data, size) in &reply.chunks {
+            let i = usize::from(name == "err");
+            st.bytes += data.len() as u64;
+            capped |= off + (data.len() as u64) < *size;
+            let lines = st.streams[i].take(*off, data);
+            if cli.follow {
+                for l in &lines {
+                    progress.finish();
+                    ctx.note(format!("{name}| {l}"));
+                }
+            }
+            patterns.scan(&lines, &mut st.findings);
+        }
+        if let Some(line) = st.findings.hang.clone() {
+            progress.finish();
+            break hang_detected(ctx, &ssh, &job, &st, &line);
+        }
+
+        if let Some(q) = reply.queue.as_deref().and_then(slurm::parse_squeue) {
+            if q.state != last_state {
+                if q.state == "RUNNING" {
+                    interval = 1.0;
+                }
+                if !progress.is_enabled() {
+                    ctx.note(describe_queue(&q));
+                }
+                last_state = q.state.clone();
+            }
+            progress.update(|| {
+                let mut s = describe_queue(&q);
+                if let Some(p) = st.findings.progress {
+                    s.push_str(&format!(", build {p}%"));
+                }
+                s
+            });
+            st.last_queue = Some(q);
+        } else if let Some(e) = &reply.queue_error {
+            ctx.warn(format!(
+                "squeue failed ({e}); the controller may be down, retrying"
+            ));
+            let since = *outage.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_secs(cli.outage_limit) {
+                return Err(ToolError::remote(format!(
+                    "the Slurm controller did not answer for {} s; no verdict for job {}",
+                    cli.outage_limit, job.id
+                ))
+                .with_hint("rerun slurm-watch on the same document once the controller is back"));
+            }
+            std::thread::sleep(Duration::from_secs_f64(backoff));
+            backoff = (backoff * 2.0).min(60.0);
+            continue;
+        } else {
+            // Gone from squeue: accounting decides.
+            if let Some(acct) = reply.accounting.as_deref().and_then(slurm::parse_sacct) {
+                if slurm::is_final(&acct.state) {
+                    progress.finish();
+                    break final_verdict(
+                        &job,
+                        &st,
+                        &patterns,
+                        &acct,
+                        reply.cancelled_by.clone(),
+                        "sacct",
+                    );
+                }
+            } else if reply.accounting_disabled {
+                if let Some(acct) = reply.scontrol.as_deref().and_then(from_scontrol) {
+                    if slurm::is_final(&acct.state) {
+                        progress.finish();
+                        ctx.warn("accounting is disabled on this cluster: the verdict comes from scontrol");
+                        break final_verdict(&job, &st, &patterns, &acct, None, "scontrol");
+                    }
+                }
+            }
+            // Not in sacct yet (accounting lags), or not final: wait, never guess.
+            let since = *waiting_for_accounting.get_or_insert_with(Instant::now);
+            if let Some(e) = &reply.accounting_error {
+                ctx.warn(format!("sacct failed ({e}); retrying"));
+            }
+            if since.elapsed() > Duration::from_secs(cli.outage_limit) {
+                progress.finish();
+                return Err(ToolError::remote(format!("job {} left the queue but its end was not recorded within {} s; no verdict", job.id, cli.outage_limit))
+                    .with_hint("check `sacct -j <id>` on the cluster; rerun slurm-watch on the same document to resume"));
+            }
+            std::thread::sleep(Duration::from_secs(1));
+            continue;
+        }
+        if !capped {
+            std::thread::sleep(Duration::from_secs_f64(interval));
+            interval = (interval * 1.5).min(max_interval);
+        }
+    };
+    progress.finish();
+
+    let mut report = verdict;
+    finish_report(ctx, &job, &st, &mut report, started)?;
+    let status = report["status"].as_str().unwrap_or("ERROR").to_string();
+    ctx.note(format!(
+        "{}: {}",
+        status,
+        report["summary"].as_str().unwrap_or("")
+    ));
+    ctx.doc.set_section("report", report);
+    Ok(if status == "PASSED" {
+        Outcome::Done
+    } else {
+        Outcome::JobNotPassed
+    })
+}
+
+fn describe_queue(q: &slurm::QueueEntry) -> String {
+    let hms = |s: Option<u64>| s.map_or("?".to_string(), slurm::format_duration);
+    match q.state.as_str() {
+        "PENDING" => {
+            let eta = q.start.map(|s| {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                if s > now {
+                    format!(", estimated start in {}", slurm::format_duration(s - now))
+                } else {
+                    String::new()
+                }
+            });
+            format!("PENDING ({}){}", q.reason, eta.unwrap_or_default())
+        }
+        state => format!("{state}, {} elapsed, {} left", hms(q.used), hms(q.left)),
+    }
+}
+
+fn from_scontrol(line: &str) -> Option<AccountingEntry> {
+    let m = slurm::parse_scontrol(line);
+    Some(AccountingEntry {
+        state: m.get("JobState")?.clone(),
+        cancelled_by_uid: None,
+        exit_code: m.get("ExitCode").cloned().unwrap_or_default(),
+        elapsed: m.get("RunTime").cloned().unwrap_or_default(),
+    })
+}
+
+fn final_verdict(
+    job: &Job,
+    st: &State,
+    patterns: &Patterns,
+    acct: &AccountingEntry,
+    cancelled_by: Option<String>,
+    source: &str,
+) -> Value {
+    let f = &st.findings;
+    let (mut status, mut summary) = match acct.state.as_str() {
+        "COMPLETED" if acct.exit_code == "0:0" => ("PASSED", "the job completed with exit code 0".to_string()),
+        "COMPLETED" => ("FAILED", format!("the job completed with exit code {}", acct.exit_code)),
+        "FAILED" => ("FAILED", format!("the job failed with exit code {} (exit:signal)", acct.exit_code)),
+        "TIMEOUT" => ("TIMEOUT", "the job reached its time limit".to_string()),
+        "OUT_OF_MEMORY" => ("OUT_OF_MEMORY", "the job ran out of memory".to_string()),
+        "CANCELLED" => (
+            "CANCELLED",
+            match &cancelled_by {
+                Some(who) => format!("the job was cancelled by {who}"),
+                None => "the job was cancelled".to_string(),
+            },
+        ),
+        other => ("ERROR", format!("the job ended {other} (an infrastructure end: node failure, preemption or similar)")),
+    };
+    if let (Some(line), "PASSED" | "FAILED" | "CANCELLED") = (&f.oom, status) {
+        status = "OUT_OF_MEMORY";
+        summary = format!("the job was hit by the OOM killer: {line}");
+    }
+    let mut missing: Vec<String> = Vec::new();
+    if status == "PASSED" {
+        if !f.failures.is_empty() {
+            status = "FAILED";
+            summary = format!(
+                "exit code 0, but the log has failure pattern(s): {}",
+                f.failures.join(", ")
+            );
+        } else {
+            missing = patterns
+                .success
+                .iter()
+                .filter(|p| !f.successes.contains(p))
+                .cloned()
+                .collect();
+            if !missing.is_empty() {
+                status = "FAILED";
+                summary = format!(
+                    "exit code 0, but success pattern(s) not found: {}",
+                    missing.join(", ")
+                );
+            }
+        }
+    }
+    if job.kind == "build" && matches!(status, "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY") {
+        summary = format!("the build failed: {summary}");
+        status = "BUILD_FAILED";
+    }
+    json!({
+        "status": status,
+        "slurm_state": acct.state,
+        "exit_code": acct.exit_code,
+        "elapsed": acct.elapsed,
+        "summary": summary,
+        "source": source,
+        "cancelled_by": cancelled_by,
+        "success_patterns_missing": missing,
+    })
+}
+
+fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {
+    let mut s = Script::new();
+    s.raw("scancel").arg(&job.id)?.raw("\n");
+    let out = ssh.run_script(&s, None, Duration::from_secs(60))?;
+    // scancel of a job that already ended is success (RELIABILITY.md 9).
+    if !out.success()
+        && !out.stderr_tail.contains("already completed")
+        && !out.stderr_tail.contains("Invalid job id")
+    {
+        return Err(
+            ToolError::remote(format!("scancel {} failed", job.id)).with_command(out.record())
+        );
+    }
+    Ok(())
+}
+
+fn hang_detected(ctx: &Context, ssh: &Ssh, job: &Job, st: &State, line: &str) -> Value {
+    let cancelled = cancel(ssh, job);
+    let mut summary = format!("hang pattern found: {line:?}; job {} cancelled", job.id);
+    if let Err(e) = &cancelled {
+        ctx.warn(format!(
+            "the hang was detected but scancel failed: {}",
+            e.message
+        ));
+        summary = format!("hang pattern found: {line:?}; scancel FAILED, the job may still run");
+    }
+    json!({
+        "status": "HANG_DETECTED",
+        "slurm_state": if cancelled.is_ok() { "CANCELLED" } else { "UNKNOWN" },
+        "exit_code": null,
+        "elapsed": st.last_queue.as_ref().and_then(|q| q.used).map(slurm::format_duration),
+        "summary": summary,
+        "source": "watch",
+        "hang_line": line,
+        "excerpt_lines": 200,
+    })
+}
+
+fn monitor_timed_out(
+    ctx: &Context,
+    cli: &Cli,
+    ssh: &Ssh,
+    job: &Job,
+    st: &State,
+    limit: i64,
+) -> Value {
+    let kept = cli.keep_on_timeout;
+    let mut summary = format!("monitor_timeout_seconds ({limit} s) reached");
+    let mut state = st
+        .last_queue
+        .as_ref()
+        .map_or("UNKNOWN".to_string(), |q| q.state.clone());
+    if kept {
+        summary.push_str(&format!(
+            "; job {} left running (--keep-on-timeout)",
+            job.id
+        ));
+    } else {
+        match cancel(ssh, job) {
+            Ok(()) => {
+                summary.push_str(&format!("; job {} cancelled", job.id));
+                state = "CANCELLED".into();
+            }
+            Err(e) => {
+                ctx.warn(format!("could not cancel job {}: {}", job.id, e.message));
+                summary.push_str("; scancel failed, the job may still run");
+            }
+        }
+    }
+    json!({"status": "TIMEOUT", "slurm_state": state, "exit_code": null, "elapsed": null, "summary": summary, "source": "watch"})
+}
+
+/// Excerpts, the local copy, and the bookkeeping every report has.
+fn finish_report(
+    ctx: &Context,
+    job: &Job,
+    st: &State,
+    r: &mut Value,
+    started: Instant,
+) -> Result<()> {
+    let status = r["status"].as_str().unwrap_or("").to_string();
+    let (out_n, err_n) = match status.as_str() {
+        "PASSED" => (20, 0),
+        "HANG_DETECTED" => (200, 200),
+        _ => (100, 50),
+    };
+    r["job_id"] = json!(job.id);
+    r["kind"] = json!(job.kind);
+    r["remote_log"] = json!(job.out);
+    r["remote_err_log"] = json!(job.err);
+    r["excerpt"] = json!(st.streams[0].last_lines(out_n));
+    r["excerpt_err"] = json!(if job.out == job.err {
+        Vec::new()
+    } else {
+        st.streams[1].last_lines(err_n)
+    });
+    r["failure_patterns_found"] = json!(st.findings.failures);
+    r["hang_line"] = r.get("hang_line").cloned().unwrap_or(Value::Null);
+    r["polls"] = json!(st.polls);
+    r["bytes_scanned"] = json!(st.bytes);
+    r["watch_seconds"] = json!((started.elapsed().as_secs_f64() * 10.0).round() / 10.0);
+    if !st.streams[0].seen {
+        r["log_seen"] = json!(false);
+    }
+    let (local, complete) = local_copy(ctx, job, st)?;
+    r["local_log"] = json!(local);
+    r["local_log_complete"] = json!(complete);
+    Ok(())
+}
+
+/// The log, as streamed, into the local `work_dir` (whole when it fit in memory, else its tail).
+fn local_copy(ctx: &Context, job: &Job, st: &State) -> Result<(Option<String>, bool)> {
+    let Some(dir) = ctx.doc.str_opt("work_dir")? else {
+        return Ok((None, false));
+    };
+    let mut dir = std::path::PathBuf::from(dir);
+    if dir.is_relative() {
+        if let Some(root) = ctx.doc.str_opt("repo_root")? {
+            dir = std::path::Path::new(root).join(dir);
+        }
+    }
+    let name = shared::layout::basename(&job.out).unwrap_or_else(|| format!("job-{}.out", job.id));
+    let path = dir.join(&name);
+    let s = &st.streams[0];
+    let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, s.kept()));
+    match written {
+        Ok(()) => Ok((Some(path.display().to_string()), s.dropped == 0)),
+        Err(e) => {
+            ctx.warn(format!(
+                "could not write the local copy of the log to {}: {e}",
+                path.display()
+            ));
+            Ok((None, false))
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! One poll = one ssh execution: the job's state and the bytes each log gained since the last
+//! poll, read from a remembered offset (`tail -c +N`, which seeks), never from the start. So the
+//! cost of a poll depends on what the job wrote since, not on the size of its log. sacct (or
+//! scontrol, when accounting is disabled) is asked only once the job has left squeue.
+
+use shared::quote::Script;
+use shared::slurm::{SACCT_FORMAT, SQUEUE_FORMAT};
+use shared::Result;
+
+/// The most log bytes one poll brings back per stream; a poll that hits it is followed at once
+/// by the next.
+pub const CHUNK_CAP: u64 = 16 * 1024 * 1024;
+
+pub struct Request<'a> {
+    pub job_id: &'a str,
+    /// (name, remote path, offset); name is `out` or `err`.
+    pub logs: Vec<(&'static str, &'a str, u64)>,
+}
+
+pub fn script(r: &Request) -> Result<Script> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    s.assign("job", r.job_id)?;
+    s.raw("cap=");
+    s.glued(&CHUNK_CAP.to_string())?;
+    s.raw("\nfmt=");
+    s.glued(SQUEUE_FORMAT)?;
+    s.raw("\nafmt=");
+    s.glued(SACCT_FORMAT)?;
+    s.raw(
+        r#"
+q=$(env SLURM_TIME_FORMAT=%s squeue -h -j "$job" -o "$fmt" 2>&1); qrc=$?
+if [ "$qrc" -eq 0 ] && [ -n "$q" ]; then
+  printf 'Q %s\n' "$(printf '%s\n' "$q" | head -n 1)"
+elif [ "$qrc" -ne 0 ] && ! printf '%s' "$q" | grep -q 'Invalid job id'; then
+  printf 'QERR %s\n' "$(printf '%s\n' "$q" | head -n 1)"
+else
+  a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format="$afmt" 2>&1); arc=$?
+  case "$a" in
+    *"accounting storage is disabled"*)
+      echo ACCT_DISABLED
+      sc=$(scontrol show job -o "$job" 2>&1) && printf 'SC %s\n' "$(printf '%s\n' "$sc" | head -n 1)" ;;
+    *)
+      if [ "$arc" -ne 0 ]; then printf 'AERR %s\n' "$(printf '%s\n' "$a" | head -n 1)"
+      elif [ -z "$a" ]; then echo A_EMPTY
+      else printf 'A %s\n' "$(printf '%s\n' "$a" | head -n 1)"
+      fi ;;
+  esac
+  uid=$(printf '%s\n' "$a" | sed -n 's/^CANCELLED by \([0-9][0-9]*\).*/\1/p' | head -n 1)
+  if [ -n "$uid" ]; then printf 'BY %s %s\n' "$uid" "$(getent passwd "$uid" | cut -d: -f1)"; fi
+fi
+chunk() {
+  if [ ! -e "$2" ]; then echo "MISSING $1"; return; fi
+  size=$(wc -c < "$2" | tr -d ' ')
+  off=$3
+  if [ "$size" -lt "$off" ]; then echo "TRUNCATED $1"; off=0; fi
+  len=$((size - off))
+  if [ "$len" -gt "$cap" ]; then len=$cap; fi
+  echo "CHUNK $1 $off $len $size"
+  if [ "$len" -gt 0 ]; then tail -c +$((off + 1)) "$2" | head -c "$len"; fi
+}
+"#,
+    );
+    for (name, path, off) in &r.logs {
+        s.raw("chunk ");
+        s.glued(name)?;
+        s.arg(path)?;
+        s.arg(&off.to_string())?;
+        s.raw("\n");
+    }
+    s.raw("echo END\n");
+    Ok(s)
+}
+
+/// What one poll said.
+#[derive(Debug, Default)]
+pub struct Reply {
+    pub queue: Option<String>,
+    pub queue_error: Option<String>,
+    pub accounting: Option<String>,
+    pub accounting_empty: bool,
+    pub accounting_error: Option<String>,
+    pub accounting_disabled: bool,
+    pub scontrol: Option<String>,
+    pub cancelled_by: Option<String>,
+    pub missing: Vec<String>,
+    pub truncated: Vec<String>,
+    /// (stream, offset, bytes, size of the file)
+    pub chunks: Vec<(String, u64, Vec<u8>, u64)>,
+}
+
+/// Parse a reply; `None` when it is not whole (cut short: the poll is simply repeated).
+pub fn parse(bytes: &[u8]) -> Option<Reply> {
+    let mut r = Reply::default();
+    let mut at = 0;
+    loop {
+        let nl = at + bytes.get(at..)?.iter().position(|b| *b == b'\n')?;
+        let line = String::from_utf8_lossy(&bytes[at..nl]).into_owned();
+        at = nl + 1;
+        let (tag, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
+        match tag {
+            "END" => return Some(r),
+            "Q" => r.queue = Some(rest.to_string()),
+            "QERR" => r.queue_error = Some(rest.to_string()),
+            "A" => r.accounting = Some(rest.to_string()),
+            "A_EMPTY" => r.accounting_empty = true,
+            "AERR" => r.accounting_error = Some(rest.to_string()),
+            "ACCT_DISABLED" => r.accounting_disabled = true,
+            "SC" => r.scontrol = Some(rest.to_string()),
+            "BY" => {
+                let (uid, name) = rest.split_once(' ').unwrap_or((rest, ""));
+                r.cancelled_by = Some(if name.is_empty() {
+                    format!("uid {uid}")
+                } else {
+                    name.to_string()
+                });
+            }
+            "MISSING" => r.missing.push(rest.to_string()),
+            "TRUNCATED" => r.truncated.push(rest.to_string()),
+            "CHUNK" => {
+                let f: Vec<&str> = rest.split(' ').collect();
+                let (name, off, len, size) = (
+                    f.first()?,
+                    f.get(1)?.parse().ok()?,
+                    f.get(2)?.parse::<usize>().ok()?,
+                    f.get(3)?.parse().ok()?,
+                );
+                let data = bytes.get(at..at + len)?.to_vec();
+                at += len;
+                r.chunks.push((name.to_string(), off, data, size));
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_chunks_with_newlines_inside() {
+        let reply =
+            b"Q RUNNING|None|1|0:01|1:00|0:59\nCHUNK out 0 6 6\na\nb\nc\nCHUNK err 3 0 3\nEND\n";
+        let r = parse(reply).unwrap();
+        assert_eq!(r.queue.as_deref(), Some("RUNNING|None|1|0:01|1:00|0:59"));
+        assert_eq!(
+            r.chunks[0],
+            ("out".to_string(), 0, b"a\nb\nc\n".to_vec(), 6)
+        );
+        assert_eq!(r.chunks[1].2, b"");
+    }
+
+    #[test]
+    fn a_cut_reply_is_not_taken() {
+        assert!(parse(b"Q RUNNING|x\nCHUNK out 0 10 10\nabc").is_none());
+        assert!(parse(b"Q RUNNING|x\n").is_none());
+    }
+}
