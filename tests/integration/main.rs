@@ -4,6 +4,7 @@
 //! Nothing here is a mock; where a fault cannot be caused for real, the test says so.
 
 mod document;
+pub mod fixture;
 mod harness;
 mod preflight;
 mod remote_quoting;

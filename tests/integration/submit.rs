@@ -1,82 +1,9 @@
 //! slurm-submit on the real cluster: every recipe really runs, with exact command lines.
 
+use crate::fixture::*;
 use crate::harness::*;
-use crate::sync::Fixture;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
-
-/// A fixture synced to the cluster, ready for submission.
-pub fn synced(name: &str) -> (Fixture, Value) {
-    let fx = Fixture::new(name);
-    let mut d = fx.doc();
-    d["account"] = json!(testbed().s("account"));
-    d["partition"] = json!(testbed().s("partition"));
-    d["time_limit"] = json!("00:05:00");
-    d["job_name"] = json!(format!("st-{name}"));
-    d["gpus_per_node"] = json!(4);
-    let t = run("slurm-sync-tracked", &[], &d);
-    assert_eq!(t.code, 0, "{}", t.stderr);
-    (fx, t.doc)
-}
-
-/// scontrol's view of a job as key=value pairs.
-pub fn scontrol(job: &str) -> std::collections::BTreeMap<String, String> {
-    let out = std::process::Command::new("scontrol")
-        .args(["show", "job", "-o", job])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let mut m = std::collections::BTreeMap::new();
-    // Values may contain spaces only in a few keys; split on " Key=" boundaries.
-    let mut key = String::new();
-    for word in text.trim().split(' ') {
-        match word.split_once('=') {
-            Some((k, v))
-                if k.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '/')
-                    && !k.is_empty() =>
-            {
-                key = k.to_string();
-                m.insert(key.clone(), v.to_string());
-            }
-            _ => {
-                if let Some(v) = m.get_mut(&key) {
-                    v.push(' ');
-                    v.push_str(word);
-                }
-            }
-        }
-    }
-    m
-}
-
-/// Wait until sacct has a final state for the job: (State, ExitCode).
-pub fn wait_done(job: &str, secs: u64) -> (String, String) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let out = std::process::Command::new("sacct")
-            .args(["-X", "-n", "-P", "-j", job, "--format=State,ExitCode"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if let Some((state, code)) = text.lines().next().and_then(|l| l.split_once('|')) {
-            if !["PENDING", "RUNNING", "REQUEUED", "COMPLETING", ""].contains(&state) {
-                // `CANCELLED by <uid>` is a cancelled job.
-                let base = state.split_whitespace().next().unwrap_or(state);
-                return (base.to_string(), code.to_string());
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "job {job} did not finish in {secs}s (sacct: {text})"
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-}
-
-pub fn read(path: &str) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
 
 fn submit(doc: &Value, args: &[&str]) -> Run {
     run("slurm-submit", args, doc)

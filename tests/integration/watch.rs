@@ -1,7 +1,7 @@
 //! slurm-watch on the real cluster: every verdict, hang detection, patterns.
 
+use crate::fixture::{synced, wait_done};
 use crate::harness::*;
-use crate::submit::{synced, wait_done};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,308 @@
+//! Shared fixtures: a local repository with its own origin, synced to the cluster, and ways to
+//! look at jobs and the local repository's state. No tests here, so the fault suite can include
+//! this file too.
+#![allow(dead_code)]
+
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "safe.directory=*",
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=t@localhost",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A bare origin the cluster user can read, seeded with a small project (with a `cpp/` dir).
+pub struct Fixture {
+    pub name: String,
+    pub origin: PathBuf,
+    pub local: PathBuf,
+    pub remote_repo: String,
+    _tmp: tempfile::TempDir,
+}
+
+impl Fixture {
+    pub fn new(name: &str) -> Fixture {
+        let tb = testbed();
+        let unique = format!("{name}-{}", std::process::id());
+        let origin = PathBuf::from(tb.s("test_origins")).join(format!("{unique}.git"));
+        let _ = std::fs::remove_dir_all(&origin);
+        git(
+            Path::new("/"),
+            &[
+                "init",
+                "-q",
+                "--bare",
+                "--shared=all",
+                "-b",
+                "main",
+                origin.to_str().unwrap(),
+            ],
+        );
+        let tmp = tempdir();
+        let local = tmp.path().join("work");
+        git(
+            Path::new("/"),
+            &["init", "-q", "-b", "main", local.to_str().unwrap()],
+        );
+        std::fs::create_dir_all(local.join("cpp")).unwrap();
+        std::fs::create_dir_all(local.join("src")).unwrap();
+        write(&local.join("README.md"), "readme\n");
+        write(&local.join("src/a.py"), "print('a')\n");
+        write(&local.join("src/b.py"), "print('b')\n");
+        write(&local.join("cpp/main.cpp"), "int main() {}\n");
+        write(&local.join("old-name.txt"), "to be renamed\n");
+        write(&local.join("delete-me.txt"), "bye\n");
+        write(&local.join(".gitignore"), "*.log\n.env\nbuild/\n");
+        std::fs::write(local.join("run.sh"), "#!/bin/sh\necho run\n").unwrap();
+        std::fs::set_permissions(local.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        git(&local, &["add", "-A"]);
+        git(&local, &["commit", "-q", "-m", "initial"]);
+        git(
+            &local,
+            &["remote", "add", "origin", origin.to_str().unwrap()],
+        );
+        git(&local, &["push", "-q", "origin", "main"]);
+        git(&local, &["branch", "-q", "--set-upstream-to=origin/main"]);
+        std::process::Command::new("chmod")
+            .args(["-R", "a+rX"])
+            .arg(&origin)
+            .status()
+            .unwrap();
+        let remote_repo = format!("{}/sync-{unique}", tb.remote_root());
+        let _ = std::fs::remove_dir_all(&remote_repo);
+        Fixture {
+            name: unique,
+            origin,
+            local,
+            remote_repo,
+            _tmp: tmp,
+        }
+    }
+
+    /// Staged, unstaged, deleted, renamed, untracked and ignored changes.
+    pub fn make_messy(&self) {
+        let l = &self.local;
+        write(&l.join("README.md"), "readme, edited but not staged\n");
+        write(&l.join("src/a.py"), "print('a, staged')\n");
+        git(l, &["add", "src/a.py"]);
+        write(
+            &l.join("src/a.py"),
+            "print('a, staged then edited again')\n",
+        );
+        git(l, &["rm", "-q", "delete-me.txt"]);
+        std::fs::remove_file(l.join("src/b.py")).unwrap();
+        git(l, &["mv", "old-name.txt", "new-name.txt"]);
+        write(&l.join("staged-new.txt"), "new and staged\n");
+        git(l, &["add", "staged-new.txt"]);
+        write(&l.join("untracked.txt"), "untracked\n");
+        std::fs::create_dir_all(l.join("data/nested")).unwrap();
+        write(&l.join("data/nested/u.bin"), "untracked in a new dir\n");
+        write(&l.join("debug.log"), "ignored\n");
+        write(&l.join(".env"), "SECRET=ignored\n");
+        std::fs::create_dir_all(l.join("build")).unwrap();
+        write(&l.join("build/out.o"), "ignored build output\n");
+        std::os::unix::fs::symlink("README.md", l.join("link-to-readme")).unwrap();
+        git(
+            l,
+            &[
+                "stash",
+                "push",
+                "-q",
+                "-m",
+                "an older stash",
+                "--",
+                "README.md",
+            ],
+        );
+        write(&l.join("README.md"), "readme, edited but not staged\n");
+    }
+
+    pub fn doc(&self) -> Value {
+        let mut d = doc_for("direct_host");
+        d["repo_root"] = json!(self.local);
+        d["repo_url"] = json!(self.origin);
+        d["remote_repo_path"] = json!(self.remote_repo);
+        d["model_name"] = json!(self.name);
+        d
+    }
+
+    pub fn origin_refs(&self) -> String {
+        git(
+            &self.origin,
+            &["for-each-ref", "--format=%(refname) %(objectname)"],
+        )
+    }
+}
+
+/// Everything about the local repository that a sync must leave alone.
+pub fn local_state(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut s = BTreeMap::new();
+    let gd = root.join(".git");
+    for f in [
+        "HEAD",
+        "index",
+        "packed-refs",
+        "ORIG_HEAD",
+        "FETCH_HEAD",
+        "config",
+    ] {
+        if let Ok(b) = std::fs::read(gd.join(f)) {
+            s.insert(format!(".git/{f}"), b);
+        }
+    }
+    s.insert(
+        "refs".into(),
+        git(root, &["for-each-ref", "--format=%(refname) %(objectname)"]).into_bytes(),
+    );
+    s.insert(
+        "stash list".into(),
+        git(root, &["stash", "list"]).into_bytes(),
+    );
+    s.insert(
+        "status".into(),
+        git(
+            root,
+            &[
+                "status",
+                "--porcelain=v2",
+                "-z",
+                "--ignored",
+                "--untracked-files=all",
+            ],
+        )
+        .into_bytes(),
+    );
+    walk(root, root, &mut s, &[".git"]);
+    s
+}
+
+/// Files under `root` (content, mode, symlink targets), skipping the named top-level entries.
+pub fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>, skip: &[&str]) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let rel = p.strip_prefix(root).unwrap();
+        if rel.components().count() == 1 && skip.iter().any(|s| rel.as_os_str() == *s) {
+            continue;
+        }
+        let key = String::from_utf8_lossy(rel.as_os_str().as_bytes()).into_owned();
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        if m.file_type().is_symlink() {
+            out.insert(
+                format!("L {key}"),
+                std::fs::read_link(&p)
+                    .unwrap()
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec(),
+            );
+        } else if m.is_dir() {
+            walk(root, &p, out, skip);
+        } else {
+            let exec = m.permissions().mode() & 0o111 != 0;
+            out.insert(format!("F {key} x={exec}"), std::fs::read(&p).unwrap());
+        }
+    }
+}
+
+/// A fixture synced to the cluster, ready for submission.
+pub fn synced(name: &str) -> (Fixture, Value) {
+    let fx = Fixture::new(name);
+    let mut d = fx.doc();
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["time_limit"] = json!("00:05:00");
+    d["job_name"] = json!(format!("st-{name}"));
+    d["gpus_per_node"] = json!(4);
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    (fx, t.doc)
+}
+
+/// scontrol's view of a job as key=value pairs.
+pub fn scontrol(job: &str) -> std::collections::BTreeMap<String, String> {
+    let out = std::process::Command::new("scontrol")
+        .args(["show", "job", "-o", job])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut m = std::collections::BTreeMap::new();
+    // Values may contain spaces only in a few keys; split on " Key=" boundaries.
+    let mut key = String::new();
+    for word in text.trim().split(' ') {
+        match word.split_once('=') {
+            Some((k, v))
+                if k.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '/')
+                    && !k.is_empty() =>
+            {
+                key = k.to_string();
+                m.insert(key.clone(), v.to_string());
+            }
+            _ => {
+                if let Some(v) = m.get_mut(&key) {
+                    v.push(' ');
+                    v.push_str(word);
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Wait until sacct has a final state for the job: (State, ExitCode).
+pub fn wait_done(job: &str, secs: u64) -> (String, String) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let out = std::process::Command::new("sacct")
+            .args(["-X", "-n", "-P", "-j", job, "--format=State,ExitCode"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if let Some((state, code)) = text.lines().next().and_then(|l| l.split_once('|')) {
+            if !["PENDING", "RUNNING", "REQUEUED", "COMPLETING", ""].contains(&state) {
+                // `CANCELLED by <uid>` is a cancelled job.
+                let base = state.split_whitespace().next().unwrap_or(state);
+                return (base.to_string(), code.to_string());
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {job} did not finish in {secs}s (sacct: {text})"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+pub fn read(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
