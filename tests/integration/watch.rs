@@ -252,6 +252,8 @@ fn the_whole_flow_build_watch_submit_watch_passes() {
     base["build_command"] = json!("echo '[ 50%] Building' && echo '[100%] Built'");
     base["command"] = json!("echo run after build");
     base["recipe"] = json!("single");
+    // The workload's patterns judge the run job, not the build.
+    base["success_patterns"] = json!(["run after build"]);
     let s = run("slurm-submit", &["--build"], &base);
     let w = run("slurm-watch", &["--interval", "2"], &s.doc);
     assert_eq!(report(&w)["status"], "PASSED", "{}", w.stderr);
@@ -266,6 +268,11 @@ fn the_whole_flow_build_watch_submit_watch_passes() {
     assert_eq!(w2.code, 0, "{}", w2.stderr);
     assert_eq!(report(&w2)["kind"], "run");
     assert_eq!(report(&w2)["excerpt"], json!(["run after build"]));
+    // Watching the finished document again passes the verdict on without polling.
+    let again = run("slurm-watch", &[], &w2.doc);
+    assert_eq!(again.code, 0);
+    assert_eq!(again.doc, w2.doc);
+    assert!(again.stderr.contains("already has a verdict"));
 }
 
 #[test]

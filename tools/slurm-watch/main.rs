@@ -137,6 +137,26 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ctx.note("the build job was skipped (build_project is false): nothing to watch");
         return Ok(Outcome::Done);
     };
+    // A verdict for this very job is already in the document (a pipeline stage before us
+    // stopped): pass it on rather than watch again.
+    if let Some(report) = ctx.doc.section("report") {
+        if report.get("job_id").and_then(Value::as_str) == Some(job.id.as_str()) {
+            let status = report
+                .get("status")
+                .and_then(Value::as_str)
+                .unwrap_or("ERROR")
+                .to_string();
+            ctx.note(format!(
+                "job {} already has a verdict ({status}); passing it on",
+                job.id
+            ));
+            return Ok(if status == "PASSED" {
+                Outcome::Done
+            } else {
+                Outcome::JobNotPassed
+            });
+        }
+    }
     let doc = &ctx.doc;
     let ssh = Ssh::from_doc(doc)?;
     let monitor_timeout = doc.int_opt("monitor_timeout_seconds", 1, 365 * 86_400)?;
@@ -157,13 +177,23 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             .filter(|p| !p.is_empty())
             .collect::<Vec<_>>()
     };
+    // success_patterns and failure_patterns describe the workload, not the build: a build job
+    // is judged by its exit (and by the hang pattern).
+    let workload = |field: &str| -> Result<Vec<String>> {
+        let list = doc.str_list_opt(field)?.unwrap_or_default();
+        Ok(if job.kind == "build" {
+            Vec::new()
+        } else {
+            lower(list)
+        })
+    };
     let patterns = Patterns {
         hang: doc
             .str_opt("hang_pattern")?
             .unwrap_or("hang detected")
             .to_lowercase(),
-        failure: lower(doc.str_list_opt("failure_patterns")?.unwrap_or_default()),
-        success: lower(doc.str_list_opt("success_patterns")?.unwrap_or_default()),
+        failure: workload("failure_patterns")?,
+        success: workload("success_patterns")?,
     };
     let mfa = doc
         .section("preflight")
