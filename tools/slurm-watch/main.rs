@@ -332,6 +332,10 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             std::thread::sleep(Duration::from_secs_f64(backoff));
             backoff = (backoff * 2.0).min(60.0);
             continue;
+        } else if capped {
+            // Gone from squeue, but the logs are not read to their end yet: read on first, so
+            // a pattern in the last lines still counts.
+            continue;
         } else {
             // Gone from squeue: accounting decides.
             if let Some(acct) = reply.accounting.as_deref().and_then(slurm::parse_sacct) {
