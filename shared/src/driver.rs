@@ -28,6 +28,12 @@ impl InputArg {
 /// Implemented by each tool's clap struct so the driver can find the input.
 pub trait ToolCli: clap::Parser {
     fn input(&self) -> &InputArg;
+
+    /// Whether the step runs even when the document carries an upstream `error` (only
+    /// slurm-report, which shows it). Every other tool passes such a document on untouched.
+    fn handles_upstream_error(&self) -> bool {
+        false
+    }
 }
 
 /// What a tool's step works on.
@@ -49,19 +55,49 @@ impl Context {
 }
 
 /// How a successful step ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// Exit 0.
     Done,
     /// Exit 1: `slurm-watch` only, the job ended with a status other than PASSED.
     JobNotPassed,
+    /// `slurm-report --table`: this text goes to stdout instead of the document, with the exit
+    /// code given (0 passed, 1 not passed, or the error's code).
+    Text(String, u8),
 }
 
 /// Run a tool. `step` is the tool's own work.
+/// `SLURM_TOOLS_GENERATE=man|bash|zsh|fish|elvish|powershell`: print the man page or a shell
+/// completion script generated from the tool's clap definition, and exit (scripts/gen-docs).
+fn generate<C: ToolCli>(tool: &str, what: &str) -> ExitCode {
+    let mut cmd = C::command();
+    let mut out = std::io::stdout().lock();
+    let result = match what {
+        "man" => clap_mangen::Man::new(cmd).render(&mut out),
+        shell => match shell.parse::<clap_complete::Shell>() {
+            Ok(sh) => {
+                clap_complete::generate(sh, &mut cmd, tool, &mut out);
+                Ok(())
+            }
+            Err(_) => {
+                crate::ui::note(tool, &format!("SLURM_TOOLS_GENERATE={what}: expected man, bash, zsh, fish, elvish or powershell"));
+                return ExitCode::from(2);
+            }
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::from(4),
+    }
+}
+
 pub fn run<C: ToolCli>(
     tool: &'static str,
     step: impl FnOnce(&C, &mut Context) -> Result<Outcome>,
 ) -> ExitCode {
+    if let Ok(what) = std::env::var("SLURM_TOOLS_GENERATE") {
+        return generate::<C>(tool, &what);
+    }
     let cli = match C::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -84,7 +120,7 @@ pub fn run<C: ToolCli>(
             }
         };
 
-    if let Some(code) = doc.upstream_error() {
+    if let (Some(code), false) = (doc.upstream_error(), cli.handles_upstream_error()) {
         let from = doc
             .section("error")
             .and_then(|e| e.get("tool"))
@@ -116,6 +152,14 @@ fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> Ex
     let code = match result {
         Ok(Outcome::Done) => 0,
         Ok(Outcome::JobNotPassed) => 1,
+        Ok(Outcome::Text(text, code)) => {
+            let mut out = std::io::stdout().lock();
+            if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                crate::ui::note(tool, &format!("could not write to stdout: {e}"));
+                return ExitCode::from(4);
+            }
+            return ExitCode::from(code);
+        }
         Err(e) => {
             crate::ui::error(tool, &e);
             doc.set_section("error", e.to_section(tool));

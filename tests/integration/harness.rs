@@ -62,6 +62,7 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-sync-untracked" => env!("CARGO_BIN_EXE_slurm-sync-untracked"),
         "slurm-submit" => env!("CARGO_BIN_EXE_slurm-submit"),
         "slurm-watch" => env!("CARGO_BIN_EXE_slurm-watch"),
+        "slurm-report" => env!("CARGO_BIN_EXE_slurm-report"),
         other => panic!("unknown tool {other}"),
     }
 }

@@ -1,0 +1,79 @@
+# Each target is one step of the pipeline: one tool reading the previous step's document and
+# writing its own, so any step can be rerun on the saved document.
+#
+#   make JOB=job.json preflight      resolve + preflight      -> .slurm-tools/preflight.json
+#   make sync                        sync tracked + untracked -> .slurm-tools/synced.json
+#   make build                       submit the build job, watch it -> .slurm-tools/built.json
+#   make run                         submit the run job       -> .slurm-tools/submitted.json
+#   make watch                       watch it to a verdict    -> .slurm-tools/report.json
+#   make all                         everything above, in order
+#   make report                      print the last report as a table
+#
+# JOB is the job document (default: the local test cluster's sample job); CATALOG the cluster
+# catalog (default: the local test cluster's). DIR is where the step documents go. Set TOOLS to
+# a directory holding the binaries (default: target/release, built on demand).
+
+TOOLS   ?= target/release
+DIR     ?= .slurm-tools
+JOB     ?= $(shell scripts/local-cluster info 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["sample_job"])' 2>/dev/null)
+CATALOG ?= $(shell scripts/local-cluster info 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["catalog"])' 2>/dev/null)
+WATCH_FLAGS ?= --interval 5
+
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -ec
+.PHONY: all tools resolve preflight sync build run watch report clean cluster test demo docs \
+	preflight-again sync-again build-again run-again watch-again
+
+all: watch
+
+tools:
+	@if [ "$(TOOLS)" = target/release ]; then cargo build --release --quiet; fi
+
+cluster:
+	scripts/local-cluster up
+
+$(DIR):
+	mkdir -p $(DIR)
+
+resolve: tools | $(DIR)
+	$(TOOLS)/slurm-resolve $(if $(CATALOG),--catalog $(CATALOG)) $(JOB) > $(DIR)/resolved.json
+
+preflight: resolve
+	$(TOOLS)/slurm-ssh-preflight $(DIR)/resolved.json > $(DIR)/preflight.json
+
+sync: preflight
+	$(TOOLS)/slurm-sync-tracked $(DIR)/preflight.json | $(TOOLS)/slurm-sync-untracked > $(DIR)/synced.json
+
+build: sync
+	$(TOOLS)/slurm-submit --build $(DIR)/synced.json | $(TOOLS)/slurm-watch $(WATCH_FLAGS) > $(DIR)/built.json
+
+run: build
+	$(TOOLS)/slurm-submit $(DIR)/built.json > $(DIR)/submitted.json
+
+watch: run
+	$(TOOLS)/slurm-watch $(WATCH_FLAGS) $(DIR)/submitted.json > $(DIR)/report.json
+
+# Rerun single steps on the saved documents, without redoing the ones before.
+preflight-again sync-again build-again run-again watch-again: tools
+	@case $@ in \
+	  preflight-again) $(TOOLS)/slurm-ssh-preflight $(DIR)/resolved.json > $(DIR)/preflight.json ;; \
+	  sync-again) $(TOOLS)/slurm-sync-tracked $(DIR)/preflight.json | $(TOOLS)/slurm-sync-untracked > $(DIR)/synced.json ;; \
+	  build-again) $(TOOLS)/slurm-submit --build $(DIR)/synced.json | $(TOOLS)/slurm-watch $(WATCH_FLAGS) > $(DIR)/built.json ;; \
+	  run-again) $(TOOLS)/slurm-submit $(DIR)/built.json > $(DIR)/submitted.json ;; \
+	  watch-again) $(TOOLS)/slurm-watch $(WATCH_FLAGS) $(DIR)/submitted.json > $(DIR)/report.json ;; \
+	esac
+
+report: tools
+	$(TOOLS)/slurm-report --table $(DIR)/report.json
+
+test:
+	scripts/test
+
+demo:
+	scripts/demo
+
+docs: tools
+	scripts/gen-docs
+
+clean:
+	rm -rf $(DIR)

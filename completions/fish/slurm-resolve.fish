@@ -1,0 +1,4 @@
+complete -c slurm-resolve -l catalog -d 'The cluster catalog (JSON, see docs/catalog.md). Default: $SLURM_TOOLS_CATALOG, else $XDG_CONFIG_HOME/slurm-tools/clusters.json when it exists' -r -F
+complete -c slurm-resolve -l pick -d 'When several clusters match, take this one' -r
+complete -c slurm-resolve -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c slurm-resolve -s V -l version -d 'Print version'

@@ -1,0 +1,4 @@
+complete -c slurm-submit -l build -d 'Submit the build job instead of the run job'
+complete -c slurm-submit -l dry-run -d 'Print the document with the exact command that would run; run nothing'
+complete -c slurm-submit -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c slurm-submit -s V -l version -d 'Print version'

@@ -1,0 +1,119 @@
+//! The parts people see first: slurm-report, the generated docs, the Makefile steps.
+
+use crate::harness::*;
+use serde_json::json;
+
+#[test]
+fn slurm_report_renders_a_verdict_and_passes_the_document_on() {
+    let doc = json!({
+        "ssh_host": "h", "resolve": {"cluster_name": "c"},
+        "report": {"status": "FAILED", "job_id": "42", "kind": "run", "summary": "the job failed with exit code 3:0",
+                   "slurm_state": "FAILED", "exit_code": "3:0", "elapsed": "00:00:05", "remote_log": "/r/x-42.out",
+                   "excerpt": ["line a", "line b"], "excerpt_err": ["boom"]}
+    });
+    let r = run("slurm-report", &[], &doc);
+    assert_eq!(r.code, 1, "not PASSED");
+    assert_eq!(r.doc, doc, "the document passes on unchanged");
+    for want in [
+        "FAILED  job 42 (run)",
+        "the job failed with exit code 3:0",
+        "| line b",
+        "| boom",
+        "/r/x-42.out",
+    ] {
+        assert!(r.stderr.contains(want), "{want} not in:\n{}", r.stderr);
+    }
+    let out = tool("slurm-report")
+        .arg("--table")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = {
+        use std::io::Write;
+        let mut out = out;
+        out.stdin
+            .take()
+            .unwrap()
+            .write_all(doc.to_string().as_bytes())
+            .unwrap();
+        out.wait_with_output().unwrap()
+    };
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("FAILED  job 42"));
+}
+
+#[test]
+fn slurm_report_shows_an_upstream_error_with_its_hint_and_code() {
+    let doc = json!({"error": {"tool": "slurm-ssh-preflight", "kind": "needs_person", "message": "log in first",
+                               "hint": "run ssh -fNM ...", "exit_code": 3}});
+    let r = run("slurm-report", &[], &doc);
+    assert_eq!(r.code, 3);
+    assert_eq!(r.doc, doc);
+    assert!(
+        r.stderr.contains("FAILED in slurm-ssh-preflight") && r.stderr.contains("run ssh -fNM"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn the_checked_in_man_pages_and_tool_pages_match_the_clap_definitions() {
+    for t in [
+        "slurm-resolve",
+        "slurm-ssh-preflight",
+        "slurm-sync-tracked",
+        "slurm-sync-untracked",
+        "slurm-submit",
+        "slurm-watch",
+        "slurm-report",
+    ] {
+        let out = tool(t).env("SLURM_TOOLS_GENERATE", "man").output().unwrap();
+        assert!(out.status.success());
+        let checked_in = std::fs::read(repo_root().join(format!("docs/man/{t}.1"))).unwrap();
+        assert!(
+            out.stdout == checked_in,
+            "docs/man/{t}.1 is stale: run scripts/gen-docs"
+        );
+        let help = tool(t).arg("--help").output().unwrap();
+        let page = std::fs::read_to_string(repo_root().join(format!("docs/tools/{t}.md"))).unwrap();
+        assert!(
+            page.contains(String::from_utf8_lossy(&help.stdout).trim()),
+            "docs/tools/{t}.md is stale: run scripts/gen-docs"
+        );
+    }
+}
+
+#[test]
+fn make_targets_run_and_rerun_single_steps_on_the_saved_document() {
+    let dir = tempdir();
+    let d = dir.path().display().to_string();
+    let make = |target: &str| {
+        std::process::Command::new("make")
+            .args(["-s", "-C"])
+            .arg(repo_root())
+            .arg(format!("DIR={d}"))
+            .arg(format!(
+                "TOOLS={}",
+                std::path::Path::new(bin("slurm-resolve"))
+                    .parent()
+                    .unwrap()
+                    .display()
+            ))
+            .arg(target)
+            .output()
+            .unwrap()
+    };
+    let o = make("preflight");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("preflight.json")).unwrap()).unwrap();
+    assert_eq!(first["preflight"]["ssh_path"], "direct");
+    std::fs::remove_file(dir.path().join("preflight.json")).unwrap();
+    let o = make("preflight-again");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        dir.path().join("preflight.json").exists(),
+        "the step reran on the saved resolved.json"
+    );
+}
