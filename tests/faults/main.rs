@@ -112,3 +112,51 @@ fn the_watch_waits_out_a_stopped_slurmctld_without_a_verdict() {
     );
     assert_eq!(wait_done(&id, 30).0, "FAILED");
 }
+
+#[test]
+fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cp = control_path("fault-mfa");
+    mfa_login(&cp);
+    let (_fx, mut d) = synced("f-mfa");
+    d["ssh_host"] = json!(testbed().s("mfa_host"));
+    d["control_path"] = json!(cp.clone());
+    d["mfa_style"] = json!(true);
+    let p = run("slurm-ssh-preflight", &[], &d);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    let mut d = p.doc.clone();
+    d["recipe"] = json!("single");
+    d["command"] = json!("echo start; sleep 12; echo end");
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let watcher = watch_in_background(&s.doc);
+    std::thread::sleep(Duration::from_secs(3));
+    mfa_logout(&cp);
+    let w = watcher.join().unwrap();
+    assert_eq!(w.code, 3, "{}", w.stderr);
+    assert!(
+        w.doc["error"]["hint"]
+            .as_str()
+            .unwrap()
+            .contains("rerun slurm-watch"),
+        "{}",
+        w.doc["error"]
+    );
+    let sq = Command::new("squeue")
+        .args(["-h", "-j", &id, "-o", "%T"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&sq.stdout).trim(),
+        "RUNNING",
+        "the job was not touched"
+    );
+    // The person logs in again; the same document resumes the watch.
+    mfa_login(&cp);
+    let w = run("slurm-watch", &["--interval", "1"], &s.doc);
+    mfa_logout(&cp);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    assert_eq!(w.doc["report"]["status"], "PASSED");
+    assert_eq!(w.doc["report"]["excerpt"], json!(["start", "end"]));
+}

@@ -71,6 +71,11 @@ fn every_recipe_runs_with_the_documents_settings_and_container_flags() {
             sc.get("TresPerNode").is_some_and(|t| t.contains("gpu:4")),
             "{recipe}: {sc:?}"
         );
+        assert_eq!(
+            sc["NumTasks"],
+            (nodes * tasks).to_string(),
+            "{recipe}: nodes x tasks per node"
+        );
         match recipe {
             "mpi" => {
                 assert_eq!(out.matches("task ").count(), tasks, "{out}");
