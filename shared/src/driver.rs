@@ -64,6 +64,8 @@ pub enum Outcome {
     /// `slurm-report --table`: this text goes to stdout instead of the document, with the exit
     /// code given (0 passed, 1 not passed, or the error's code).
     Text(String, u8),
+    /// `slurm-alloc exec`: the document as usual, and the exit code of the command it ran.
+    Exit(u8),
 }
 
 /// Run a tool. `step` is the tool's own work.
@@ -152,6 +154,7 @@ fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> Ex
     let code = match result {
         Ok(Outcome::Done) => 0,
         Ok(Outcome::JobNotPassed) => 1,
+        Ok(Outcome::Exit(code)) => i32::from(code),
         Ok(Outcome::Text(text, code)) => {
             let mut out = std::io::stdout().lock();
             if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {

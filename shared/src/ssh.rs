@@ -163,6 +163,26 @@ impl Ssh {
         Ok(out)
     }
 
+    /// Like [`Ssh::run_script`], but the remote's stdout streams to our stderr as it comes (for
+    /// a command a person watches; the script sends its stderr there too with `exec 2>&1`).
+    /// ssh's own stderr is captured, so a failed login is still classified.
+    pub fn run_script_streaming(&self, script: &Script, deadline: Duration) -> Result<Output> {
+        let text = script.as_str().as_bytes().to_vec();
+        let mut framed = format!("{}\n", text.len()).into_bytes();
+        framed.extend_from_slice(&text);
+        let out = self
+            .batch(REMOTE_ENTRY)
+            .input(Input::Bytes(framed))
+            .stdout_to_stderr()
+            .deadline(deadline)
+            .run()
+            .map_err(|e| spawn_error(&ssh_program(), e))?;
+        if out.code == Some(255) {
+            return Err(self.failure_error(&out));
+        }
+        Ok(out)
+    }
+
     /// Turn an ssh exit 255 into an error a person can act on.
     pub fn failure_error(&self, out: &Output) -> ToolError {
         let failure = SshFailure::classify(&out.stderr_tail);

@@ -63,6 +63,7 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-submit" => env!("CARGO_BIN_EXE_slurm-submit"),
         "slurm-watch" => env!("CARGO_BIN_EXE_slurm-watch"),
         "slurm-report" => env!("CARGO_BIN_EXE_slurm-report"),
+        "slurm-alloc" => env!("CARGO_BIN_EXE_slurm-alloc"),
         other => panic!("unknown tool {other}"),
     }
 }

@@ -169,10 +169,22 @@ fn status_reports_every_part_running() {
 
 #[test]
 fn a_second_up_changes_nothing() {
-    let out = std::process::Command::new(repo_root().join("scripts/local-cluster")).arg("up").output().unwrap();
+    let out = std::process::Command::new(repo_root().join("scripts/local-cluster"))
+        .arg("up")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let log = String::from_utf8_lossy(&out.stderr);
-    for word in ["starting", "restarting", "creating", "installing", "building"] {
-        assert!(!log.contains(word), "a second `up` did something ({word}):\n{log}");
+    for word in [
+        "starting",
+        "restarting",
+        "creating",
+        "installing",
+        "building",
+    ] {
+        assert!(
+            !log.contains(word),
+            "a second `up` did something ({word}):\n{log}"
+        );
     }
 }

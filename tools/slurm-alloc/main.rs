@@ -1,0 +1,604 @@
+//! slurm-alloc: a held allocation with a persistent container, for interactive development
+//! (Recipe 6 and the walltime strategy of PROCEDURE).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::{json, Map, Value};
+use shared::layout;
+use shared::quote::Script;
+use shared::slurm::{self, check_slurm_value, enroot_image, format_duration};
+use shared::ssh::Ssh;
+use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::time::{Duration, Instant};
+
+/// Hold an allocation on the cluster for interactive work, and run commands in it.
+///
+///   slurm-alloc up   [FILE]            hold it (salloc inside tmux on the login node)
+///   slurm-alloc exec [FILE] -- CMD...  run a command in it (srun --jobid), exit with its code
+///   slurm-alloc down [FILE]            release it (container, tmux session, allocation)
+///
+/// `up` checks before creating: a live allocation (or tmux session) of the same name is reused.
+/// It asks for the partition's maximum walltime (from `scontrol show partition`); while the job
+/// is PENDING with its estimated start more than 10 minutes away (or unknown), it lowers the limit
+/// to what the work needs (`expected_duration`, else by `purpose`: profiling 30 min, development
+/// 2 h, training 2 h), rounded up to the hour, with `scontrol update`, says so, and re-checks;
+/// still far: exit 3 with the estimate and what to try (a backfill partition, fewer nodes,
+/// another cluster), unless --wait. With `container_image`, the image is imported once per node
+/// as the named container `trtllm-<jobid>`, and `packages` are installed in it when given.
+///
+/// Reads: account, partition, node_count, gpus_per_node, job_name (default `<model>.alloc`),
+/// container_image, mounts, packages, expected_duration ([D-]HH:MM:SS), purpose
+/// (profiling|development|training), remote_repo_path (else remote_cwd), command (exec default),
+/// and the connection fields. Adds the `allocation` section: job_id, job_name, tmux_session,
+/// container_name, time_limit, negotiation, state, reused, last_exec.
+///
+/// Example:
+///   slurm-alloc up job.json > alloc.json && slurm-alloc exec alloc.json -- nvidia-smi
+#[derive(Parser, Debug)]
+#[command(name = "slurm-alloc", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Hold the allocation (or find the one already held), wait until it runs.
+    Up(UpArgs),
+    /// Run a command in the allocation; its output streams to stderr; exit with its exit code.
+    Exec(ExecArgs),
+    /// Release it: remove the named container, kill the tmux session, cancel the allocation.
+    Down(DownArgs),
+}
+
+#[derive(Args, Debug)]
+struct UpArgs {
+    #[command(flatten)]
+    input: InputArg,
+    /// Keep waiting while the allocation pends, instead of exit 3 with suggestions.
+    #[arg(long)]
+    wait: bool,
+    /// Seconds to wait for the allocation to start (with --wait, or when it starts soon).
+    #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
+    wait_timeout: u64,
+    /// Seconds between the walltime reduction and the re-check of the estimated start.
+    #[arg(long, default_value_t = 15, value_name = "SECONDS")]
+    recheck_after: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// One task in total.
+    Single,
+    /// One task per node.
+    PerNode,
+    /// A task per GPU with --mpi=pmix.
+    Mpi,
+    /// A task per GPU, RANK/LOCAL_RANK/WORLD_SIZE set.
+    Distributed,
+}
+
+#[derive(Args, Debug)]
+struct ExecArgs {
+    #[command(flatten)]
+    input: InputArg,
+    /// How the command is spread over the allocation.
+    #[arg(long, value_enum, default_value_t = Mode::Single)]
+    mode: Mode,
+    /// Run with --container-writable (writing outside the mounts).
+    #[arg(long)]
+    writable: bool,
+    /// The command (shell text); without it, the document's `command`.
+    #[arg(last = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct DownArgs {
+    #[command(flatten)]
+    input: InputArg,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        match &self.cmd {
+            Cmd::Up(a) => &a.input,
+            Cmd::Exec(a) => &a.input,
+            Cmd::Down(a) => &a.input,
+        }
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    shared::driver::run::<Cli>("slurm-alloc", |cli, ctx| match &cli.cmd {
+        Cmd::Up(a) => up(a, ctx),
+        Cmd::Exec(a) => exec(a, ctx),
+        Cmd::Down(_) => down(ctx),
+    })
+}
+
+/// What every subcommand needs.
+struct Alloc {
+    ssh: Ssh,
+    job_name: String,
+    session: String,
+    tag: String,
+    dir: String,
+}
+
+fn alloc_of(doc: &Document) -> Result<Alloc> {
+    let ssh = Ssh::from_doc(doc)?;
+    let job_name = match doc.str_opt("job_name")? {
+        Some(n) => n.to_string(),
+        None => format!(
+            "{}.alloc",
+            layout::sanitize(doc.str_opt("model_name")?.unwrap_or("trtllm"), true)
+        ),
+    };
+    check_slurm_value("job_name", &job_name)?;
+    let dir = match (doc.str_opt("remote_repo_path")?, doc.str_opt("remote_cwd")?) {
+        (Some(d), _) | (None, Some(d)) => d.to_string(),
+        (None, None) => {
+            return Err(shared::doc::missing(
+                "remote_cwd",
+                "set `remote_cwd` (or run slurm-sync-tracked for `remote_repo_path`)",
+            ))
+        }
+    };
+    let id = layout::sanitize(&job_name, false);
+    Ok(Alloc {
+        ssh,
+        session: format!("trtllm-{id}"),
+        tag: format!("slurm-tools-alloc-{id}"),
+        job_name,
+        dir,
+    })
+}
+
+fn section(doc: &Document) -> Map<String, Value> {
+    doc.section("allocation").cloned().unwrap_or_default()
+}
+
+fn run(a: &Alloc, script: &Script, secs: u64) -> Result<shared::process::Output> {
+    a.ssh.run_script(script, None, Duration::from_secs(secs))
+}
+
+fn tagged<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(tag).and_then(|r| r.strip_prefix(' ')))
+}
+
+/// The work's need in seconds: `expected_duration`, else by `purpose` (PROCEDURE "Walltime").
+fn need(doc: &Document) -> Result<u64> {
+    if let Some(d) = doc.str_opt("expected_duration")? {
+        return slurm::parse_time_limit(d).ok_or_else(|| {
+            shared::doc::field_error("expected_duration", &format!("is {d:?}, not [D-]HH:MM:SS"))
+                .with_hint("e.g. \"03:00:00\"")
+        });
+    }
+    Ok(match doc.str_opt("purpose")? {
+        Some("profiling") => 30 * 60,
+        None | Some("development") | Some("training") => 2 * 3600,
+        Some(other) => {
+            return Err(shared::doc::field_error(
+                "purpose",
+                &format!("is {other:?}; use profiling, development or training"),
+            ))
+        }
+    })
+}
+
+fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
+    let a = alloc_of(&ctx.doc)?;
+    let doc = &ctx.doc;
+    let need = need(doc)?;
+    let account = doc.str_opt("account")?.map(str::to_string);
+    let partition = doc.str_opt("partition")?.map(str::to_string);
+    for (f, v) in [("account", &account), ("partition", &partition)] {
+        if let Some(v) = v {
+            check_slurm_value(f, v)?;
+        }
+    }
+    let nodes = doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1);
+    let gpus = doc.int_opt("gpus_per_node", 1, 4096)?;
+    let image = doc.str_opt("container_image")?.map(str::to_string);
+    let packages = doc.str_list_opt("packages")?.unwrap_or_default();
+
+    // One round trip: reuse what exists, else start salloc in tmux at the partition's maximum.
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    s.assign("name", &a.job_name)?;
+    s.assign("session", &a.session)?;
+    s.assign("tag", &a.tag)?;
+    s.assign("part", partition.as_deref().unwrap_or(""))?;
+    s.raw(
+        r#"me=$(id -un)
+existing=$(squeue -h -u "$me" --states=RUNNING,PENDING -o '%i|%j|%k' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
+if [ -n "$existing" ]; then echo "REUSE $existing"; tmux has-session -t "$session" 2>/dev/null && echo "SESSION $session"; exit 0; fi
+tmux has-session -t "$session" 2>/dev/null && tmux kill-session -t "$session" && echo "STALE_SESSION_KILLED"
+if [ -n "$part" ]; then max=$(scontrol show partition -o "$part" 2>/dev/null | tr ' ' '\n' | sed -n 's/^MaxTime=//p')
+else max=$(scontrol show partition -o 2>/dev/null | grep 'Default=YES' | tr ' ' '\n' | sed -n 's/^MaxTime=//p'); fi
+echo "MAXTIME ${max:-UNLIMITED}"
+"#,
+    );
+    // The salloc command line, held by tmux; the limit is filled in by the script.
+    let mut salloc = vec![
+        "salloc".to_string(),
+        format!("--job-name={}", a.job_name),
+        format!("--nodes={nodes}"),
+        format!("--comment={}", a.tag),
+    ];
+    if let Some(acc) = &account {
+        salloc.push(format!("--account={acc}"));
+    }
+    if let Some(p) = &partition {
+        salloc.push(format!("--partition={p}"));
+    }
+    if let Some(g) = gpus {
+        salloc.push(format!("--gpus-per-node={g}"));
+    }
+    let mut quoted = String::new();
+    for w in &salloc {
+        quoted.push_str(&shared::quote::quote(w)?);
+        quoted.push(' ');
+    }
+    s.assign("salloc_words", &quoted)?;
+    s.raw(
+        r#"case "$max" in ""|UNLIMITED|INVALID) limit="" ;; *) limit="--time=$max" ;; esac
+tmux new-session -d -s "$session" "$salloc_words $limit" || exit 35
+echo "SESSION $session"
+i=0
+while [ "$i" -lt 300 ]; do
+  id=$(squeue -h -u "$me" --states=all -o '%i %k' 2>/dev/null | awk -v t="$tag" '$2 == t { print $1; exit }')
+  if [ -n "$id" ]; then echo "CREATED $id"; exit 0; fi
+  tmux has-session -t "$session" 2>/dev/null || { echo "SALLOC_EXITED"; exit 36; }
+  sleep 0.1; i=$((i + 1))
+done
+exit 37
+"#,
+    );
+    let out = run(&a, &s, 90)?;
+    let text = out.stdout_text();
+    if !out.success() {
+        return Err(ToolError::remote(format!(
+            "could not start the allocation on {} (exit {:?})",
+            a.ssh.host, out.code
+        ))
+        .with_hint("check account/partition (`salloc` by hand in tmux shows Slurm's message)")
+        .with_command(out.record()));
+    }
+    let reused = tagged(&text, "REUSE").map(str::to_string);
+    let job = reused
+        .clone()
+        .or_else(|| tagged(&text, "CREATED").map(str::to_string))
+        .ok_or_else(|| ToolError::remote("no job id came back for the allocation"))?;
+    let max = tagged(&text, "MAXTIME").unwrap_or("UNLIMITED").to_string();
+    let mut sec = section(&ctx.doc);
+    if reused.is_some() {
+        ctx.note(format!(
+            "reusing allocation {job} ({}) held in tmux session {}",
+            a.job_name, a.session
+        ));
+    } else {
+        ctx.note(format!(
+            "allocation {job} requested at the partition maximum ({max}), held in tmux session {}",
+            a.session
+        ));
+    }
+    sec.insert("job_id".into(), json!(job));
+    sec.insert("job_name".into(), json!(a.job_name));
+    sec.insert("tmux_session".into(), json!(a.session));
+    sec.insert("reused".into(), json!(reused.is_some()));
+    if reused.is_none() {
+        sec.insert("time_limit_requested".into(), json!(max));
+        sec.insert("negotiation".into(), Value::Null);
+    }
+
+    // Wait for RUNNING, negotiating the walltime while it pends.
+    let started = Instant::now();
+    let mut negotiated = sec.get("negotiation").is_some_and(|n| !n.is_null());
+    let state = loop {
+        let q = queue(&a, &job)?;
+        match q.as_ref().map(|q| q.state.as_str()) {
+            Some("RUNNING") => break q.expect("running"),
+            Some("PENDING") => {
+                let q = q.expect("pending");
+                let now = now();
+                let far = q.start.is_none_or(|s| s > now + 600);
+                if far && !negotiated {
+                    negotiated = true;
+                    let current = q.limit.unwrap_or(u64::MAX);
+                    let new = need.div_ceil(3600) * 3600;
+                    if new < current {
+                        set_limit(&a, &job, new)?;
+                        let msg = format!(
+                            "reduced walltime from {} to {} for faster scheduling",
+                            hours(current),
+                            hours(new)
+                        );
+                        ctx.note(&msg);
+                        sec.insert("negotiation".into(), json!({"reduced_from": format_duration(current.min(u64::from(u32::MAX))), "reduced_to": format_duration(new), "estimated_start_before": q.start, "message": msg}));
+                        std::thread::sleep(Duration::from_secs(args.recheck_after));
+                        continue;
+                    }
+                }
+                if far && !args.wait {
+                    let eta = q.start.map_or("unknown".to_string(), |s| {
+                        format!("in {}", format_duration(s.saturating_sub(now)))
+                    });
+                    sec.insert("state".into(), json!("PENDING"));
+                    sec.insert("estimated_start".into(), json!(q.start));
+                    ctx.doc.set_section("allocation", Value::Object(sec));
+                    return Err(ToolError::needs_person(format!(
+                        "allocation {job} is pending ({}) and its estimated start is {eta}",
+                        q.reason
+                    ))
+                    .with_hint(format!(
+                        "keep waiting with `slurm-alloc up --wait` (it is held in tmux session {}), or try a backfill partition with a shorter limit, fewer nodes (`node_count`), or another cluster; `slurm-alloc down` on the same input document releases it",
+                        a.session
+                    )));
+                }
+            }
+            _ => {
+                return Err(ToolError::remote(format!(
+                    "allocation {job} is no longer in the queue (it ended or was refused)"
+                ))
+                .with_hint(format!(
+                    "attach to the tmux session to read salloc's message: tmux attach -t {}",
+                    a.session
+                )));
+            }
+        }
+        if started.elapsed() > Duration::from_secs(args.wait_timeout) {
+            return Err(ToolError::needs_person(format!(
+                "allocation {job} did not start within {} s",
+                args.wait_timeout
+            ))
+            .with_hint("rerun `slurm-alloc up --wait` to keep waiting, or `slurm-alloc down`"));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    sec.insert("state".into(), json!("RUNNING"));
+    sec.insert("time_limit".into(), json!(state.limit.map(format_duration)));
+
+    // The container, once per node (skipped when reused: it is already there).
+    let container = format!("trtllm-{job}");
+    if let (Some(img), false) = (&image, reused.is_some()) {
+        let mut s = Script::new();
+        s.raw("srun")
+            .arg(&format!("--jobid={job}"))?
+            .arg("--ntasks-per-node=1")?;
+        s.arg(&format!("--container-image={}", enroot_image(img)))?
+            .arg(&format!("--container-name={container}"))?;
+        s.raw(" true || exit 40\n");
+        if !packages.is_empty() {
+            for p in &packages {
+                if p.starts_with('-') {
+                    return Err(shared::doc::field_error(
+                        "packages",
+                        &format!("has {p:?}; give package names only"),
+                    ));
+                }
+            }
+            s.raw("srun")
+                .arg(&format!("--jobid={job}"))?
+                .arg("--ntasks-per-node=1")?;
+            s.arg(&format!("--container-name={container}"))?
+                .arg("--container-writable")?;
+            s.raw(" pip install --");
+            for p in &packages {
+                s.arg(p)?;
+            }
+            s.raw(" || exit 41\n");
+        }
+        let out = run(&a, &s, 3600)?;
+        if !out.success() {
+            return Err(ToolError::remote(format!(
+                "setting up the container {container} failed (exit {:?})",
+                out.code
+            ))
+            .with_command(out.record()));
+        }
+        ctx.note(format!(
+            "container {container} imported on each node{}",
+            if packages.is_empty() {
+                String::new()
+            } else {
+                format!(", packages installed: {}", packages.join(" "))
+            }
+        ));
+    }
+    if image.is_some() {
+        sec.insert("container_name".into(), json!(container));
+    }
+    // Unknown GPU count: ask the node once.
+    if gpus.is_none() && !sec.contains_key("gpus_per_node_probed") {
+        let mut s = Script::new();
+        s.raw("srun").arg(&format!("--jobid={job}"))?.raw(" --ntasks=1 sh -c 'if command -v nvidia-smi >/dev/null; then nvidia-smi -L | wc -l; else echo none; fi'\n");
+        let out = run(&a, &s, 120)?;
+        let probed = out.stdout_text().trim().to_string();
+        sec.insert(
+            "gpus_per_node_probed".into(),
+            json!(probed.parse::<u64>().ok()),
+        );
+        if let Ok(n) = probed.parse::<u64>() {
+            let mut derived = Vec::new();
+            ctx.doc.derive("gpus_per_node", json!(n), &mut derived);
+        } else {
+            ctx.note("no nvidia-smi on the node: gpus_per_node stays unknown");
+        }
+    }
+    ctx.note(format!(
+        "allocation {job} is RUNNING; run commands with `slurm-alloc exec`"
+    ));
+    ctx.doc.set_section("allocation", Value::Object(sec));
+    Ok(Outcome::Done)
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn hours(secs: u64) -> String {
+    if secs == u64::MAX {
+        "unlimited".into()
+    } else {
+        format!("{}h", secs.div_ceil(3600))
+    }
+}
+
+fn queue(a: &Alloc, job: &str) -> Result<Option<slurm::QueueEntry>> {
+    let mut s = Script::new();
+    s.raw("env SLURM_TIME_FORMAT=%s squeue -h -j")
+        .arg(job)?
+        .raw(" -o")
+        .arg(slurm::SQUEUE_FORMAT)?
+        .raw(" 2>/dev/null\n");
+    let out = run(a, &s, 60)?;
+    Ok(out
+        .stdout_text()
+        .lines()
+        .next()
+        .and_then(slurm::parse_squeue))
+}
+
+fn set_limit(a: &Alloc, job: &str, secs: u64) -> Result<()> {
+    let mut s = Script::new();
+    s.raw("scontrol update")
+        .arg(&format!("JobId={job}"))?
+        .arg(&format!("TimeLimit={}", format_duration(secs)))?
+        .raw("\n");
+    let out = run(a, &s, 60)?;
+    if !out.success() {
+        return Err(
+            ToolError::remote(format!("scontrol update of job {job}'s time limit failed"))
+                .with_command(out.record()),
+        );
+    }
+    Ok(())
+}
+
+fn job_of(ctx: &Context) -> Result<(Alloc, String, Map<String, Value>)> {
+    let a = alloc_of(&ctx.doc)?;
+    let sec = section(&ctx.doc);
+    let job = sec
+        .get("job_id")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| {
+            ToolError::field(
+                ErrorKind::BadInput,
+                "allocation",
+                "no allocation in the document",
+            )
+            .with_hint("run `slurm-alloc up` first")
+        })?;
+    if !job.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(shared::doc::field_error(
+            "allocation",
+            &format!("has job_id {job:?}, which is not a job id"),
+        ));
+    }
+    Ok((a, job, sec))
+}
+
+fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
+    let (a, job, mut sec) = job_of(ctx)?;
+    let command = if args.command.is_empty() {
+        ctx.doc
+            .str_opt("command")?
+            .ok_or_else(|| {
+                shared::doc::missing("command", "give the command after `--`, or set `command`")
+            })?
+            .to_string()
+    } else {
+        args.command.join(" ")
+    };
+    let per_node = ctx
+        .doc
+        .int_opt("required_devices_per_node", 1, 4096)?
+        .or(ctx.doc.int_opt("gpus_per_node", 1, 4096)?)
+        .unwrap_or(1);
+    let nodes = ctx.doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1);
+    let mut argv = vec!["srun".to_string(), format!("--jobid={job}")];
+    match args.mode {
+        Mode::Single => argv.extend(["--nodes=1".into(), "--ntasks=1".into()]),
+        Mode::PerNode => argv.extend([format!("--nodes={nodes}"), "--ntasks-per-node=1".into()]),
+        Mode::Mpi => argv.extend([
+            format!("--nodes={nodes}"),
+            format!("--ntasks-per-node={per_node}"),
+            "--mpi=pmix".into(),
+        ]),
+        Mode::Distributed => argv.extend([
+            format!("--nodes={nodes}"),
+            format!("--ntasks-per-node={per_node}"),
+        ]),
+    }
+    if let Some(c) = sec.get("container_name").and_then(Value::as_str) {
+        argv.push(format!("--container-name={c}"));
+        if let Some(m) = ctx.doc.str_opt("mounts")? {
+            argv.push(format!("--container-mounts={m}"));
+        }
+        if args.writable {
+            argv.push("--container-writable".into());
+        }
+    }
+    let mut body = String::new();
+    if args.mode == Mode::Distributed {
+        body.push_str("export RANK=\"$SLURM_PROCID\" LOCAL_RANK=\"$SLURM_LOCALID\" WORLD_SIZE=\"$SLURM_NTASKS\"\n");
+    }
+    body.push_str(&command);
+    let mut s = Script::new();
+    s.raw("exec 2>&1\ncd --").arg(&a.dir)?.raw(" || exit 126\n");
+    for w in &argv {
+        s.arg(w)?;
+    }
+    s.raw(" bash -c").arg(&body)?.raw("\n");
+    ctx.note(format!("running in allocation {job}: {command}"));
+    let out = a
+        .ssh
+        .run_script_streaming(&s, Duration::from_secs(7 * 86_400))?;
+    let code = out.code.unwrap_or(255);
+    sec.insert("last_exec".into(), json!({"command": command, "mode": format!("{:?}", args.mode).to_lowercase(), "exit_code": code}));
+    ctx.doc.set_section("allocation", Value::Object(sec));
+    Ok(Outcome::Exit(u8::try_from(code).unwrap_or(255)))
+}
+
+fn down(ctx: &mut Context) -> Result<Outcome> {
+    let a = alloc_of(&ctx.doc)?;
+    let mut sec = section(&ctx.doc);
+    let job = sec
+        .get("job_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    s.assign("session", &a.session)?;
+    s.assign("name", &a.job_name)?;
+    s.assign("job", job.as_deref().unwrap_or(""))?;
+    s.raw(
+        r#"me=$(id -un)
+[ -n "$job" ] || job=$(squeue -h -u "$me" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
+if [ -n "$job" ] && squeue -h -j "$job" -o '%T' 2>/dev/null | grep -q RUNNING; then
+  srun --jobid="$job" --ntasks-per-node=1 bash -c "enroot remove -f trtllm-$job >/dev/null 2>&1; true" >/dev/null 2>&1 && echo "CONTAINER_REMOVED"
+fi
+tmux kill-session -t "$session" 2>/dev/null && echo "SESSION_KILLED"
+if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" -o '%T' 2>/dev/null)" ]; then scancel "$job" && echo "CANCELLED $job"; fi
+exit 0
+"#,
+    );
+    let out = run(&a, &s, 120)?;
+    let text = out.stdout_text();
+    let did: Vec<&str> = text.lines().collect();
+    ctx.note(if did.is_empty() {
+        "nothing was left to release".to_string()
+    } else {
+        format!("released: {}", did.join(", "))
+    });
+    sec.insert("state".into(), json!("RELEASED"));
+    sec.insert("released".into(), json!(did));
+    ctx.doc.set_section("allocation", Value::Object(sec));
+    Ok(Outcome::Done)
+}
