@@ -78,7 +78,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .and_then(|p| p.get("remote"))
         .and_then(|r| r.get("tar"))
         .and_then(|t| t.as_str())
-        .map_or(true, |t| t.contains("GNU"));
+        .is_none_or(|t| t.contains("GNU"));
 
     let stats = Arc::new(Mutex::new(Stats::default()));
     let (unlinked, remote_ok) = if items.is_empty() {
