@@ -75,6 +75,7 @@ fn generate<C: ToolCli>(tool: &str, what: &str) -> ExitCode {
     let mut cmd = C::command();
     let mut out = std::io::stdout().lock();
     let result = match what {
+        "schema" => out.write_all(crate::schema::schema_json().as_bytes()),
         "man" => clap_mangen::Man::new(cmd).render(&mut out),
         shell => match shell.parse::<clap_complete::Shell>() {
             Ok(sh) => {

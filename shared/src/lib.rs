@@ -17,6 +17,7 @@ pub mod git;
 pub mod layout;
 pub mod process;
 pub mod quote;
+pub mod schema;
 pub mod slurm;
 pub mod snapshot;
 pub mod ssh;

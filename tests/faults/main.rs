@@ -216,6 +216,7 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     assert_eq!(e2.code, 5, "exec exits with the command's code");
     assert!(e2.stderr.contains(&job), "{}", e2.stderr);
     assert_eq!(e2.doc["allocation"]["last_exec"]["exit_code"], 5);
+    assert_schema(&e2.doc);
 
     // A second up finds the same allocation: nothing is set up twice.
     let again = alloc(&["up"], &d);
@@ -311,6 +312,7 @@ fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
     let n = &up.doc["allocation"]["negotiation"];
     assert_eq!(n["reduced_from"], "04:00:00");
     assert_eq!(n["reduced_to"], "02:00:00");
+    assert_schema(&up.doc);
     let hint = up.doc["error"]["hint"].as_str().unwrap();
     assert!(
         hint.contains("backfill")

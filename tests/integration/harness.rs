@@ -217,3 +217,10 @@ pub fn doc_for(host_key: &str) -> Value {
 pub fn control_path(test: &str) -> String {
     format!("/tmp/st-{}-{}-%p", test, std::process::id())
 }
+
+/// The document matches the schema's types (every section field declared, every type right).
+pub fn assert_schema(doc: &Value) {
+    if let Err(e) = shared::schema::check(doc) {
+        panic!("the document does not match shared::schema (docs/job-document.schema.json): {e}\n{doc:#}");
+    }
+}

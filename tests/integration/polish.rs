@@ -117,3 +117,45 @@ fn make_targets_run_and_rerun_single_steps_on_the_saved_document() {
         "the step reran on the saved resolved.json"
     );
 }
+
+#[test]
+fn the_checked_in_json_schema_is_the_one_the_types_generate() {
+    let out = tool("slurm-resolve")
+        .env("SLURM_TOOLS_GENERATE", "schema")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let checked_in = std::fs::read(repo_root().join("docs/job-document.schema.json")).unwrap();
+    assert!(
+        out.stdout == checked_in,
+        "docs/job-document.schema.json is stale: run scripts/gen-docs"
+    );
+    let schema: serde_json::Value = serde_json::from_slice(&checked_in).unwrap();
+    for section in [
+        "resolve",
+        "preflight",
+        "sync_tracked",
+        "sync_untracked",
+        "job",
+        "report",
+        "allocation",
+        "error",
+    ] {
+        assert!(
+            schema["properties"].get(section).is_some(),
+            "{section} missing from the schema"
+        );
+    }
+}
+
+#[test]
+fn a_section_field_the_schema_does_not_declare_is_caught() {
+    // The check the other tests rely on can fail.
+    let doc = json!({"report": {"status": "PASSED", "unexpected": 1}});
+    assert!(shared::schema::check(&doc).is_err());
+    let doc = json!({"anything": {"at": "all"}, "slurm_cluster": "c"});
+    assert!(
+        shared::schema::check(&doc).is_ok(),
+        "unknown top-level fields are allowed"
+    );
+}

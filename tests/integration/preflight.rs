@@ -112,6 +112,7 @@ fn the_mfa_host_without_a_master_exits_3_with_the_command_then_passes_after_logi
     );
     let r = preflight(d.clone(), &[]);
     assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_schema(&r.doc);
     let hint = r.doc["error"]["hint"].as_str().unwrap();
     let expanded_cp = cp.replace("%p", &tb.info["mfa_port"].to_string());
     for part in [
@@ -327,4 +328,5 @@ fn resolve_then_preflight_on_the_sample_job() {
     assert_eq!(r2.code, 0, "{}", r2.stderr);
     assert_eq!(r2.doc["resolve"], r.doc["resolve"]);
     assert_eq!(r2.doc["preflight"]["ssh_path"], "direct");
+    assert_schema(&r2.doc);
 }

@@ -130,6 +130,7 @@ fn auto_select_with_one_match_takes_it() {
         r.doc.get("mfa_style").is_none(),
         "a null mfa_style in the catalog is not filled in"
     );
+    assert_schema(&r.doc);
     let rejected: Vec<&Value> = r.doc["resolve"]["candidates"]
         .as_array()
         .unwrap()

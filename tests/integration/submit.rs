@@ -256,6 +256,7 @@ fn dry_run_prints_the_exact_command_and_submits_nothing() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let job = &r.doc["job"];
     assert_eq!(job["dry_run"], true);
+    assert_schema(&r.doc);
     assert!(job.get("job_id").is_none());
     let argv: Vec<&str> = job["argv"]
         .as_array()
@@ -311,6 +312,7 @@ fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
     let r = submit(&d, &["--build"]);
     assert_eq!(r.code, 0);
     assert_eq!(r.doc["job"]["skipped"], true);
+    assert_schema(&r.doc);
 }
 
 #[test]

@@ -89,6 +89,7 @@ fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
         .uid();
     assert_ne!(owner, 0);
     assert_eq!(u.doc["sync_untracked"]["symlinks"], 1);
+    assert_schema(&u.doc);
     assert!(
         !Path::new(&fx.remote_repo).join(".env").exists()
             && !Path::new(&fx.remote_repo).join("debug.log").exists()
@@ -239,6 +240,7 @@ fn cluster_side_edits_are_stashed_and_reported() {
         .success());
     let t = run("slurm-sync-tracked", &[], &fx.doc());
     assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_schema(&t.doc);
     let stash = &t.doc["sync_tracked"]["stash"];
     assert!(stash["commit"].as_str().unwrap().len() == 40, "{stash}");
     assert!(t.stderr.contains("stash"));
@@ -364,6 +366,7 @@ fn index_version_4_is_read_for_the_notes_too() {
         .to_string()
         .contains("src/a.py"));
     assert_eq!(t.doc["sync_tracked"]["dry_run"], true);
+    assert_schema(&t.doc);
     assert_eq!(t.doc["sync_tracked"]["changed_paths"], 1);
 }
 

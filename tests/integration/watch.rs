@@ -57,6 +57,7 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
     assert_eq!(std::fs::read_to_string(local).unwrap(), "one\ntwo\n");
     assert_eq!(r["local_log_complete"], true);
     assert_eq!(r["bytes_scanned"], 8, "each byte read once");
+    assert_schema(&w.doc);
 }
 
 #[test]
@@ -194,6 +195,7 @@ fn a_hang_pattern_in_err_only_and_split_across_polls_is_found() {
     let r = report(&w);
     assert_eq!(r["status"], "HANG_DETECTED");
     assert_eq!(r["hang_line"], "custom stall here now");
+    assert_schema(&w.doc);
     assert!(r["polls"].as_u64().unwrap() >= 2);
 }
 
@@ -268,6 +270,7 @@ fn the_whole_flow_build_watch_submit_watch_passes() {
     assert_eq!(w2.code, 0, "{}", w2.stderr);
     assert_eq!(report(&w2)["kind"], "run");
     assert_eq!(report(&w2)["excerpt"], json!(["run after build"]));
+    assert_schema(&w2.doc);
     // Watching the finished document again passes the verdict on without polling.
     let again = run("slurm-watch", &[], &w2.doc);
     assert_eq!(again.code, 0);
