@@ -384,3 +384,51 @@ fn bad_input_is_refused_naming_the_field() {
         }
     }
 }
+
+#[test]
+fn hostile_file_names_partitions_and_accounts_arrive_literally_or_are_refused() {
+    let (_fx, base) = synced("inject-files");
+    let canary = format!("/tmp/slurm-tools-files-canary-{}", std::process::id());
+    let _ = std::fs::remove_file(&canary);
+    let dir = tempdir();
+    let script = dir.path().join(format!(
+        "$(touch {}) it's \"x\".sh",
+        canary.replace('/', "_")
+    ));
+    std::fs::write(
+        &script,
+        "echo script ran; ls -1 \"$(dirname \"$0\")\" | grep -v '^st-' | sort\n",
+    )
+    .unwrap();
+    let extra = dir.path().join("--checkpoint-action=exec=sh x;`id`");
+    std::fs::write(&extra, "data").unwrap();
+    let mut d = base.clone();
+    d["recipe"] = json!("single");
+    d["script_path"] = json!(script);
+    d["extra_files"] = json!([extra]);
+    let r = submit(&d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_done(&id, 60).0, "COMPLETED");
+    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    assert!(out.starts_with("script ran\n"), "{out}");
+    assert!(out.contains("--checkpoint-action=exec=sh x;`id`"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "$(touch {}) it's \"x\".sh",
+            canary.replace('/', "_")
+        )),
+        "{out}"
+    );
+
+    for field in ["partition", "account"] {
+        let mut d = base.clone();
+        d["recipe"] = json!("batch");
+        d["command"] = json!("true");
+        d[field] = json!(format!("x; touch {canary}"));
+        let r = submit(&d, &[]);
+        assert_eq!(r.code, 2, "{field}: {}", r.stderr);
+        assert_eq!(r.doc["error"]["field"], field);
+    }
+    assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
+}
