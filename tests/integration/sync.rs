@@ -519,3 +519,45 @@ fn bad_refresh_paths_and_relative_remote_paths_are_refused_before_anything_runs(
     assert_eq!(t.code, 2);
     assert_eq!(t.doc["error"]["field"], "remote_repo_path");
 }
+
+#[test]
+fn a_remote_clone_whose_origin_differs_from_repo_url_still_gets_the_snapshot() {
+    let fx = Fixture::new("moved-origin");
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    // The project moved: repo_url now names a copy; the remote clone still points at the old one.
+    let moved = fx.origin.with_file_name(format!("{}-moved.git", fx.name));
+    let _ = std::fs::remove_dir_all(&moved);
+    git(
+        Path::new("/"),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            fx.origin.to_str().unwrap(),
+            moved.to_str().unwrap(),
+        ],
+    );
+    std::process::Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&moved)
+        .status()
+        .unwrap();
+    write(&fx.local.join("README.md"), "after the move\n");
+    let mut d = fx.doc();
+    d["repo_url"] = json!(moved);
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert!(
+        t.doc["sync_tracked"]["warnings"]
+            .to_string()
+            .contains("not repo_url"),
+        "{}",
+        t.doc["sync_tracked"]
+    );
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
+        "after the move\n"
+    );
+    let _ = std::fs::remove_dir_all(&moved);
+}

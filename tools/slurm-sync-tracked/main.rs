@@ -253,6 +253,13 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         Via::Direct => (via_direct(&local, &ssh, &plan, &snap.commit)?, None),
     };
 
+    if let Some(other) = &report.origin_differs {
+        let w = format!(
+            "the remote clone's origin is {other:?}, not repo_url {url:?}; the snapshot was fetched from repo_url (the clone's origin setting is left as it is)"
+        );
+        ctx.warn(&w);
+        warnings.push(w);
+    }
     if let Some(owner) = &report.broke_stale_lock {
         ctx.warn(format!(
             "broke a stale sync lock on {repo_path} (left by {owner})"

@@ -72,7 +72,13 @@ if [ -n "$(git status --porcelain --untracked-files=all 2>/dev/null | head -n 1)
   echo "STASHED $(git rev-parse -q --verify refs/stash) auto-stash before remote sync $temp"
 fi
 if [ "$via" = origin ]; then
-  git fetch -q --prune origin >&2 || exit 12
+  if [ "$(git remote get-url origin 2>/dev/null)" = "$url" ]; then
+    git fetch -q --prune origin >&2 || exit 12
+  else
+    # The clone's origin is not where the snapshot was pushed: fetch the branch from there.
+    echo "ORIGIN_DIFFERS $(git remote get-url origin 2>/dev/null)"
+    git fetch -q -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit 12
+  fi
   git checkout -q -B "$temp" "refs/remotes/origin/$temp" >&2 || exit 13
 else
   git checkout -q "$temp" >&2 || exit 13
@@ -132,6 +138,7 @@ pub struct Report {
     pub created: bool,
     pub broke_stale_lock: Option<String>,
     pub locked_by: Option<String>,
+    pub origin_differs: Option<String>,
 }
 
 pub fn parse(text: &str) -> Report {
@@ -148,6 +155,7 @@ pub fn parse(text: &str) -> Report {
             "CREATED" => r.created = true,
             "BROKE_STALE_LOCK" => r.broke_stale_lock = Some(rest.to_string()),
             "LOCKED" => r.locked_by = Some(rest.to_string()),
+            "ORIGIN_DIFFERS" => r.origin_differs = Some(rest.to_string()),
             _ => {}
         }
     }
