@@ -10,6 +10,7 @@ mod polish;
 mod preflight;
 mod remote_quoting;
 mod resolve;
+mod secrets;
 pub mod submit;
 pub mod sync;
 mod testbed;
