@@ -21,6 +21,7 @@ pub mod schema;
 pub mod slurm;
 pub mod snapshot;
 pub mod ssh;
+pub mod testhook;
 pub mod ui;
 
 pub use doc::Document;

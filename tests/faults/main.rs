@@ -368,3 +368,342 @@ fn an_allocation_survives_the_laptops_master_dying_and_exec_works_after_a_new_pr
     mfa_logout(&cp);
     assert_eq!(down.code, 0, "{}", down.stderr);
 }
+
+/// Run a tool with the pause hook at `step`, kill it with `signal` once it pauses.
+fn kill_at(
+    tool_name: &str,
+    doc: &serde_json::Value,
+    step: &str,
+    signal: &str,
+) -> std::process::Output {
+    use std::io::{BufRead, Write};
+    let mut child = tool(tool_name)
+        .env("SLURM_TOOLS_PAUSE_AT", step)
+        .env("SLURM_TOOLS_PAUSE_SECONDS", "60")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(doc.to_string().as_bytes())
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = std::io::BufReader::new(stderr).lines();
+    let mut seen = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        seen.push_str(&line);
+        seen.push('\n');
+        if line.contains(&format!("paused at {step}")) {
+            break;
+        }
+    }
+    assert!(
+        seen.contains("paused at"),
+        "the tool never reached {step}:\n{seen}"
+    );
+    assert!(Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (tool_name, step) in [
+        ("slurm-sync-tracked", "sync-tracked:snapshot"),
+        ("slurm-sync-tracked", "sync-tracked:pushed"),
+        ("slurm-sync-tracked", "sync-tracked:checked-out"),
+        ("slurm-sync-untracked", "sync-untracked:streaming"),
+    ] {
+        for signal in ["-KILL", "-INT"] {
+            let fx =
+                fixture::Fixture::new(&format!("kill-{}-{}", step.replace(':', "-"), &signal[1..]));
+            fx.make_messy();
+            let mut doc = fx.doc();
+            if tool_name == "slurm-sync-untracked" {
+                let t = run("slurm-sync-tracked", &[], &doc);
+                assert_eq!(t.code, 0, "{}", t.stderr);
+                doc = t.doc;
+            }
+            let before = fixture::local_state(&fx.local);
+            let out = kill_at(tool_name, &doc, step, signal);
+            assert_ne!(out.status.code(), Some(0), "{step} {signal}: it was killed");
+            assert_eq!(
+                fixture::local_state(&fx.local),
+                before,
+                "{step} {signal}: the local repository changed"
+            );
+            // A rerun succeeds, and leaves no temporary branch on origin.
+            let t = run("slurm-sync-tracked", &[], &fx.doc());
+            assert_eq!(t.code, 0, "{step} {signal}: rerun: {}", t.stderr);
+            if step == "sync-tracked:pushed" || step == "sync-tracked:checked-out" {
+                assert!(
+                    t.stderr.contains("left on origin by an interrupted run"),
+                    "{step} {signal}: {}",
+                    t.stderr
+                );
+            }
+            let u = run("slurm-sync-untracked", &[], &t.doc);
+            assert_eq!(u.code, 0, "{step} {signal}: {}", u.stderr);
+            let refs = fx.origin_refs();
+            assert!(
+                !refs.contains(&format!("_{}_", fx.name.replace('-', "_")))
+                    || !refs.contains("refs/heads/"),
+                "temp branch left: {refs}"
+            );
+            assert_eq!(refs.lines().count(), 1, "only main on origin: {refs}");
+            assert_eq!(fixture::local_state(&fx.local), before);
+        }
+    }
+}
+
+#[test]
+fn a_submit_killed_before_sending_submits_nothing_and_a_rerun_submits_once() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_fx, mut d) = synced("f-kill-submit");
+    d["recipe"] = json!("batch");
+    d["command"] = json!("echo once");
+    let out = kill_at("slurm-submit", &d, "submit:before", "-INT");
+    assert_ne!(out.status.code(), Some(0));
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let sq = Command::new("squeue")
+        .args(["-h", "--states=all", "-o", "%j"])
+        .output()
+        .unwrap();
+    let n = String::from_utf8_lossy(&sq.stdout)
+        .lines()
+        .filter(|l| *l == "st-f-kill-submit")
+        .count();
+    assert_eq!(n, 1, "exactly one job");
+}
+
+#[test]
+fn an_index_lock_in_the_remote_clone_is_a_clear_error_and_nothing_is_lost() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = fixture::Fixture::new("remote-lock");
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    fx.make_messy();
+    let lock = std::path::Path::new(&fx.remote_repo).join(".git/index.lock");
+    std::fs::write(&lock, "").unwrap();
+    let before = fixture::local_state(&fx.local);
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 4, "{}", t.stderr);
+    assert!(
+        t.doc["error"]["command"]["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("index.lock"),
+        "{}",
+        t.doc["error"]
+    );
+    assert_eq!(fixture::local_state(&fx.local), before);
+    assert_eq!(
+        fx.origin_refs().lines().count(),
+        1,
+        "the temp branch was deleted"
+    );
+    std::fs::remove_file(&lock).unwrap();
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+}
+
+#[test]
+fn a_full_remote_disk_during_extraction_is_reported_and_a_rerun_after_cleanup_works() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = fixture::Fixture::new("diskfull");
+    // The remote checkout lives on a 2 MB filesystem.
+    std::fs::create_dir_all(&fx.remote_repo).unwrap();
+    let ok = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=2m,mode=0777",
+            "tmpfs",
+            &fx.remote_repo,
+        ])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mounting a small tmpfs failed");
+    let unmount = || {
+        let _ = Command::new("umount").arg(&fx.remote_repo).status();
+    };
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    if t.code != 0 {
+        unmount();
+        panic!("{}", t.stderr);
+    }
+    std::fs::write(fx.local.join("big.bin"), vec![7u8; 3 * 1024 * 1024]).unwrap();
+    let before = fixture::local_state(&fx.local);
+    let u = run("slurm-sync-untracked", &[], &t.doc);
+    let after = fixture::local_state(&fx.local);
+    let msg = u.error_message();
+    let stderr = u.doc["error"]["command"]["stderr"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    std::fs::remove_file(fx.local.join("big.bin")).unwrap();
+    let u2 = run("slurm-sync-untracked", &[], &t.doc);
+    unmount();
+    assert_eq!(u.code, 4, "{}", u.stderr);
+    assert!(msg.contains("extracting the untracked files"), "{msg}");
+    assert!(
+        stderr.contains("No space left on device") || stderr.contains("Wrote only"),
+        "{stderr}"
+    );
+    assert_eq!(after, before, "nothing lost locally");
+    assert_eq!(u2.code, 0, "after cleanup: {}", u2.stderr);
+}
+
+#[test]
+fn a_stale_control_socket_left_by_a_killed_master_asks_for_login_then_works() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let cp = control_path("stale");
+    mfa_login(&cp);
+    let expanded = cp.replace("%p", &testbed().info["mfa_port"].to_string());
+    // Kill the master hard: the socket file stays behind.
+    let out = Command::new("ssh")
+        .args([
+            "-F",
+            &testbed().ssh_config(),
+            "-o",
+            &format!("ControlPath={cp}"),
+            "-O",
+            "check",
+            &testbed().s("mfa_host"),
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stderr);
+    let pid: String = text
+        .split("pid=")
+        .nth(1)
+        .unwrap()
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    assert!(Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap()
+        .success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        std::path::Path::new(&expanded).exists(),
+        "the socket file is left behind"
+    );
+    let mut d = doc_for("mfa_host");
+    d["control_path"] = json!(cp.clone());
+    d["mfa_style"] = json!(true);
+    let p = run("slurm-ssh-preflight", &[], &d);
+    assert_eq!(p.code, 3, "{}", p.stderr);
+    assert!(p.doc["error"]["hint"].as_str().unwrap().contains("-fNM"));
+    mfa_login(&cp);
+    let p = run("slurm-ssh-preflight", &[], &d);
+    mfa_logout(&cp);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+}
+
+#[test]
+fn accounting_down_when_the_job_ends_gives_no_verdict_until_it_is_back() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_fx, mut d) = synced("f-dbd");
+    d["recipe"] = json!("batch");
+    d["command"] = json!("sleep 4; exit 6");
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let pid = pid_of("/run/slurm-tools/slurmdbd.pid");
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+    let watcher = watch_in_background(&s.doc);
+    std::thread::sleep(Duration::from_secs(15));
+    assert!(
+        !watcher.is_finished(),
+        "no verdict while accounting cannot answer"
+    );
+    cluster_up();
+    let w = watcher.join().unwrap();
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    assert_eq!(w.doc["report"]["status"], "FAILED", "{}", w.doc["report"]);
+    // The exit code is accounting's: whatever sacct says now is what the report says.
+    let job = w.doc["report"]["job_id"].as_str().unwrap();
+    assert_eq!(w.doc["report"]["exit_code"], wait_done(job, 30).1.as_str());
+}
+
+#[test]
+fn a_node_set_down_under_a_running_job_is_followed_to_slurms_final_word() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_fx, mut d) = synced("f-node");
+    d["recipe"] = json!("batch");
+    d["command"] = json!("echo run ${SLURM_RESTART_COUNT:-0}; sleep 8");
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let watcher = watch_in_background(&s.doc);
+    let node = testbed().s("node");
+    std::thread::sleep(Duration::from_secs(3));
+    let down = Command::new("scontrol")
+        .args([
+            "update",
+            &format!("nodename={node}"),
+            "state=down",
+            "reason=slurm-tools-test",
+        ])
+        .status()
+        .unwrap();
+    let w = watcher.join().unwrap();
+    // ReturnToService=2 brings the node back on its own; make sure it is.
+    let _ = Command::new("scontrol")
+        .args(["update", &format!("nodename={node}"), "state=resume"])
+        .output();
+    cluster_up();
+    assert!(down.success());
+    // Slurm requeues a batch job whose node failed; the watch follows it to its real end and its
+    // verdict is what accounting says (no guess while the job was between runs).
+    let (state, code) = wait_done(&id, 30);
+    let r = &w.doc["report"];
+    assert_eq!(r["slurm_state"], state.as_str(), "{r}");
+    assert_eq!(r["exit_code"], code.as_str(), "{r}");
+    let expected = match state.as_str() {
+        "COMPLETED" => "PASSED",
+        "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED" => "ERROR",
+        other => panic!("unexpected final state {other}"),
+    };
+    assert_eq!(r["status"], expected, "{r}");
+}
+
+#[test]
+fn a_requeued_job_is_followed_through_its_second_run() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_fx, mut d) = synced("f-requeue");
+    d["recipe"] = json!("batch");
+    d["command"] =
+        json!("echo run ${SLURM_RESTART_COUNT:-0}; sleep 6; echo end ${SLURM_RESTART_COUNT:-0}");
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let watcher = watch_in_background(&s.doc);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(Command::new("scontrol")
+        .args(["requeue", &id])
+        .status()
+        .unwrap()
+        .success());
+    let w = watcher.join().unwrap();
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let r = &w.doc["report"];
+    assert_eq!(r["status"], "PASSED", "{r}");
+    assert!(
+        r["excerpt"].to_string().contains("end 1"),
+        "the second run's log: {r}"
+    );
+}

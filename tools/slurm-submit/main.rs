@@ -149,6 +149,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     let ssh = ssh.expect("not a dry run");
     ctx.note(format!("submitting the {} job: {command}", plan.kind));
+    shared::testhook::pause("submit:before");
     let job_id = submit_once(ctx, &ssh, &plan, &script, &token)?;
     let out = plan.stdout_path.replace("%j", &job_id);
     let err = plan.stderr_path.replace("%j", &job_id);

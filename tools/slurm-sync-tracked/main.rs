@@ -191,6 +191,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         head.commit
     );
     let snap = snapshot::create(&local, &head.commit, &message)?;
+    shared::testhook::pause("sync-tracked:snapshot");
     let changed = local.changed_paths(&head.commit, &snap.commit);
     let refresh = if refresh_given {
         refresh
@@ -375,7 +376,9 @@ fn via_origin(
         pending::forget(local, plan.url, plan.temp);
         return Err(e);
     }
+    shared::testhook::pause("sync-tracked:pushed");
     let result = run_remote(ssh, &remote::origin_script(plan)?, plan.repo);
+    shared::testhook::pause("sync-tracked:checked-out");
     // 4f: the temporary branch goes, whatever happened remotely.
     let deleted = delete_temp_ref(ctx, local, plan.url, plan.temp);
     result.map(|r| (r, Some(deleted)))

@@ -110,6 +110,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         });
         let (writer_stats, gzip) = (stats.clone(), cli.gzip);
         let payload: shared::process::StreamWriter = Box::new(move |w: &mut dyn std::io::Write| {
+            shared::testhook::pause("sync-untracked:streaming");
             let r = archive::write_archive(&items, w, gzip, &writer_stats, Some(progress_fn));
             if let Err(e) = &r {
                 writer_stats.lock().unwrap().write_error = Some(e.to_string());
