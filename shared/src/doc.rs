@@ -199,6 +199,19 @@ impl Document {
         }
     }
 
+    /// `mfa_style`: `true`, `false`, or absent/`null` (unknown); anything else is an error.
+    pub fn mfa_style(&self) -> Result<Option<bool>> {
+        match self.get("mfa_style") {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(field_error(
+                "mfa_style",
+                &format!("must be true, false or null, but it is {}", describe(other)),
+            )
+            .with_hint("true: the cluster needs an interactive (MFA) login; false: keys work; null: find out")),
+        }
+    }
+
     /// An optional list of strings.
     pub fn str_list_opt(&self, key: &str) -> Result<Option<Vec<String>>> {
         match self.get(key) {

@@ -78,7 +78,7 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     doc.int_opt("node_count", 1, 100_000)?;
     doc.int_opt("gpus_per_node", 1, 4096)?;
-    check_mfa_style(doc.get("mfa_style"))?;
+    doc.mfa_style()?;
     if let Some(h) = doc.str_opt("ssh_host")? {
         shared::ssh::check_host(h)?;
     }
@@ -132,22 +132,6 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     });
     ctx.doc.set_section("resolve", section);
     Ok(Outcome::Done)
-}
-
-fn check_mfa_style(v: Option<&Value>) -> Result<()> {
-    match v {
-        None | Some(Value::Bool(_)) => Ok(()),
-        Some(other) => Err(field_error(
-            "mfa_style",
-            &format!(
-                "must be true, false or null, but it is {}",
-                shared::doc::describe(other)
-            ),
-        )
-        .with_hint(
-            "true: the cluster needs an interactive (MFA) login; false: keys work; null: find out",
-        )),
-    }
 }
 
 /// Choose the catalog entry. Returns (entry, "explicit"|"auto", candidates report).

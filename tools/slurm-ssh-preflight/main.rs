@@ -4,7 +4,7 @@ mod askpass;
 mod remote_check;
 
 use clap::Parser;
-use serde_json::{json, Value};
+use serde_json::json;
 use shared::control_socket::{self, SocketState};
 use shared::process::Cmd;
 use shared::quote::quote_for_display;
@@ -75,20 +75,7 @@ struct Path {
 
 fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let doc = &ctx.doc;
-    let mfa_style = match doc.get("mfa_style") {
-        None => None,
-        Some(Value::Bool(b)) => Some(*b),
-        Some(other) => return Err(shared::doc::field_error(
-            "mfa_style",
-            &format!(
-                "must be true, false or null, but it is {}",
-                shared::doc::describe(other)
-            ),
-        )
-        .with_hint(
-            "true: the cluster needs an interactive (MFA) login; false: keys work; null: find out",
-        )),
-    };
+    let mfa_style = doc.mfa_style()?;
     let remote_cwd = match (
         doc.str_opt("remote_cwd")?,
         doc.str_opt("default_user_root_dir")?,

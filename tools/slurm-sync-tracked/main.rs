@@ -385,22 +385,8 @@ fn via_origin(
 }
 
 fn delete_temp_ref(ctx: &Context, local: &LocalRepo, url: &str, temp: &str) -> bool {
-    let out = local
-        .git()
-        .args([
-            "push",
-            "--quiet",
-            "--delete",
-            "--",
-            url,
-            &format!("refs/heads/{temp}"),
-        ])
-        .deadline(Duration::from_secs(300))
-        .run();
-    let ok = out.as_ref().is_ok_and(|o| o.success());
-    if ok {
-        pending::forget(local, url, temp);
-    } else {
+    let ok = pending::delete(local, url, temp);
+    if !ok {
         ctx.warn(format!(
             "could not delete the temporary branch {temp} on origin; the next sync retries, or run: git push {url} --delete {temp}"
         ));

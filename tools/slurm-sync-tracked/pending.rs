@@ -45,29 +45,35 @@ pub fn forget(local: &LocalRepo, url: &str, branch: &str) {
     write(local, &e);
 }
 
+/// Delete a temporary branch on origin; true when it is gone (or already was), and then it is
+/// no longer remembered.
+pub fn delete(local: &LocalRepo, url: &str, branch: &str) -> bool {
+    let out = local
+        .git()
+        .args([
+            "push",
+            "--quiet",
+            "--delete",
+            "--",
+            url,
+            &format!("refs/heads/{branch}"),
+        ])
+        .deadline(Duration::from_secs(300))
+        .run();
+    let gone = out
+        .as_ref()
+        .is_ok_and(|o| o.success() || o.stderr_tail.contains("remote ref does not exist"));
+    if gone {
+        forget(local, url, branch);
+    }
+    gone
+}
+
 /// Delete every remembered branch; returns the ones deleted (or already gone).
 pub fn clean(local: &LocalRepo) -> Vec<String> {
-    let mut done = Vec::new();
-    for (url, branch) in read(local) {
-        let out = local
-            .git()
-            .args([
-                "push",
-                "--quiet",
-                "--delete",
-                "--",
-                &url,
-                &format!("refs/heads/{branch}"),
-            ])
-            .deadline(Duration::from_secs(120))
-            .run();
-        let gone = out
-            .as_ref()
-            .is_ok_and(|o| o.success() || o.stderr_tail.contains("remote ref does not exist"));
-        if gone {
-            forget(local, &url, &branch);
-            done.push(branch);
-        }
-    }
-    done
+    read(local)
+        .into_iter()
+        .filter(|(url, branch)| delete(local, url, branch))
+        .map(|(_, branch)| branch)
+        .collect()
 }
