@@ -431,6 +431,15 @@ fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Resu
     })
 }
 
+/// Shell function: the job's id, from the file the job writes when it starts, else from squeue
+/// by the unique tag in its --comment; empty when Slurm does not have it (yet). Needs `token`
+/// and `jobid_file`.
+const FIND_JOB: &str = r#"find_job() {
+  if [ -s "$jobid_file" ]; then head -n 1 "$jobid_file"; return; fi
+  squeue -h --states=all -u "$(id -un)" -o '%i %k' 2>/dev/null | awk -v t="$token" 'index($0, t) { print $1; exit }'
+}
+"#;
+
 /// Upload, then submit and learn the job id, in one script.
 fn remote_script(plan: &Plan, repo: &str, token: &str) -> Result<Script> {
     let mut s = Script::new();
@@ -461,14 +470,14 @@ cd -- "$repo" || exit 32
                 &join(&plan.state_dir, &format!("{token}.srun.log")),
             )?;
             s.assign("wrapper_cmd", &format!("sh {}", quote(wrapper)?))?;
+            s.raw(FIND_JOB);
             s.raw(
                 r#"command -v tmux >/dev/null 2>&1 || exit 38
 tmux new-session -d -s "$session" "$wrapper_cmd" || exit 35
 echo "TMUX $session"
 i=0
 while [ "$i" -lt 600 ]; do
-  if [ -s "$jobid_file" ]; then echo "JOBID $(head -n 1 "$jobid_file")"; exit 0; fi
-  id=$(squeue -h --states=all -u "$(id -un)" -o '%i %k' 2>/dev/null | awk -v t="$token" 'index($0, t) { print $1; exit }')
+  id=$(find_job)
   if [ -n "$id" ]; then echo "JOBID $id"; exit 0; fi
   if [ -s "$exit_file" ]; then echo "SRUN_EXIT $(cat "$exit_file")"; cat "$srun_log" >&2; exit 36; fi
   sleep 0.1
@@ -501,13 +510,8 @@ fn lookup_script(plan: &Plan, token: &str) -> Result<Script> {
         "jobid_file",
         &join(&plan.state_dir, &format!("{token}.jobid")),
     )?;
-    s.raw(
-        r#"if [ -s "$jobid_file" ]; then echo "JOBID $(head -n 1 "$jobid_file")"; exit 0; fi
-id=$(squeue -h --states=all -u "$(id -un)" -o '%i %k' 2>/dev/null | awk -v t="$token" 'index($0, t) { print $1; exit }')
-if [ -n "$id" ]; then echo "JOBID $id"; fi
-exit 0
-"#,
-    );
+    s.raw(FIND_JOB);
+    s.raw("id=$(find_job)\nif [ -n \"$id\" ]; then echo \"JOBID $id\"; fi\nexit 0\n");
     Ok(s)
 }
 

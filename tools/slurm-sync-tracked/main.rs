@@ -156,8 +156,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     if local.index_locked() {
         let w = "`.git/index.lock` exists (another git command is running, or one crashed): the snapshot uses the index as last written; nothing in the repository is changed".to_string();
-        ctx.warn(&w);
-        warnings.push(w);
+        warn_and_record(ctx, &mut warnings, w);
     }
     let notes = local.index_notes();
     if !notes.skip_worktree.is_empty() {
@@ -166,8 +165,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             notes.skip_worktree.len(),
             notes.skip_worktree[0]
         );
-        ctx.warn(&w);
-        warnings.push(w);
+        warn_and_record(ctx, &mut warnings, w);
     }
     if !notes.intent_to_add.is_empty() {
         ctx.note(format!(
@@ -181,8 +179,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             notes.submodules.len(),
             notes.submodules[0]
         );
-        ctx.warn(&w);
-        warnings.push(w);
+        warn_and_record(ctx, &mut warnings, w);
     }
 
     let temp = temp_branch(ctx)?;
@@ -258,8 +255,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         let w = format!(
             "the remote clone's origin is {other:?}, not repo_url {url:?}; the snapshot was fetched from repo_url (the clone's origin setting is left as it is)"
         );
-        ctx.warn(&w);
-        warnings.push(w);
+        warn_and_record(ctx, &mut warnings, w);
     }
     if let Some(owner) = &report.broke_stale_lock {
         ctx.warn(format!(
@@ -303,6 +299,12 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }),
     );
     Ok(Outcome::Done)
+}
+
+/// A warning for the person now, and in `sync_tracked.warnings` for the record.
+fn warn_and_record(ctx: &Context, warnings: &mut Vec<String>, w: String) {
+    ctx.warn(&w);
+    warnings.push(w);
 }
 
 fn check_refresh_path(p: &str) -> Result<()> {
