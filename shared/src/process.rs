@@ -146,6 +146,61 @@ impl Cmd {
             .collect()
     }
 
+    /// Start the child and keep talking to it (see [`Running`]). `input` bytes, if any, are
+    /// written first; stdin stays open for [`Running::send`]. The deadline does not apply.
+    pub fn start(self) -> Result<Running, std::io::Error> {
+        let argv = self.argv();
+        let mut command = Command::new(&self.program);
+        command.args(&self.args);
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+        for k in &self.env_remove {
+            command.env_remove(k);
+        }
+        if let Some(dir) = &self.cwd {
+            command.current_dir(dir);
+        }
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn()?;
+        let mut stdin = child.stdin.take();
+        if let (Input::Bytes(b), Some(w)) = (&self.input, stdin.as_mut()) {
+            w.write_all(b)?;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(mut out) = child.stdout.take() {
+            thread::spawn(move || {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match out.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => {
+                            if tx.send(buf[..n].to_vec()).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        let err = child
+            .stderr
+            .take()
+            .map(|e| thread::spawn(move || read_tail(e)));
+        Ok(Running {
+            child,
+            stdin,
+            rx,
+            err,
+            started: Instant::now(),
+            argv,
+            closed: false,
+        })
+    }
+
     /// Run to completion or deadline. An error here means the program could not be started.
     pub fn run(self) -> Result<Output, std::io::Error> {
         let argv = self.argv();
@@ -227,6 +282,81 @@ impl Cmd {
     }
 }
 
+/// A child that keeps running while we talk to it: requests on its stdin, replies read from its
+/// stdout as they come (slurm-watch's one ssh session for a whole watch). It is killed when
+/// dropped without [`Running::close`]; `close` traces it like any other execution.
+pub struct Running {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    err: Option<thread::JoinHandle<String>>,
+    started: Instant,
+    argv: Vec<String>,
+    closed: bool,
+}
+
+/// What [`Running::recv`] got.
+pub enum Received {
+    Data(Vec<u8>),
+    /// The child closed its stdout (it ended, or is about to).
+    Eof,
+    TimedOut,
+}
+
+impl Running {
+    /// Write a request to the child's stdin.
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("stdin already closed"))?;
+        stdin.write_all(bytes)?;
+        stdin.flush()
+    }
+
+    /// The next bytes of stdout, waiting at most `timeout`.
+    pub fn recv(&mut self, timeout: Duration) -> Received {
+        use std::sync::mpsc::RecvTimeoutError;
+        match self.rx.recv_timeout(timeout) {
+            Ok(b) => Received::Data(b),
+            Err(RecvTimeoutError::Timeout) => Received::TimedOut,
+            Err(RecvTimeoutError::Disconnected) => Received::Eof,
+        }
+    }
+
+    /// Close stdin (the child's cue to finish), give it `grace` to exit, kill it after that, and
+    /// return how it ended (stdout is not kept: it was handed out by `recv`).
+    pub fn close(mut self, grace: Duration) -> Output {
+        self.closed = true;
+        drop(self.stdin.take());
+        let (status, timed_out) = wait_deadline(&mut self.child, grace);
+        let stderr_tail = self
+            .err
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        let out = Output {
+            code: if timed_out { None } else { status },
+            stdout: Vec::new(),
+            stderr_tail,
+            timed_out,
+            elapsed: self.started.elapsed(),
+            argv: std::mem::take(&mut self.argv),
+        };
+        trace(&out);
+        out
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.closed {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 trait AsFdOwned {
     fn as_fd_owned(&self) -> std::io::Result<std::os::fd::OwnedFd>;
 }
@@ -276,6 +406,21 @@ fn wait_deadline(child: &mut Child, deadline: Duration) -> (Option<i32>, bool) {
         }
         thread::sleep(nap);
         nap = (nap * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// Append one event (a JSON object) to the `SLURM_TOOLS_TRACE` file, if tracing is on: for
+/// measurements inside a long execution (e.g. each poll of a watch's one ssh session).
+pub fn trace_event(event: serde_json::Value) {
+    let Some(path) = std::env::var_os("SLURM_TOOLS_TRACE") else {
+        return;
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{event}");
     }
 }
 

@@ -247,6 +247,9 @@ pub struct Job {
     pub uploads: Option<Vec<String>>,
     pub submitted_at: Option<u64>,
     pub state_dir: Option<String>,
+    /// A file that appears when the job's command ends (the batch script's EXIT trap, or the
+    /// srun exit file); slurm-watch ends a wait early when it appears.
+    pub end_marker: Option<String>,
     pub dry_run: Option<bool>,
     pub remote_script: Option<String>,
     pub skipped: Option<bool>,

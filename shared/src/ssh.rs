@@ -183,6 +183,19 @@ impl Ssh {
         Ok(out)
     }
 
+    /// Start a script that stays up and serves requests: after the framed script, stdin stays
+    /// open, so the script reads requests from it and ends when we close it (one ssh execution
+    /// for a whole conversation, e.g. every poll of a watch).
+    pub fn start_script(&self, script: &Script) -> Result<crate::process::Running> {
+        let text = script.as_str().as_bytes().to_vec();
+        let mut framed = format!("{}\n", text.len()).into_bytes();
+        framed.extend_from_slice(&text);
+        self.batch(REMOTE_ENTRY)
+            .input(Input::Bytes(framed))
+            .start()
+            .map_err(|e| spawn_error(&ssh_program(), e))
+    }
+
     /// Turn an ssh exit 255 into an error a person can act on.
     pub fn failure_error(&self, out: &Output) -> ToolError {
         let failure = SshFailure::classify(&out.stderr_tail);

@@ -170,6 +170,7 @@ pub fn trace_lines(path: &Path) -> Vec<Value> {
 pub fn connecting_ssh(trace: &[Value]) -> Vec<Vec<String>> {
     trace
         .iter()
+        .filter(|t| t.get("event").is_none())
         .map(|t| serde_json::from_value::<Vec<String>>(t["argv"].clone()).unwrap())
         .filter(|argv| argv[0].ends_with("ssh") && !argv.iter().any(|a| a == "-G"))
         .collect()

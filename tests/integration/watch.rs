@@ -279,7 +279,7 @@ fn the_whole_flow_build_watch_submit_watch_passes() {
 }
 
 #[test]
-fn one_ssh_execution_per_poll_and_no_sacct_until_the_job_left_squeue() {
+fn one_ssh_execution_for_the_whole_watch_and_a_trace_event_per_poll() {
     let (_fx, base) = synced("w-count");
     let mut d = base.clone();
     d["recipe"] = json!("single");
@@ -292,11 +292,11 @@ fn one_ssh_execution_per_poll_and_no_sacct_until_the_job_left_squeue() {
         .env("SLURM_TOOLS_TRACE", &file);
     let w = run_raw(cmd, s.doc.to_string().as_bytes());
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let ssh = connecting_ssh(&trace_lines(&file));
-    assert_eq!(
-        ssh.len() as u64,
-        report(&w)["polls"].as_u64().unwrap(),
-        "one ssh execution per poll"
-    );
-    assert!(ssh.len() >= 3);
+    let lines = trace_lines(&file);
+    let ssh = connecting_ssh(&lines);
+    assert_eq!(ssh.len(), 1, "one ssh session serves every poll: {ssh:?}");
+    let polls = report(&w)["polls"].as_u64().unwrap();
+    assert!(polls >= 3, "a 5 s job polled at a 1 s interval: {polls}");
+    let events = lines.iter().filter(|l| l["event"] == "poll").count() as u64;
+    assert_eq!(events, polls, "one trace event per poll");
 }

@@ -243,6 +243,12 @@ fn master_command(ssh: &Ssh, control_path: &str) -> Vec<String> {
     argv
 }
 
+fn rode_a_dead_master(e: &ToolError) -> bool {
+    e.command
+        .as_ref()
+        .is_some_and(|c| c.stderr_tail.contains("Control socket connect"))
+}
+
 fn master_alive(ssh: &Ssh, control_path: &str) -> Result<bool> {
     let out = ssh
         .control("check", Some(control_path))
@@ -278,9 +284,22 @@ fn mfa_path(
             path.control_path = Some(p);
         }
     }
-    // 2. The managed socket.
-    if path.master == "none" && socket == SocketState::Present && master_alive(ssh, ours)? {
-        path.master = "managed";
+    // 2. The managed socket: ride it at once, so the check itself proves the master works (one
+    //    ssh execution, no separate `-O check`). A dead master behind a stale socket shows as
+    //    ssh's "Control socket connect" warning, then a login BatchMode refuses.
+    if path.master == "none" && socket == SocketState::Present {
+        let mut riding = ssh.clone();
+        riding.control_path = Some(ours.to_string());
+        match run_check(&riding, script) {
+            Ok(out) if !out.stderr_tail.contains("Control socket connect") => {
+                path.master = "managed";
+                return Ok((path, out));
+            }
+            // The master is dead and a non-interactive login got in around it: still no master.
+            Ok(_) => {}
+            Err(e) if e.kind == ErrorKind::NeedsPerson || rode_a_dead_master(&e) => {}
+            Err(e) => return Err(e),
+        }
     }
     if path.master == "none" {
         let argv = master_command(ssh, ours);
@@ -340,7 +359,9 @@ fn establish(
         _server = server;
     }
     let out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e))?;
-    if !out.success() || !master_alive(ssh, control_path)? {
+    // `ssh -f` backgrounds only after the master's socket is listening, so success here means a
+    // master to ride; the remote check that follows goes through it and proves it.
+    if !out.success() || !std::path::Path::new(control_path).exists() {
         return Err(ToolError::needs_person(format!(
             "the interactive login to {} did not leave a running ControlMaster",
             ssh.host

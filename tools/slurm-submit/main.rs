@@ -159,9 +159,23 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     section["stderr_path"] = json!(err);
     section["submitted_at"] = json!(now());
     section["state_dir"] = json!(plan.state_dir);
+    if let Some(recipe) = plan.recipe {
+        section["end_marker"] = json!(end_marker(&plan.state_dir, &token, recipe));
+    }
     keep_build_record(&mut ctx.doc);
     ctx.doc.set_section("job", section);
     Ok(Outcome::Done)
+}
+
+/// The file that appears when the job's command has ended, for slurm-watch: the batch script's
+/// EXIT trap writes it; for the srun recipes it is the exit file tmux's wrapper writes when srun
+/// returns.
+fn end_marker(state_dir: &str, token: &str, recipe: Recipe) -> String {
+    if recipe == Recipe::Batch {
+        join(state_dir, &format!("{token}.end"))
+    } else {
+        join(state_dir, &format!("{token}.srun-exit"))
+    }
 }
 
 /// A watched build job that did not pass: its status.
@@ -310,7 +324,13 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
     let cmd_name = format!(".slurm-tools/{token}.cmd.sh");
     items.push(Item::bytes(
         cmd_name.clone(),
-        recipe::command_file(recipe, st, &command, &jobid_file)?,
+        recipe::command_file(
+            recipe,
+            st,
+            &command,
+            &jobid_file,
+            &end_marker(&state_dir, token, recipe),
+        )?,
         true,
     ));
     let cmd_path = join(&work, &cmd_name);

@@ -224,12 +224,19 @@ pub fn command_file(
     st: &Settings,
     command: &str,
     jobid_file: &str,
+    end_marker: &str,
 ) -> Result<String> {
     let mut s = shared::quote::Script::new();
     s.raw("#!/bin/bash\n# Written by slurm-submit. The job's command follows the preamble unchanged.\n");
     s.raw("if [ \"${SLURM_PROCID:-0}\" = 0 ]; then printf '%s\\n' \"$SLURM_JOB_ID\" >");
     s.arg(jobid_file)?;
     s.raw("; fi\n");
+    if recipe == Recipe::Batch {
+        // The batch script's end, for slurm-watch to notice at once (squeue is the fallback
+        // when the command replaces this shell or sets its own EXIT trap).
+        s.assign("slurm_tools_end", end_marker)?;
+        s.raw("trap 'date +%s >\"$slurm_tools_end\"' EXIT\n");
+    }
     if recipe == Recipe::Distributed {
         s.raw("export RANK=\"$SLURM_PROCID\" LOCAL_RANK=\"$SLURM_LOCALID\" WORLD_SIZE=\"$SLURM_NTASKS\"\n");
         s.raw("export MASTER_ADDR=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\" MASTER_PORT=\"${MASTER_PORT:-29500}\"\n");

@@ -83,6 +83,7 @@ struct Job {
     kind: String,
     out: String,
     err: String,
+    end_marker: Option<String>,
 }
 
 fn job_of(ctx: &Context) -> Result<Option<Job>> {
@@ -121,7 +122,86 @@ fn job_of(ctx: &Context) -> Result<Option<Job>> {
         kind: s("kind").unwrap_or_else(|| "run".into()),
         out,
         err,
+        end_marker: s("end_marker"),
     }))
+}
+
+/// The watch's one ssh session (see `poll`): started on the first poll, started again after a
+/// lost connection, closed at the end.
+struct Link<'a> {
+    ssh: &'a Ssh,
+    script: Script,
+    session: Option<shared::process::Running>,
+    buf: Vec<u8>,
+}
+
+impl Link<'_> {
+    /// Ask for one poll after waiting `wait` seconds. `Ok(None)`: the session broke or went
+    /// quiet (it is closed; the next poll starts a new one). `Err`: ssh itself failed, classified.
+    fn poll(
+        &mut self,
+        wait: f64,
+        watch_marker: bool,
+        offsets: (u64, u64),
+    ) -> Result<Option<poll::Reply>> {
+        use shared::process::Received;
+        if self.session.is_none() {
+            self.session = Some(self.ssh.start_script(&self.script)?);
+            self.buf.clear();
+        }
+        let line = poll::request(wait, watch_marker, offsets.0, offsets.1);
+        let deadline = Instant::now() + Duration::from_secs_f64(wait + 120.0);
+        let mut woke: Option<Instant> = None;
+        if let Some(s) = self.session.as_mut() {
+            if s.send(line.as_bytes()).is_err() {
+                return self.broken();
+            }
+        }
+        loop {
+            if woke.is_none() && self.buf.starts_with(b"WOKE\n") {
+                woke = Some(Instant::now());
+            }
+            if let Some((reply, used)) = poll::parse_at(&self.buf) {
+                self.buf.drain(..used);
+                shared::process::trace_event(json!({
+                    "event": "poll",
+                    "ms": woke.map_or(0.0, |w| w.elapsed().as_secs_f64() * 1000.0),
+                    "bytes": reply.chunks.iter().map(|c| c.2.len()).sum::<usize>(),
+                }));
+                return Ok(Some(reply));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(s) = self.session.as_mut() else {
+                return Ok(None);
+            };
+            if left.is_zero() {
+                self.close();
+                return Ok(None);
+            }
+            match s.recv(left) {
+                Received::Data(b) => self.buf.extend_from_slice(&b),
+                Received::Eof => return self.broken(),
+                Received::TimedOut => {}
+            }
+        }
+    }
+
+    fn broken(&mut self) -> Result<Option<poll::Reply>> {
+        let Some(s) = self.session.take() else {
+            return Ok(None);
+        };
+        let out = s.close(Duration::from_secs(5));
+        if out.code == Some(255) {
+            return Err(self.ssh.failure_error(&out));
+        }
+        Ok(None)
+    }
+
+    fn close(&mut self) {
+        if let Some(s) = self.session.take() {
+            s.close(Duration::from_secs(5));
+        }
+    }
 }
 
 struct State {
@@ -215,30 +295,39 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         bytes: 0,
     };
     let mut interval = 1.0f64;
+    // How long the next poll waits first (on the cluster side, inside the session).
+    let mut wait = 0.0f64;
+    let mut marker_seen = false;
     let mut outage: Option<Instant> = None;
     let mut backoff = 2.0f64;
     let mut progress = Progress::new(ctx.tool);
     let mut last_state = String::new();
     let mut waiting_for_accounting: Option<Instant> = None;
+    let mut link = Link {
+        ssh: &ssh,
+        script: poll::script(&poll::Target {
+            job_id: &job.id,
+            out: &job.out,
+            err: (!same_log).then_some(job.err.as_str()),
+            end_marker: job.end_marker.as_deref(),
+        })?,
+        session: None,
+        buf: Vec::new(),
+    };
 
     let verdict = loop {
         if let Some(limit) = monitor_timeout {
-            if started.elapsed() >= Duration::from_secs(limit as u64) {
+            let left = Duration::from_secs(limit as u64).saturating_sub(started.elapsed());
+            if left.is_zero() {
                 break monitor_timed_out(ctx, cli, &ssh, &job, &st, limit);
             }
+            wait = wait.min(left.as_secs_f64());
         }
-        let mut logs = vec![("out", job.out.as_str(), st.streams[0].offset)];
-        if !same_log {
-            logs.push(("err", job.err.as_str(), st.streams[1].offset));
-        }
-        let script = poll::script(&poll::Request {
-            job_id: &job.id,
-            logs,
-        })?;
         st.polls += 1;
-        let reply = match ssh.run_script(&script, None, Duration::from_secs(120)) {
-            Ok(out) if out.success() => poll::parse(&out.stdout),
-            Ok(_) => None,
+        let offsets = (st.streams[0].offset, st.streams[1].offset);
+        let watch_marker = job.end_marker.is_some() && !marker_seen;
+        let reply = match link.poll(wait, watch_marker, offsets) {
+            Ok(r) => r,
             Err(e) if e.kind == ErrorKind::NeedsPerson => {
                 // The MFA master is gone: only the person can log in again. The job is untouched.
                 progress.finish();
@@ -260,6 +349,7 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 None
             }
         };
+        wait = 0.0;
         let Some(reply) = reply else {
             let since = *outage.get_or_insert_with(Instant::now);
             if since.elapsed() > Duration::from_secs(cli.outage_limit) {
@@ -278,6 +368,11 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         };
         outage = None;
         backoff = 2.0;
+        if reply.marker && !marker_seen {
+            // The job's command ended: its end is near, look closely until Slurm agrees.
+            marker_seen = true;
+            interval = 0.5;
+        }
 
         // Logs first: a hang or an OOM line decides even while the job still runs.
         let mut capped = false;
@@ -296,12 +391,13 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
         if let Some(line) = st.findings.hang.clone() {
             progress.finish();
+            link.close();
             break hang_detected(ctx, &ssh, &job, &st, &line);
         }
 
         if let Some(q) = reply.queue.as_deref().and_then(slurm::parse_squeue) {
             if q.state != last_state {
-                if q.state == "RUNNING" {
+                if q.state == "RUNNING" && !marker_seen {
                     interval = 1.0;
                 }
                 if !progress.is_enabled() {
@@ -329,7 +425,7 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 ))
                 .with_hint("rerun slurm-watch on the same document once the controller is back"));
             }
-            std::thread::sleep(Duration::from_secs_f64(backoff));
+            wait = backoff;
             backoff = (backoff * 2.0).min(60.0);
             continue;
         } else if capped {
@@ -369,14 +465,19 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 return Err(ToolError::remote(format!("job {} left the queue but its end was not recorded within {} s; no verdict", job.id, cli.outage_limit))
                     .with_hint("check `sacct -j <id>` on the cluster; rerun slurm-watch on the same document to resume"));
             }
-            std::thread::sleep(Duration::from_secs(1));
+            wait = if since.elapsed() < Duration::from_secs(5) {
+                0.5
+            } else {
+                2.0
+            };
             continue;
         }
         if !capped {
-            std::thread::sleep(Duration::from_secs_f64(interval));
+            wait = interval;
             interval = (interval * 1.5).min(max_interval);
         }
     };
+    link.close();
     progress.finish();
 
     let mut report = verdict;

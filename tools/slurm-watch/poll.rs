@@ -1,7 +1,10 @@
-//! One poll = one ssh execution: the job's state and the bytes each log gained since the last
-//! poll, read from a remembered offset (`tail -c +N`, which seeks), never from the start. So the
-//! cost of a poll depends on what the job wrote since, not on the size of its log. sacct (or
-//! scontrol, when accounting is disabled) is asked only once the job has left squeue.
+//! One watch = one ssh session. The remote side is a small loop that serves poll requests read
+//! from its stdin: wait (ending early when the job's end marker appears), then report the job's
+//! state and the bytes each log gained since the offsets the request names, read from there
+//! (`tail -c +N`, which seeks), never from the start. So the cost of a poll depends on what the
+//! job wrote since, not on the size of its log, and polling costs no new login. sacct (or
+//! scontrol, when accounting is disabled) is asked only once the job has left squeue. When we
+//! close the session's stdin, the loop ends.
 
 use shared::quote::Script;
 use shared::slurm::{SACCT_FORMAT, SQUEUE_FORMAT};
@@ -11,16 +14,34 @@ use shared::Result;
 /// by the next.
 pub const CHUNK_CAP: u64 = 16 * 1024 * 1024;
 
-pub struct Request<'a> {
+pub struct Target<'a> {
     pub job_id: &'a str,
-    /// (name, remote path, offset); name is `out` or `err`.
-    pub logs: Vec<(&'static str, &'a str, u64)>,
+    pub out: &'a str,
+    /// `None` when stdout and stderr go to the same file.
+    pub err: Option<&'a str>,
+    /// A file whose appearance means the job's command has ended (written by slurm-submit's
+    /// wrapper); a wait ends early when it appears.
+    pub end_marker: Option<&'a str>,
 }
 
-pub fn script(r: &Request) -> Result<Script> {
+/// One request line: wait `wait` seconds (in quarter seconds on the wire; with `watch_marker`,
+/// less if the end marker appears), then poll from these offsets.
+pub fn request(wait: f64, watch_marker: bool, out_offset: u64, err_offset: u64) -> String {
+    let quarters = (wait.max(0.0) * 4.0).round() as u64;
+    format!(
+        "W {quarters} {} {out_offset} {err_offset}\n",
+        u8::from(watch_marker)
+    )
+}
+
+/// The serving loop.
+pub fn script(t: &Target) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    s.assign("job", r.job_id)?;
+    s.assign("job", t.job_id)?;
+    s.assign("out_path", t.out)?;
+    s.assign("err_path", t.err.unwrap_or(""))?;
+    s.assign("marker", t.end_marker.unwrap_or(""))?;
     s.raw("cap=");
     s.glued(&CHUNK_CAP.to_string())?;
     s.raw("\nfmt=");
@@ -29,26 +50,20 @@ pub fn script(r: &Request) -> Result<Script> {
     s.glued(SACCT_FORMAT)?;
     s.raw(
         r#"
-q=$(env SLURM_TIME_FORMAT=%s squeue -h -j "$job" -o "$fmt" 2>&1); qrc=$?
-if [ "$qrc" -eq 0 ] && [ -n "$q" ]; then
-  printf 'Q %s\n' "$(printf '%s\n' "$q" | head -n 1)"
-elif [ "$qrc" -ne 0 ] && ! printf '%s' "$q" | grep -q 'Invalid job id'; then
-  printf 'QERR %s\n' "$(printf '%s\n' "$q" | head -n 1)"
-else
-  a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format="$afmt" 2>&1); arc=$?
-  case "$a" in
-    *"accounting storage is disabled"*)
-      echo ACCT_DISABLED
-      sc=$(scontrol show job -o "$job" 2>&1) && printf 'SC %s\n' "$(printf '%s\n' "$sc" | head -n 1)" ;;
-    *)
-      if [ "$arc" -ne 0 ]; then printf 'AERR %s\n' "$(printf '%s\n' "$a" | head -n 1)"
-      elif [ -z "$a" ]; then echo A_EMPTY
-      else printf 'A %s\n' "$(printf '%s\n' "$a" | head -n 1)"
-      fi ;;
-  esac
-  uid=$(printf '%s\n' "$a" | sed -n 's/^CANCELLED by \([0-9][0-9]*\).*/\1/p' | head -n 1)
-  if [ -n "$uid" ]; then printf 'BY %s %s\n' "$uid" "$(getent passwd "$uid" | cut -d: -f1)"; fi
-fi
+nap() { sleep "$1" 2>/dev/null || sleep 1; }
+pause() {
+  # $1 quarter seconds; $2 = 1: end early when the end marker appears.
+  if [ "$2" = 1 ] && [ -n "$marker" ]; then
+    k=0
+    while [ "$k" -lt "$1" ]; do
+      [ -e "$marker" ] && return
+      nap 0.25
+      k=$((k + 1))
+    done
+  elif [ "$1" -gt 0 ]; then
+    nap "$(($1 / 4)).$(($1 % 4 * 25))"
+  fi
+}
 chunk() {
   if [ ! -e "$2" ]; then echo "MISSING $1"; return; fi
   size=$(wc -c < "$2" | tr -d ' ')
@@ -59,16 +74,40 @@ chunk() {
   echo "CHUNK $1 $off $len $size"
   if [ "$len" -gt 0 ]; then tail -c +$((off + 1)) "$2" | head -c "$len"; fi
 }
+poll() {
+  if [ -n "$marker" ] && [ -e "$marker" ]; then echo MARK; fi
+  q=$(env SLURM_TIME_FORMAT=%s squeue -h -j "$job" -o "$fmt" 2>&1); qrc=$?
+  if [ "$qrc" -eq 0 ] && [ -n "$q" ]; then
+    printf 'Q %s\n' "$(printf '%s\n' "$q" | head -n 1)"
+  elif [ "$qrc" -ne 0 ] && ! printf '%s' "$q" | grep -q 'Invalid job id'; then
+    printf 'QERR %s\n' "$(printf '%s\n' "$q" | head -n 1)"
+  else
+    a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format="$afmt" 2>&1); arc=$?
+    case "$a" in
+      *"accounting storage is disabled"*)
+        echo ACCT_DISABLED
+        sc=$(scontrol show job -o "$job" 2>&1) && printf 'SC %s\n' "$(printf '%s\n' "$sc" | head -n 1)" ;;
+      *)
+        if [ "$arc" -ne 0 ]; then printf 'AERR %s\n' "$(printf '%s\n' "$a" | head -n 1)"
+        elif [ -z "$a" ]; then echo A_EMPTY
+        else printf 'A %s\n' "$(printf '%s\n' "$a" | head -n 1)"
+        fi ;;
+    esac
+    uid=$(printf '%s\n' "$a" | sed -n 's/^CANCELLED by \([0-9][0-9]*\).*/\1/p' | head -n 1)
+    if [ -n "$uid" ]; then printf 'BY %s %s\n' "$uid" "$(getent passwd "$uid" | cut -d: -f1)"; fi
+  fi
+  chunk out "$out_path" "$1"
+  if [ -n "$err_path" ]; then chunk err "$err_path" "$2"; fi
+  echo END
+}
+while IFS=' ' read -r verb quarters mark o e; do
+  [ "$verb" = W ] || exit 40
+  pause "$quarters" "$mark"
+  echo WOKE
+  poll "$o" "$e" </dev/null
+done
 "#,
     );
-    for (name, path, off) in &r.logs {
-        s.raw("chunk ");
-        s.glued(name)?;
-        s.arg(path)?;
-        s.arg(&off.to_string())?;
-        s.raw("\n");
-    }
-    s.raw("echo END\n");
     Ok(s)
 }
 
@@ -83,6 +122,8 @@ pub struct Reply {
     pub accounting_disabled: bool,
     pub scontrol: Option<String>,
     pub cancelled_by: Option<String>,
+    /// The end marker exists.
+    pub marker: bool,
     pub missing: Vec<String>,
     pub truncated: Vec<String>,
     /// (stream, offset, bytes, size of the file)
@@ -90,7 +131,14 @@ pub struct Reply {
 }
 
 /// Parse a reply; `None` when it is not whole (cut short: the poll is simply repeated).
+#[cfg(test)]
 pub fn parse(bytes: &[u8]) -> Option<Reply> {
+    parse_at(bytes).map(|(r, _)| r)
+}
+
+/// Parse the first whole reply in `bytes`: it and the bytes it took, or `None` if it is not
+/// whole yet.
+pub fn parse_at(bytes: &[u8]) -> Option<(Reply, usize)> {
     let mut r = Reply::default();
     let mut at = 0;
     loop {
@@ -99,7 +147,8 @@ pub fn parse(bytes: &[u8]) -> Option<Reply> {
         at = nl + 1;
         let (tag, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
         match tag {
-            "END" => return Some(r),
+            "END" => return Some((r, at)),
+            "MARK" => r.marker = true,
             "Q" => r.queue = Some(rest.to_string()),
             "QERR" => r.queue_error = Some(rest.to_string()),
             "A" => r.accounting = Some(rest.to_string()),
