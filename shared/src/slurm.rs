@@ -136,6 +136,14 @@ pub fn submission_error(stderr: &str) -> ToolError {
         )
         .with_hint(hint.to_string())
     };
+    if lower.contains("unable to contact slurm controller")
+        || lower.contains("slurm_persist_conn_open")
+        || lower.contains("socket timed out")
+        || lower.contains("connection refused")
+    {
+        return ToolError::remote(format!("the Slurm controller did not answer: {last}"))
+            .with_hint("no job was accepted; check the controller on the cluster (`scontrol ping`), then rerun slurm-submit on the same document");
+    }
     if lower.contains("invalid account") || lower.contains("account/partition combination") {
         pick("account", "set `account` to an account you may use (`sacctmgr show assoc user=$USER format=account,partition`)")
     } else if lower.contains("invalid partition") || lower.contains("no partition specified") {
@@ -222,6 +230,18 @@ mod tests {
         assert_eq!(cuda_arch(Some("h100")), "90-real");
         assert_eq!(cuda_arch(Some("GB200")), "100-real");
         assert_eq!(cuda_arch(None), "100-real");
+    }
+
+    #[test]
+    fn an_unreachable_controller_is_not_a_refusal() {
+        let e = submission_error("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)\n");
+        assert_eq!(e.kind, ErrorKind::Remote);
+        assert!(
+            e.message.contains("controller did not answer"),
+            "{}",
+            e.message
+        );
+        assert!(e.field.is_none());
     }
 
     #[test]

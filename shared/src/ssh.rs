@@ -394,6 +394,11 @@ impl SshFailure {
                 format!("ssh rejected its options: {detail}"),
                 "check `ssh_options` and `ssh_config_file` in the job document".into(),
             ),
+            SshFailure::Other { detail } if detail.trim().is_empty() => (
+                ErrorKind::Remote,
+                format!("ssh to {host} failed without a message: the connection was closed (the server went away, or dropped it)"),
+                "check that the host is up (`ssh -v <host> true`), then rerun this step; nothing is left half-done by a dropped connection".into(),
+            ),
             SshFailure::Other { detail } => (
                 ErrorKind::Remote,
                 format!("ssh to {host} failed: {detail}"),

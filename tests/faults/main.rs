@@ -34,6 +34,91 @@ fn cluster_up() {
     );
 }
 
+/// Stop the key-based sshd the way a login node going down does: its open connections (the
+/// per-connection sshd processes, children of the listener) first, then the listener.
+fn stop_direct_sshd() {
+    let pid = pid_of(&format!("{}/sshd_direct.pid", testbed().s("state_dir")));
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+    // Then every process holding a connection to its port (a connection accepted just before
+    // the listener went lives on in an orphaned child, so the process tree is not enough).
+    let port = testbed().info["direct_port"].to_string();
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(100));
+        let out = Command::new("ss")
+            .args(["-Htnp", &format!("( sport = :{port} )")])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let pids: Vec<&str> = text
+            .split("pid=")
+            .skip(1)
+            .filter_map(|p| p.split(|c: char| !c.is_ascii_digit()).next())
+            .collect();
+        if !pids.is_empty() {
+            let _ = Command::new("kill").arg("-KILL").args(&pids).status();
+        }
+    }
+}
+
+/// Run a tool that pauses at `step` for `pause` seconds; run `fault` while it is paused, then
+/// let it go on to its end.
+fn fault_at(
+    tool_name: &str,
+    doc: &serde_json::Value,
+    step: &str,
+    pause: u64,
+    fault: impl FnOnce(),
+) -> Run {
+    use std::io::{BufRead, Read, Write};
+    let mut child = tool(tool_name)
+        .env("SLURM_TOOLS_PAUSE_AT", step)
+        .env("SLURM_TOOLS_PAUSE_SECONDS", pause.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(doc.to_string().as_bytes())
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).unwrap();
+        s
+    });
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut stderr = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        stderr.push_str(&line);
+        stderr.push('\n');
+        if line.contains(&format!("paused at {step}")) {
+            break;
+        }
+    }
+    assert!(
+        stderr.contains("paused at"),
+        "{tool_name} never reached {step}:\n{stderr}"
+    );
+    fault();
+    for line in lines {
+        stderr.push_str(&line.unwrap());
+        stderr.push('\n');
+    }
+    let status = child.wait().unwrap();
+    let stdout = out_reader.join().unwrap();
+    Run {
+        code: status.code().unwrap_or(-1),
+        doc: serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null),
+        stdout,
+        stderr,
+    }
+}
+
 /// Start slurm-watch in the background on a submitted document.
 fn watch_in_background(doc: &serde_json::Value) -> std::thread::JoinHandle<Run> {
     let input = doc.to_string();
@@ -55,10 +140,9 @@ fn the_watch_survives_sshd_stopping_and_restarting_and_the_job_is_untouched() {
     let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
     let watcher = watch_in_background(&s.doc);
     std::thread::sleep(Duration::from_secs(3));
-    let pidfile = format!("{}/sshd_direct.pid", testbed().s("state_dir"));
-    let pid = pid_of(&pidfile);
-    assert!(Command::new("kill").arg(&pid).status().unwrap().success());
-    // While sshd is down, new connections are refused; the watch must keep trying.
+    stop_direct_sshd();
+    // While sshd is down, its connections are gone and new ones are refused; the watch (whose
+    // one session was cut) must keep trying.
     std::thread::sleep(Duration::from_secs(8));
     let sq = Command::new("squeue")
         .args(["-h", "-j", &id, "-o", "%T"])
@@ -705,4 +789,142 @@ fn a_requeued_job_is_followed_through_its_second_run() {
         r["excerpt"].to_string().contains("end 1"),
         "the second run's log: {r}"
     );
+}
+
+#[test]
+fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restart_works() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for (tool_name, step) in [
+        ("slurm-sync-tracked", "sync-tracked:pushed"),
+        ("slurm-sync-untracked", "sync-untracked:streaming"),
+    ] {
+        let fx = fixture::Fixture::new(&format!("sshd-mid-{}", step.replace(':', "-")));
+        fx.make_messy();
+        let mut doc = fx.doc();
+        if tool_name == "slurm-sync-untracked" {
+            let t = run("slurm-sync-tracked", &[], &doc);
+            assert_eq!(t.code, 0, "{}", t.stderr);
+            doc = t.doc;
+        }
+        let before = fixture::local_state(&fx.local);
+        let r = fault_at(tool_name, &doc, step, 2, stop_direct_sshd);
+        cluster_up();
+        assert_eq!(r.code, 4, "{step}: a remote failure: {}", r.stderr);
+        let e = &r.doc["error"];
+        assert_eq!(e["exit_code"], 4, "{step}: {e}");
+        assert_eq!(e["kind"], "remote", "{step}: {e}");
+        let message = e["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(&testbed().s("direct_host")) || message.contains("failed"),
+            "{step}: the message says what failed where: {e}"
+        );
+        assert!(
+            e["hint"].as_str().is_some_and(|h| !h.is_empty()),
+            "{step}: a hint: {e}"
+        );
+        assert_eq!(
+            fixture::local_state(&fx.local),
+            before,
+            "{step}: the local repository changed"
+        );
+        let t = run("slurm-sync-tracked", &[], &fx.doc());
+        assert_eq!(t.code, 0, "{step}: rerun: {}", t.stderr);
+        let u = run("slurm-sync-untracked", &[], &t.doc);
+        assert_eq!(u.code, 0, "{step}: rerun: {}", u.stderr);
+        assert_eq!(
+            fx.origin_refs().lines().count(),
+            1,
+            "{step}: no temporary branch left on origin"
+        );
+        assert_eq!(fixture::local_state(&fx.local), before);
+    }
+}
+
+#[test]
+fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_fx, mut d) = synced("f-ctld-submit");
+    d["recipe"] = json!("batch");
+    d["command"] = json!("echo once");
+    let r = fault_at("slurm-submit", &d, "submit:before", 2, || {
+        let pid = pid_of("/run/slurm-tools/slurmctld.pid");
+        assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+    });
+    cluster_up();
+    assert_ne!(r.code, 0, "no job id without a controller: {}", r.stderr);
+    assert!(r.doc["job"]["job_id"].is_null(), "{}", r.doc);
+    let e = &r.doc["error"];
+    let text = format!("{} {}", e["message"], e["hint"]).to_lowercase();
+    assert!(
+        text.contains("controller") || text.contains("slurmctld") || text.contains("sbatch"),
+        "the error names the controller or sbatch: {e}"
+    );
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let sq = Command::new("squeue")
+        .args(["-h", "--states=all", "-o", "%j"])
+        .output()
+        .unwrap();
+    let n = String::from_utf8_lossy(&sq.stdout)
+        .lines()
+        .filter(|l| *l == "st-f-ctld-submit")
+        .count();
+    assert_eq!(n, 1, "exactly one job");
+}
+
+#[test]
+fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for signal in ["-KILL", "-INT"] {
+        let (_fx, mut d) = synced(&format!("f-kill-watch{signal}"));
+        d["recipe"] = json!("batch");
+        d["command"] = json!("echo start; sleep 8; echo end");
+        let s = run("slurm-submit", &[], &d);
+        assert_eq!(s.code, 0, "{}", s.stderr);
+        let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+        let out = kill_at("slurm-watch", &s.doc, "watch:polled", signal);
+        assert_ne!(out.status.code(), Some(0), "{signal}: it was killed");
+        let sq = Command::new("squeue")
+            .args(["-h", "-j", &id, "-o", "%T"])
+            .output()
+            .unwrap();
+        let state = String::from_utf8_lossy(&sq.stdout).trim().to_string();
+        assert!(
+            state == "RUNNING" || state == "PENDING",
+            "{signal}: the job is not touched by the watch dying: {state:?}"
+        );
+        let w = run("slurm-watch", &["--interval", "1"], &s.doc);
+        assert_eq!(w.code, 0, "{signal}: the rerun resumes: {}", w.stderr);
+        assert_eq!(w.doc["report"]["status"], "PASSED");
+        assert_eq!(w.doc["report"]["excerpt"], json!(["start", "end"]));
+        // The killed watch's session does not linger on the cluster.
+        std::thread::sleep(Duration::from_secs(1));
+        let ps = Command::new("pgrep")
+            .args(["-u", &testbed().s("cluster_user"), "-f", "read -r verb"])
+            .output()
+            .unwrap();
+        assert!(
+            ps.stdout.is_empty(),
+            "{signal}: a poll loop is left on the cluster: {}",
+            String::from_utf8_lossy(&ps.stdout)
+        );
+    }
+}
+
+#[test]
+fn a_preflight_killed_before_its_check_changes_nothing_and_a_rerun_passes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for signal in ["-KILL", "-INT"] {
+        let mut d = doc_for("direct_host");
+        d["mfa_style"] = json!(false);
+        let out = kill_at("slurm-ssh-preflight", &d, "preflight:before-check", signal);
+        assert_ne!(out.status.code(), Some(0));
+        assert!(
+            out.stdout.is_empty(),
+            "{signal}: no half document on stdout"
+        );
+        let p = run("slurm-ssh-preflight", &[], &d);
+        assert_eq!(p.code, 0, "{signal}: {}", p.stderr);
+        assert_eq!(p.doc["preflight"]["ssh_path"], "direct");
+    }
 }

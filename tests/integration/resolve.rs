@@ -363,3 +363,39 @@ fn the_testbed_catalog_resolves_the_sample_job() {
         format!("{}/sample", tb.remote_root())
     );
 }
+
+#[test]
+fn hostile_slurm_users_filled_into_catalog_patterns_are_refused_or_stay_literal() {
+    let dir = tempdir();
+    let cat = catalog(dir.path(), sample_catalog());
+    let canary = format!("/tmp/slurm-tools-resolve-canary-{}", std::process::id());
+    // Into an ssh_host pattern: a user that would make ssh read an option, or carries shell
+    // syntax, never becomes a host.
+    for user in [
+        "-oProxyCommand=touch /tmp/x",
+        "a b",
+        &format!("$(touch {canary})"),
+    ] {
+        let r = resolve(
+            Some(&cat),
+            &[],
+            json!({"cluster_name": "alpha", "slurm_user": user}),
+        );
+        assert_eq!(r.code, 2, "{user}: {}", r.stderr);
+        let e = &r.doc["error"];
+        assert!(
+            e["field"] == "ssh_host" || e["field"] == "slurm_user",
+            "{user}: names the field: {e}"
+        );
+    }
+    // Into a path pattern: the value stays literal (later tools quote it).
+    let user = format!("x$(touch {canary})");
+    let r = resolve(
+        Some(&cat),
+        &[],
+        json!({"cluster_name": "beta", "slurm_user": user}),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["default_user_root_dir"], format!("/home/{user}"));
+    assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
+}

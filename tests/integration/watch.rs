@@ -300,3 +300,55 @@ fn one_ssh_execution_for_the_whole_watch_and_a_trace_event_per_poll() {
     let events = lines.iter().filter(|l| l["event"] == "poll").count() as u64;
     assert_eq!(events, polls, "one trace event per poll");
 }
+
+#[test]
+fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
+    let (_fx, base) = synced("w-hostile");
+    let canary = format!("/tmp/slurm-tools-watch-canary-{}", std::process::id());
+    let _ = std::fs::remove_file(&canary);
+    let sub = format!("$(touch {canary})");
+    let tick = format!("`touch {canary}`");
+    let dir = tempdir();
+    let work_dir = dir.path().join(format!("logs; touch {canary} $(id)"));
+    // The failure pattern is found literally; the success pattern with quotes is found too.
+    let w = submit_and_watch(
+        &base,
+        "batch",
+        &format!("echo 'line {sub} here'; echo \"ok 'quoted' {tick}\""),
+        &[
+            ("work_dir", json!(work_dir.display().to_string())),
+            ("failure_patterns", json!([sub.clone()])),
+            ("success_patterns", json!([format!("'quoted' {tick}")])),
+        ],
+        &["--interval", "1"],
+    );
+    let r = &w.doc["report"];
+    assert_eq!(r["status"], "FAILED", "{r}");
+    assert_eq!(
+        r["failure_patterns_found"],
+        json!([sub.to_lowercase()]),
+        "{r}"
+    );
+    assert_eq!(r["success_patterns_missing"], json!([]), "{r}");
+    let local = r["local_log"].as_str().unwrap();
+    assert!(
+        local.starts_with(&work_dir.display().to_string()),
+        "the log copy is in the literal folder: {local}"
+    );
+    assert!(std::fs::read_to_string(local).unwrap().contains(&sub));
+    // A hang pattern full of shell syntax, matched literally.
+    let hang = format!("stuck; {tick} | $(x)");
+    let w = submit_and_watch(
+        &base,
+        "batch",
+        &format!("echo 'STUCK; {tick} | $(x) now'; sleep 60"),
+        &[("hang_pattern", json!(hang))],
+        &["--interval", "1"],
+    );
+    assert_eq!(
+        w.doc["report"]["status"], "HANG_DETECTED",
+        "{}",
+        w.doc["report"]
+    );
+    assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
+}

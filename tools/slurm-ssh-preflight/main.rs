@@ -109,6 +109,7 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     })?;
     let socket = control_socket::check(&ours)?;
 
+    shared::testhook::pause("preflight:before-check");
     let (path, out) = match mfa_style {
         Some(false) => {
             let out = run_check(&ssh, &script).map_err(|e| as_config_problem(e, &ssh.host))?;

@@ -368,6 +368,9 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         };
         outage = None;
         backoff = 2.0;
+        if st.polls == 1 {
+            shared::testhook::pause("watch:polled");
+        }
         if reply.marker && !marker_seen {
             // The job's command ended: its end is near, look closely until Slurm agrees.
             marker_seen = true;
