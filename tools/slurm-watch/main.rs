@@ -16,9 +16,12 @@ use std::time::{Duration, Instant};
 
 /// Watch the submitted job until it ends, and say how it ended.
 ///
-/// Each poll is one ssh execution: squeue for the job's state and, in the same round trip, only
-/// the bytes its .out and .err logs gained since the last poll (the cost of a poll does not grow
-/// with the log). The interval starts short and backs off to --interval. `hang_pattern` (default
+/// One ssh session serves the whole watch (a new one only after a lost connection): each poll
+/// asks squeue for the job's state and, in the same round trip, only the bytes its .out and .err
+/// logs gained since the last poll (the cost of a poll does not grow with the log). The
+/// interval starts short and backs off to --interval; the job's end marker (job.end_marker,
+/// written by slurm-submit's wrapper when the command ends) cuts a wait short, so the verdict
+/// follows the job's end within about a second without extra slurmctld calls. `hang_pattern` (default
 /// "hang detected", case-insensitive) in a complete log line cancels the job at once:
 /// HANG_DETECTED, with the last 200 lines. When the job leaves squeue, sacct's State and
 /// ExitCode give the verdict (scontrol when accounting is disabled), refined by the logs:
