@@ -379,7 +379,7 @@ fn hostile_slurm_users_filled_into_catalog_patterns_are_refused_or_stay_literal(
         let r = resolve(
             Some(&cat),
             &[],
-            json!({"cluster_name": "alpha", "slurm_user": user}),
+            json!({"slurm_cluster": "alpha", "slurm_user": user}),
         );
         assert_eq!(r.code, 2, "{user}: {}", r.stderr);
         let e = &r.doc["error"];
@@ -393,7 +393,7 @@ fn hostile_slurm_users_filled_into_catalog_patterns_are_refused_or_stay_literal(
     let r = resolve(
         Some(&cat),
         &[],
-        json!({"cluster_name": "beta", "slurm_user": user}),
+        json!({"slurm_cluster": "beta", "slurm_user": user}),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.doc["default_user_root_dir"], format!("/home/{user}"));

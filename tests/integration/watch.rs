@@ -314,11 +314,12 @@ fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
     let w = submit_and_watch(
         &base,
         "batch",
-        &format!("echo 'line {sub} here'; echo \"ok 'quoted' {tick}\""),
+        // Single quotes: the job itself must not run the canary (its command is shell text).
+        &format!("echo 'line {sub} here'; echo 'ok \"quoted\" {tick}'"),
         &[
             ("work_dir", json!(work_dir.display().to_string())),
             ("failure_patterns", json!([sub.clone()])),
-            ("success_patterns", json!([format!("'quoted' {tick}")])),
+            ("success_patterns", json!([format!("\"quoted\" {tick}")])),
         ],
         &["--interval", "1"],
     );
