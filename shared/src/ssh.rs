@@ -30,6 +30,14 @@ pub const DEFAULT_CONTROL_PATH: &str = "/tmp/ssh-trtllm-%r@%h:%p";
 pub const REMOTE_ENTRY: &str =
     "/bin/sh -c 'IFS= read -r n && eval \"$(dd bs=1 count=\"$n\" 2>/dev/null)\"'";
 
+/// A script as [`REMOTE_ENTRY`] reads it: its length in bytes on a line, then the script.
+pub fn framed(script: &Script) -> Vec<u8> {
+    let text = script.as_str().as_bytes();
+    let mut framed = format!("{}\n", text.len()).into_bytes();
+    framed.extend_from_slice(text);
+    framed
+}
+
 /// The ssh program; `SLURM_TOOLS_SSH` overrides it (e.g. a wrapper that logs, in benchmarks).
 pub fn ssh_program() -> String {
     std::env::var("SLURM_TOOLS_SSH").unwrap_or_else(|_| "ssh".to_string())
@@ -136,9 +144,7 @@ impl Ssh {
         payload: Option<StreamWriter>,
         deadline: Duration,
     ) -> Result<Output> {
-        let text = script.as_str().as_bytes().to_vec();
-        let mut framed = format!("{}\n", text.len()).into_bytes();
-        framed.extend_from_slice(&text);
+        let framed = framed(script);
         let input = match payload {
             None => Input::Bytes(framed),
             Some(p) => Input::Stream(Box::new(move |w: &mut dyn Write| {
@@ -167,9 +173,7 @@ impl Ssh {
     /// a command a person watches; the script sends its stderr there too with `exec 2>&1`).
     /// ssh's own stderr is captured, so a failed login is still classified.
     pub fn run_script_streaming(&self, script: &Script, deadline: Duration) -> Result<Output> {
-        let text = script.as_str().as_bytes().to_vec();
-        let mut framed = format!("{}\n", text.len()).into_bytes();
-        framed.extend_from_slice(&text);
+        let framed = framed(script);
         let out = self
             .batch(REMOTE_ENTRY)
             .input(Input::Bytes(framed))
@@ -187,9 +191,7 @@ impl Ssh {
     /// open, so the script reads requests from it and ends when we close it (one ssh execution
     /// for a whole conversation, e.g. every poll of a watch).
     pub fn start_script(&self, script: &Script) -> Result<crate::process::Running> {
-        let text = script.as_str().as_bytes().to_vec();
-        let mut framed = format!("{}\n", text.len()).into_bytes();
-        framed.extend_from_slice(&text);
+        let framed = framed(script);
         self.batch(REMOTE_ENTRY)
             .input(Input::Bytes(framed))
             .start()

@@ -218,7 +218,17 @@ fn establish_opens_the_master_with_the_password_through_askpass_never_argv() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.doc["preflight"]["master"], "managed");
     let trace_text = std::fs::read_to_string(&trace_file).unwrap();
-    assert!(trace_text.contains("-fNM"), "the master command ran");
+    let ssh = connecting_ssh(&trace_lines(&trace_file));
+    assert_eq!(
+        ssh.len(),
+        1,
+        "one ssh execution logs in, opens the master and runs the check: {ssh:?}"
+    );
+    assert!(
+        ssh[0].iter().any(|a| a == "ControlPersist=24h"),
+        "the login leaves the master running: {:?}",
+        ssh[0]
+    );
     for text in [&trace_text, &r.stdout, &r.stderr] {
         assert!(!text.contains(&password), "the password leaked");
     }

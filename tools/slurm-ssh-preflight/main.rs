@@ -319,8 +319,9 @@ fn mfa_path(
                 "run in a terminal: {printable}   then rerun this step (or rerun with --establish)"
             )));
         }
-        establish(cli, ctx, ssh, ours, &argv)?;
+        let out = establish(cli, ctx, ssh, ours, script)?;
         path.master = "managed";
+        return Ok((path, out));
     }
     let mut riding = ssh.clone();
     riding.control_path = path.control_path.clone();
@@ -328,23 +329,37 @@ fn mfa_path(
     Ok((path, out))
 }
 
-/// Run the master command attached to the person's terminal, then verify it.
+/// Log in once, attached to the person's terminal for the prompts, and in that same ssh
+/// execution open the managed master (`ControlMaster=auto` with `ControlPersist=24h`: ssh moves
+/// the master to the background right after the login) and run the remote check through it.
+/// One login, one ssh execution; the master stays for every later tool.
 fn establish(
     cli: &Cli,
     ctx: &Context,
     ssh: &Ssh,
     control_path: &str,
-    argv: &[String],
-) -> Result<()> {
+    script: &shared::quote::Script,
+) -> Result<shared::process::Output> {
     ctx.note(format!(
         "opening a ControlMaster to {}: complete the login prompts",
         ssh.host
     ));
+    let mut riding = ssh.clone();
+    riding.control_path = Some(control_path.to_string());
+    riding.connect_timeout = ssh.connect_timeout.max(10);
     let mut cmd = Cmd::new(ssh_program())
-        .args(argv[1..].iter().cloned())
-        .arg("-o")
-        .arg(format!("ConnectTimeout={}", ssh.connect_timeout.max(10)))
-        .stdout_to_stderr()
+        .args(riding.base_args())
+        .args([
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            "ControlPersist=24h",
+            "-T",
+            "--",
+            &ssh.host,
+            shared::ssh::REMOTE_ENTRY,
+        ])
+        .input(shared::process::Input::Bytes(shared::ssh::framed(script)))
         .inherit_stderr()
         .deadline(Duration::from_secs(cli.establish_timeout));
     let _server;
@@ -360,16 +375,22 @@ fn establish(
         _server = server;
     }
     let out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e))?;
-    // `ssh -f` backgrounds only after the master's socket is listening, so success here means a
-    // master to ride; the remote check that follows goes through it and proves it.
-    if !out.success() || !std::path::Path::new(control_path).exists() {
+    if out.code == Some(255) || out.timed_out || !std::path::Path::new(control_path).exists() {
         return Err(ToolError::needs_person(format!(
             "the interactive login to {} did not leave a running ControlMaster",
             ssh.host
         ))
-        .with_hint("run the ssh -fNM command yourself in a terminal and watch its prompts")
+        .with_hint("run the ssh -fNM command from `slurm-ssh-preflight` (without --establish) yourself in a terminal and watch its prompts")
+        .with_command(out.record()));
+    }
+    if !out.success() {
+        return Err(ToolError::remote(format!(
+            "the remote check on {} failed (exit {:?})",
+            ssh.host, out.code
+        ))
+        .with_hint("run `ssh <host> sh` by hand to see what the login environment does")
         .with_command(out.record()));
     }
     ctx.note(format!("ControlMaster running at {control_path}"));
-    Ok(())
+    Ok(out)
 }
