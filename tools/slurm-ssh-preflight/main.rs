@@ -18,7 +18,7 @@ use std::time::Duration;
 /// is a configuration problem (exit 4). true: find a live ControlMaster, first the one your own
 /// ssh config names, then the managed socket (`control_path`, default
 /// /tmp/ssh-trtllm-%r@%h:%p); with none, exit 3 and print the exact `ssh -fNM ...` command to
-/// run in a terminal (or pass --establish to run it now). null: try direct; only a
+/// run in a terminal (or pass --establish to log in now). null: try direct; only a
 /// `Permission denied (keyboard-interactive)` switches to the MFA path, and the value found is
 /// recorded so you can put it in the catalog.
 ///
@@ -40,9 +40,10 @@ struct Cli {
     #[command(flatten)]
     input: InputArg,
 
-    /// When an MFA login is needed, run the ControlMaster command now, attached to your
-    /// terminal (ssh prompts on the tty although stdin carries the document). With
-    /// `slurm_password` in the document, ssh gets it through SSH_ASKPASS, never argv.
+    /// When an MFA login is needed, log in now, attached to your terminal (ssh prompts on the
+    /// tty although stdin carries the document): that one ssh opens the managed ControlMaster
+    /// (ControlPersist=24h) and runs the remote check through it. With `slurm_password` in the
+    /// document, ssh gets it through SSH_ASKPASS, never argv.
     #[arg(long)]
     establish: bool,
 

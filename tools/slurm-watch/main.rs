@@ -418,7 +418,29 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 }
                 s
             });
+            let completing = q.state == "COMPLETING";
             st.last_queue = Some(q);
+            if completing && !capped {
+                // The job's script ended by itself (its end marker is there) and its nodes are
+                // cleaning up (epilog): when accounting already says COMPLETED or FAILED, that is
+                // the verdict, without waiting for the cleanup. Anything else (a node failure
+                // that Slurm may requeue, a time limit, a cancellation) waits until the job has
+                // left the queue. The logs were read after squeue in this same poll: complete.
+                if let Some(acct) = reply.accounting.as_deref().and_then(slurm::parse_sacct) {
+                    if marker_seen && matches!(acct.state.as_str(), "COMPLETED" | "FAILED") {
+                        progress.finish();
+                        break final_verdict(
+                            &job,
+                            &st,
+                            &patterns,
+                            &acct,
+                            reply.cancelled_by.clone(),
+                            "sacct",
+                        );
+                    }
+                }
+                interval = interval.min(0.5);
+            }
         } else if let Some(e) = &reply.queue_error {
             ctx.warn(format!(
                 "squeue failed ({e}); the controller may be down, retrying"

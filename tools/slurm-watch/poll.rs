@@ -74,27 +74,32 @@ chunk() {
   echo "CHUNK $1 $off $len $size"
   if [ "$len" -gt 0 ]; then tail -c +$((off + 1)) "$2" | head -c "$len"; fi
 }
+acct() {
+  a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format="$afmt" 2>&1); arc=$?
+  case "$a" in
+    *"accounting storage is disabled"*)
+      echo ACCT_DISABLED
+      sc=$(scontrol show job -o "$job" 2>&1) && printf 'SC %s\n' "$(printf '%s\n' "$sc" | head -n 1)" ;;
+    *)
+      if [ "$arc" -ne 0 ]; then printf 'AERR %s\n' "$(printf '%s\n' "$a" | head -n 1)"
+      elif [ -z "$a" ]; then echo A_EMPTY
+      else printf 'A %s\n' "$(printf '%s\n' "$a" | head -n 1)"
+      fi ;;
+  esac
+  uid=$(printf '%s\n' "$a" | sed -n 's/^CANCELLED by \([0-9][0-9]*\).*/\1/p' | head -n 1)
+  if [ -n "$uid" ]; then printf 'BY %s %s\n' "$uid" "$(getent passwd "$uid" | cut -d: -f1)"; fi
+}
 poll() {
   if [ -n "$marker" ] && [ -e "$marker" ]; then echo MARK; fi
   q=$(env SLURM_TIME_FORMAT=%s squeue -h -j "$job" -o "$fmt" 2>&1); qrc=$?
   if [ "$qrc" -eq 0 ] && [ -n "$q" ]; then
     printf 'Q %s\n' "$(printf '%s\n' "$q" | head -n 1)"
+    # COMPLETING: the job has ended and its nodes are cleaning up; accounting may know how.
+    case "$q" in COMPLETING*) acct ;; esac
   elif [ "$qrc" -ne 0 ] && ! printf '%s' "$q" | grep -q 'Invalid job id'; then
     printf 'QERR %s\n' "$(printf '%s\n' "$q" | head -n 1)"
   else
-    a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format="$afmt" 2>&1); arc=$?
-    case "$a" in
-      *"accounting storage is disabled"*)
-        echo ACCT_DISABLED
-        sc=$(scontrol show job -o "$job" 2>&1) && printf 'SC %s\n' "$(printf '%s\n' "$sc" | head -n 1)" ;;
-      *)
-        if [ "$arc" -ne 0 ]; then printf 'AERR %s\n' "$(printf '%s\n' "$a" | head -n 1)"
-        elif [ -z "$a" ]; then echo A_EMPTY
-        else printf 'A %s\n' "$(printf '%s\n' "$a" | head -n 1)"
-        fi ;;
-    esac
-    uid=$(printf '%s\n' "$a" | sed -n 's/^CANCELLED by \([0-9][0-9]*\).*/\1/p' | head -n 1)
-    if [ -n "$uid" ]; then printf 'BY %s %s\n' "$uid" "$(getent passwd "$uid" | cut -d: -f1)"; fi
+    acct
   fi
   chunk out "$out_path" "$1"
   if [ -n "$err_path" ]; then chunk err "$err_path" "$2"; fi
