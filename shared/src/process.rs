@@ -146,10 +146,8 @@ impl Cmd {
             .collect()
     }
 
-    /// Start the child and keep talking to it (see [`Running`]). `input` bytes, if any, are
-    /// written first; stdin stays open for [`Running::send`]. The deadline does not apply.
-    pub fn start(self) -> Result<Running, std::io::Error> {
-        let argv = self.argv();
+    /// The program with its arguments, environment and working directory (no stdio yet).
+    fn command(&self) -> Command {
         let mut command = Command::new(&self.program);
         command.args(&self.args);
         for (k, v) in &self.env {
@@ -161,6 +159,14 @@ impl Cmd {
         if let Some(dir) = &self.cwd {
             command.current_dir(dir);
         }
+        command
+    }
+
+    /// Start the child and keep talking to it (see [`Running`]). `input` bytes, if any, are
+    /// written first; stdin stays open for [`Running::send`]. The deadline does not apply.
+    pub fn start(self) -> Result<Running, std::io::Error> {
+        let argv = self.argv();
+        let mut command = self.command();
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -205,17 +211,7 @@ impl Cmd {
     pub fn run(self) -> Result<Output, std::io::Error> {
         let argv = self.argv();
         let started = Instant::now();
-        let mut command = Command::new(&self.program);
-        command.args(&self.args);
-        for (k, v) in &self.env {
-            command.env(k, v);
-        }
-        for k in &self.env_remove {
-            command.env_remove(k);
-        }
-        if let Some(dir) = &self.cwd {
-            command.current_dir(dir);
-        }
+        let mut command = self.command();
         command.stdin(match self.input {
             Input::Null => Stdio::null(),
             Input::Inherit => Stdio::inherit(),

@@ -69,7 +69,54 @@ fn fault_at(
     pause: u64,
     fault: impl FnOnce(),
 ) -> Run {
-    use std::io::{BufRead, Read, Write};
+    use std::io::Read;
+    let (mut child, lines, mut stderr) = spawn_paused(tool_name, doc, step, pause);
+    let mut stdout = child.stdout.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).unwrap();
+        s
+    });
+    fault();
+    for line in lines {
+        stderr.push_str(&line.unwrap());
+        stderr.push('\n');
+    }
+    let status = child.wait().unwrap();
+    let stdout = out_reader.join().unwrap();
+    Run {
+        code: status.code().unwrap_or(-1),
+        doc: serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null),
+        stdout,
+        stderr,
+    }
+}
+
+/// How many jobs Slurm knows (any state) by this name.
+fn jobs_named(name: &str) -> usize {
+    let sq = Command::new("squeue")
+        .args(["-h", "--states=all", "-o", "%j"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&sq.stdout)
+        .lines()
+        .filter(|l| *l == name)
+        .count()
+}
+
+/// Start a tool that pauses at `step` for `pause` seconds; return once it says it paused, with
+/// the rest of its stderr still to read and what it said so far.
+fn spawn_paused(
+    tool_name: &str,
+    doc: &serde_json::Value,
+    step: &str,
+    pause: u64,
+) -> (
+    std::process::Child,
+    std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+    String,
+) {
+    use std::io::{BufRead, Write};
     let mut child = tool(tool_name)
         .env("SLURM_TOOLS_PAUSE_AT", step)
         .env("SLURM_TOOLS_PAUSE_SECONDS", pause.to_string())
@@ -84,39 +131,21 @@ fn fault_at(
         .unwrap()
         .write_all(doc.to_string().as_bytes())
         .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).unwrap();
-        s
-    });
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut stderr = String::new();
+    let mut seen = String::new();
     for line in lines.by_ref() {
         let line = line.unwrap();
-        stderr.push_str(&line);
-        stderr.push('\n');
+        seen.push_str(&line);
+        seen.push('\n');
         if line.contains(&format!("paused at {step}")) {
             break;
         }
     }
     assert!(
-        stderr.contains("paused at"),
-        "{tool_name} never reached {step}:\n{stderr}"
+        seen.contains("paused at"),
+        "{tool_name} never reached {step}:\n{seen}"
     );
-    fault();
-    for line in lines {
-        stderr.push_str(&line.unwrap());
-        stderr.push('\n');
-    }
-    let status = child.wait().unwrap();
-    let stdout = out_reader.join().unwrap();
-    Run {
-        code: status.code().unwrap_or(-1),
-        doc: serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null),
-        stdout,
-        stderr,
-    }
+    (child, lines, seen)
 }
 
 /// Start slurm-watch in the background on a submitted document.
@@ -460,36 +489,7 @@ fn kill_at(
     step: &str,
     signal: &str,
 ) -> std::process::Output {
-    use std::io::{BufRead, Write};
-    let mut child = tool(tool_name)
-        .env("SLURM_TOOLS_PAUSE_AT", step)
-        .env("SLURM_TOOLS_PAUSE_SECONDS", "60")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(doc.to_string().as_bytes())
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let mut seen = String::new();
-    for line in lines.by_ref() {
-        let line = line.unwrap();
-        seen.push_str(&line);
-        seen.push('\n');
-        if line.contains(&format!("paused at {step}")) {
-            break;
-        }
-    }
-    assert!(
-        seen.contains("paused at"),
-        "the tool never reached {step}:\n{seen}"
-    );
+    let (child, _rest, _seen) = spawn_paused(tool_name, doc, step, 60);
     assert!(Command::new("kill")
         .args([signal, &child.id().to_string()])
         .status()
@@ -558,15 +558,7 @@ fn a_submit_killed_before_sending_submits_nothing_and_a_rerun_submits_once() {
     assert_ne!(out.status.code(), Some(0));
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let sq = Command::new("squeue")
-        .args(["-h", "--states=all", "-o", "%j"])
-        .output()
-        .unwrap();
-    let n = String::from_utf8_lossy(&sq.stdout)
-        .lines()
-        .filter(|l| *l == "st-f-kill-submit")
-        .count();
-    assert_eq!(n, 1, "exactly one job");
+    assert_eq!(jobs_named("st-f-kill-submit"), 1, "exactly one job");
 }
 
 #[test]
@@ -861,15 +853,7 @@ fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
     );
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let sq = Command::new("squeue")
-        .args(["-h", "--states=all", "-o", "%j"])
-        .output()
-        .unwrap();
-    let n = String::from_utf8_lossy(&sq.stdout)
-        .lines()
-        .filter(|l| *l == "st-f-ctld-submit")
-        .count();
-    assert_eq!(n, 1, "exactly one job");
+    assert_eq!(jobs_named("st-f-ctld-submit"), 1, "exactly one job");
 }
 
 #[test]
