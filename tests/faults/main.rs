@@ -498,6 +498,40 @@ fn kill_at(
     child.wait_with_output().unwrap()
 }
 
+/// A messy repository's document, ready for `tool_name` (slurm-sync-untracked needs the tracked
+/// sync done first).
+fn messy_doc_for(fx: &fixture::Fixture, tool_name: &str) -> serde_json::Value {
+    fx.make_messy();
+    let doc = fx.doc();
+    if tool_name != "slurm-sync-untracked" {
+        return doc;
+    }
+    let t = run("slurm-sync-tracked", &[], &doc);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    t.doc
+}
+
+/// After an interrupted sync: both syncs rerun cleanly, only main is left on origin, and the
+/// local repository is still `before`. Returns the tracked rerun's stderr.
+fn rerun_both_syncs(
+    fx: &fixture::Fixture,
+    before: &std::collections::BTreeMap<String, Vec<u8>>,
+    label: &str,
+) -> String {
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{label}: rerun: {}", t.stderr);
+    let u = run("slurm-sync-untracked", &[], &t.doc);
+    assert_eq!(u.code, 0, "{label}: rerun: {}", u.stderr);
+    let refs = fx.origin_refs();
+    assert_eq!(
+        refs.lines().count(),
+        1,
+        "{label}: only main on origin, no temporary branch left: {refs}"
+    );
+    assert_eq!(&fixture::local_state(&fx.local), before, "{label}");
+    t.stderr
+}
+
 #[test]
 fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -510,13 +544,7 @@ fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
         for signal in ["-KILL", "-INT"] {
             let fx =
                 fixture::Fixture::new(&format!("kill-{}-{}", step.replace(':', "-"), &signal[1..]));
-            fx.make_messy();
-            let mut doc = fx.doc();
-            if tool_name == "slurm-sync-untracked" {
-                let t = run("slurm-sync-tracked", &[], &doc);
-                assert_eq!(t.code, 0, "{}", t.stderr);
-                doc = t.doc;
-            }
+            let doc = messy_doc_for(&fx, tool_name);
             let before = fixture::local_state(&fx.local);
             let out = kill_at(tool_name, &doc, step, signal);
             assert_ne!(out.status.code(), Some(0), "{step} {signal}: it was killed");
@@ -525,25 +553,13 @@ fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
                 before,
                 "{step} {signal}: the local repository changed"
             );
-            // A rerun succeeds, and leaves no temporary branch on origin.
-            let t = run("slurm-sync-tracked", &[], &fx.doc());
-            assert_eq!(t.code, 0, "{step} {signal}: rerun: {}", t.stderr);
+            let tracked_stderr = rerun_both_syncs(&fx, &before, &format!("{step} {signal}"));
             if step == "sync-tracked:pushed" || step == "sync-tracked:checked-out" {
                 assert!(
-                    t.stderr.contains("left on origin by an interrupted run"),
-                    "{step} {signal}: {}",
-                    t.stderr
+                    tracked_stderr.contains("left on origin by an interrupted run"),
+                    "{step} {signal}: {tracked_stderr}"
                 );
             }
-            let u = run("slurm-sync-untracked", &[], &t.doc);
-            assert_eq!(u.code, 0, "{step} {signal}: {}", u.stderr);
-            let refs = fx.origin_refs();
-            assert_eq!(
-                refs.lines().count(),
-                1,
-                "only main on origin, no temporary branch left: {refs}"
-            );
-            assert_eq!(fixture::local_state(&fx.local), before);
         }
     }
 }
@@ -791,13 +807,7 @@ fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restar
         ("slurm-sync-untracked", "sync-untracked:streaming"),
     ] {
         let fx = fixture::Fixture::new(&format!("sshd-mid-{}", step.replace(':', "-")));
-        fx.make_messy();
-        let mut doc = fx.doc();
-        if tool_name == "slurm-sync-untracked" {
-            let t = run("slurm-sync-tracked", &[], &doc);
-            assert_eq!(t.code, 0, "{}", t.stderr);
-            doc = t.doc;
-        }
+        let doc = messy_doc_for(&fx, tool_name);
         let before = fixture::local_state(&fx.local);
         let r = fault_at(tool_name, &doc, step, 2, stop_direct_sshd);
         cluster_up();
@@ -819,16 +829,7 @@ fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restar
             before,
             "{step}: the local repository changed"
         );
-        let t = run("slurm-sync-tracked", &[], &fx.doc());
-        assert_eq!(t.code, 0, "{step}: rerun: {}", t.stderr);
-        let u = run("slurm-sync-untracked", &[], &t.doc);
-        assert_eq!(u.code, 0, "{step}: rerun: {}", u.stderr);
-        assert_eq!(
-            fx.origin_refs().lines().count(),
-            1,
-            "{step}: no temporary branch left on origin"
-        );
-        assert_eq!(fixture::local_state(&fx.local), before);
+        rerun_both_syncs(&fx, &before, step);
     }
 }
 

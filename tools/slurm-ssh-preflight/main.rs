@@ -192,14 +192,18 @@ fn direct_path(ours: &str, socket: SocketState, discovered: bool) -> Path {
 fn run_check(ssh: &Ssh, script: &shared::quote::Script) -> Result<shared::process::Output> {
     let out = ssh.run_script(script, None, Duration::from_secs(60))?;
     if !out.success() {
-        return Err(ToolError::remote(format!(
-            "the remote check on {} failed (exit {:?})",
-            ssh.host, out.code
-        ))
-        .with_hint("run `ssh <host> sh` by hand to see what the login environment does")
-        .with_command(out.record()));
+        return Err(check_failed(ssh, &out));
     }
     Ok(out)
+}
+
+fn check_failed(ssh: &Ssh, out: &shared::process::Output) -> ToolError {
+    ToolError::remote(format!(
+        "the remote check on {} failed (exit {:?})",
+        ssh.host, out.code
+    ))
+    .with_hint("run `ssh <host> sh` by hand to see what the login environment does")
+    .with_command(out.record())
 }
 
 fn is_kbd_interactive_denial(e: &ToolError) -> bool {
@@ -245,10 +249,10 @@ fn master_command(ssh: &Ssh, control_path: &str) -> Vec<String> {
     argv
 }
 
-fn rode_a_dead_master(e: &ToolError) -> bool {
-    e.command
-        .as_ref()
-        .is_some_and(|c| c.stderr_tail.contains("Control socket connect"))
+/// ssh's warning when a ControlPath socket is there but no master answers on it (ssh then goes
+/// around it with a login of its own).
+fn went_around_a_dead_master(stderr: &str) -> bool {
+    stderr.contains("Control socket connect")
 }
 
 fn master_alive(ssh: &Ssh, control_path: &str) -> Result<bool> {
@@ -293,13 +297,17 @@ fn mfa_path(
         let mut riding = ssh.clone();
         riding.control_path = Some(ours.to_string());
         match run_check(&riding, script) {
-            Ok(out) if !out.stderr_tail.contains("Control socket connect") => {
+            Ok(out) if !went_around_a_dead_master(&out.stderr_tail) => {
                 path.master = "managed";
                 return Ok((path, out));
             }
             // The master is dead and a non-interactive login got in around it: still no master.
             Ok(_) => {}
-            Err(e) if e.kind == ErrorKind::NeedsPerson || rode_a_dead_master(&e) => {}
+            Err(e)
+                if e.kind == ErrorKind::NeedsPerson
+                    || e.command
+                        .as_ref()
+                        .is_some_and(|c| went_around_a_dead_master(&c.stderr_tail)) => {}
             Err(e) => return Err(e),
         }
     }
@@ -385,12 +393,7 @@ fn establish(
         .with_command(out.record()));
     }
     if !out.success() {
-        return Err(ToolError::remote(format!(
-            "the remote check on {} failed (exit {:?})",
-            ssh.host, out.code
-        ))
-        .with_hint("run `ssh <host> sh` by hand to see what the login environment does")
-        .with_command(out.record()));
+        return Err(check_failed(ssh, &out));
     }
     ctx.note(format!("ControlMaster running at {control_path}"));
     Ok(out)

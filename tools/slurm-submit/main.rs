@@ -174,8 +174,13 @@ fn end_marker(state_dir: &str, token: &str, recipe: Recipe) -> String {
     if recipe == Recipe::Batch {
         join(state_dir, &format!("{token}.end"))
     } else {
-        join(state_dir, &format!("{token}.srun-exit"))
+        srun_exit_file(state_dir, token)
     }
+}
+
+/// Where the tmux wrapper of an srun recipe writes srun's exit code.
+fn srun_exit_file(state_dir: &str, token: &str) -> String {
+    join(state_dir, &format!("{token}.srun-exit"))
 }
 
 /// A watched build job that did not pass: its status.
@@ -353,7 +358,7 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
     }
     let tail = vec!["bash".to_string(), cmd_path];
     // srun runs in tmux on the login node, writing its own exit code and messages to files.
-    let exit_file = join(&state_dir, &format!("{token}.srun-exit"));
+    let exit_file = srun_exit_file(&state_dir, token);
     let srun_log = join(&state_dir, &format!("{token}.srun.log"));
     let mut w = Script::new();
     w.raw("#!/bin/sh\n# Written by slurm-submit: holds the srun of one job in tmux.\ncd --")
@@ -481,10 +486,7 @@ cd -- "$repo" || exit 32
                 "jobid_file",
                 &join(&plan.state_dir, &format!("{token}.jobid")),
             )?;
-            s.assign(
-                "exit_file",
-                &join(&plan.state_dir, &format!("{token}.srun-exit")),
-            )?;
+            s.assign("exit_file", &srun_exit_file(&plan.state_dir, token))?;
             s.assign(
                 "srun_log",
                 &join(&plan.state_dir, &format!("{token}.srun.log")),

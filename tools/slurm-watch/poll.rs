@@ -94,8 +94,9 @@ poll() {
   q=$(env SLURM_TIME_FORMAT=%s squeue -h -j "$job" -o "$fmt" 2>&1); qrc=$?
   if [ "$qrc" -eq 0 ] && [ -n "$q" ]; then
     printf 'Q %s\n' "$(printf '%s\n' "$q" | head -n 1)"
-    # COMPLETING: the job has ended and its nodes are cleaning up; accounting may know how.
-    case "$q" in COMPLETING*) acct ;; esac
+    # COMPLETING after the job's own end marker: its nodes are cleaning up, and accounting may
+    # already know how it ended (slurm-watch only takes that answer when the marker is there).
+    case "$q" in COMPLETING*) if [ -n "$marker" ] && [ -e "$marker" ]; then acct; fi ;; esac
   elif [ "$qrc" -ne 0 ] && ! printf '%s' "$q" | grep -q 'Invalid job id'; then
     printf 'QERR %s\n' "$(printf '%s\n' "$q" | head -n 1)"
   else
