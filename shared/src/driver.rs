@@ -41,9 +41,16 @@ pub struct Context {
     pub tool: &'static str,
     pub doc: Document,
     pub secrets: Secrets,
+    after_written: Vec<Box<dyn FnOnce()>>,
 }
 
 impl Context {
+    /// Run `f` once the step succeeded and its output reached stdout, and not otherwise (used to
+    /// drop state that only matters while nobody has been told the result).
+    pub fn after_written(&mut self, f: impl FnOnce() + 'static) {
+        self.after_written.push(Box::new(f));
+    }
+
     /// A progress or diagnostic line on stderr, prefixed with the tool's name.
     pub fn note(&self, msg: impl AsRef<str>) {
         crate::ui::note(self.tool, msg.as_ref());
@@ -145,13 +152,32 @@ pub fn run<C: ToolCli>(
             &format!("dropped the secret field `{path}` (secrets are never written out)"),
         );
     }
-    let mut ctx = Context { tool, doc, secrets };
+    let mut ctx = Context {
+        tool,
+        doc,
+        secrets,
+        after_written: Vec::new(),
+    };
     let result = step(&cli, &mut ctx);
+    let succeeded = result.is_ok();
     let mut doc = ctx.doc;
-    finish(tool, &mut doc, result)
+    let (code, written) = finish_written(tool, &mut doc, result);
+    if succeeded && written {
+        ctx.after_written.into_iter().for_each(|f| f());
+    }
+    code
 }
 
 fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> ExitCode {
+    finish_written(tool, doc, result).0
+}
+
+/// Write the outcome; the exit code, and whether the output reached stdout.
+fn finish_written(
+    tool: &'static str,
+    doc: &mut Document,
+    result: Result<Outcome>,
+) -> (ExitCode, bool) {
     let code = match result {
         Ok(Outcome::Done) => 0,
         Ok(Outcome::JobNotPassed) => 1,
@@ -160,9 +186,9 @@ fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> Ex
             let mut out = std::io::stdout().lock();
             if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
                 crate::ui::note(tool, &format!("could not write to stdout: {e}"));
-                return ExitCode::from(4);
+                return (ExitCode::from(4), false);
             }
-            return ExitCode::from(code);
+            return (ExitCode::from(code), true);
         }
         Err(e) => {
             crate::ui::error(tool, &e);
@@ -170,10 +196,14 @@ fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> Ex
             e.kind.exit_code()
         }
     };
-    write_and_exit(tool, doc, code)
+    write_doc(tool, doc, code)
 }
 
 fn write_and_exit(tool: &str, doc: &Document, code: i32) -> ExitCode {
+    write_doc(tool, doc, code).0
+}
+
+fn write_doc(tool: &str, doc: &Document, code: i32) -> (ExitCode, bool) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = out
         .write_all(doc.to_line().as_bytes())
@@ -183,9 +213,9 @@ fn write_and_exit(tool: &str, doc: &Document, code: i32) -> ExitCode {
             tool,
             &format!("could not write the document to stdout: {e}"),
         );
-        return ExitCode::from(4);
+        return (ExitCode::from(4), false);
     }
-    ExitCode::from(code as u8)
+    (ExitCode::from(code as u8), true)
 }
 
 fn read_input(path: Option<&Path>, source: &str) -> Result<Vec<u8>> {

@@ -6,6 +6,7 @@
 //! - [`quote`]: the only place a value becomes shell text.
 //! - [`process`]: running external programs with deadlines and bounded output.
 //! - [`ssh`]: the ssh argv builder and the one way to run a remote script.
+//! - [`journal`]: slurm-submit's record that lets a rerun find what an interrupted run submitted.
 //! - [`ui`]: stderr messages for people.
 
 pub mod archive;
@@ -14,6 +15,7 @@ pub mod doc;
 pub mod driver;
 pub mod error;
 pub mod git;
+pub mod journal;
 pub mod layout;
 pub mod process;
 pub mod quote;

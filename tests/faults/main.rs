@@ -913,3 +913,237 @@ fn a_preflight_killed_before_its_check_changes_nothing_and_a_rerun_passes() {
         assert_eq!(p.doc["preflight"]["ssh_path"], "direct");
     }
 }
+
+/// Job ids Slurm knows (any state) by this name.
+fn job_ids_named(name: &str) -> Vec<String> {
+    let sq = Command::new("squeue")
+        .args(["-h", "--states=all", "-o", "%i %j"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&sq.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, n)| *n == name)
+        .map(|(id, _)| id.to_string())
+        .collect()
+}
+
+#[test]
+fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_again() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for recipe in ["batch", "single"] {
+        for signal in ["-KILL", "-INT"] {
+            let name = format!("f-acc-{recipe}{signal}");
+            let label = format!("{recipe} {signal}");
+            let (_fx, mut d) = synced(&name);
+            d["recipe"] = json!(recipe);
+            d["command"] = json!("echo once");
+            let out = kill_at("slurm-submit", &d, "submit:accepted", signal);
+            assert_ne!(out.status.code(), Some(0), "{label}: it was killed");
+            assert!(out.stdout.is_empty(), "{label}: it never said the job id");
+            let first = job_ids_named(&format!("st-{name}"));
+            assert_eq!(first.len(), 1, "{label}: Slurm has the job: {first:?}");
+
+            // The rerun on the same input finds that job instead of submitting a second one.
+            let s = run("slurm-submit", &[], &d);
+            assert_eq!(s.code, 0, "{label}: {}", s.stderr);
+            assert!(
+                s.stderr.contains("not submitting again"),
+                "{label}: {}",
+                s.stderr
+            );
+            assert_eq!(s.doc["job"]["job_id"], first[0].as_str(), "{label}");
+            assert_eq!(
+                job_ids_named(&format!("st-{name}")),
+                first,
+                "{label}: no second job"
+            );
+            let w = run("slurm-watch", &["--interval", "1"], &s.doc);
+            assert_eq!(w.code, 0, "{label}: {}", w.stderr);
+            assert_eq!(w.doc["report"]["status"], "PASSED", "{label}");
+
+            // Once a run told its result, the same input is a new submission.
+            let again = run("slurm-submit", &[], &d);
+            assert_eq!(again.code, 0, "{label}: {}", again.stderr);
+            assert_ne!(
+                again.doc["job"]["job_id"], s.doc["job"]["job_id"],
+                "{label}"
+            );
+            assert_eq!(job_ids_named(&format!("st-{name}")).len(), 2, "{label}");
+            assert!(
+                !again.stderr.contains("not submitting again"),
+                "{label}: {}",
+                again.stderr
+            );
+        }
+    }
+}
+
+/// Allocations (any state) Slurm knows by this name that are still held.
+fn held_allocations(name: &str) -> Vec<String> {
+    let sq = Command::new("squeue")
+        .args(["-h", "--states=PENDING,RUNNING", "-o", "%i %j"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&sq.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, n)| *n == name)
+        .map(|(id, _)| id.to_string())
+        .collect()
+}
+
+fn alloc_killed_at(args: &[&str], doc: &serde_json::Value, step: &str, signal: &str) {
+    let (child, _rest, _seen) = {
+        use std::io::{BufRead, Write};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_slurm-alloc"))
+            .args(args)
+            .env("XDG_CONFIG_HOME", "/nonexistent")
+            .env("SLURM_TOOLS_PAUSE_AT", step)
+            .env("SLURM_TOOLS_PAUSE_SECONDS", "60")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(doc.to_string().as_bytes())
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut seen = String::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.contains(&format!("paused at {step}")) {
+                break;
+            }
+        }
+        assert!(seen.contains("paused at"), "never reached {step}:\n{seen}");
+        (child, lines, seen)
+    };
+    assert!(Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let out = child.wait_with_output().unwrap();
+    assert_ne!(out.status.code(), Some(0), "{step} {signal}: it was killed");
+    assert!(out.stdout.is_empty(), "{step} {signal}: no half document");
+}
+
+#[test]
+fn alloc_killed_at_every_step_holds_one_allocation_and_a_rerun_finishes_the_work() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for signal in ["-KILL", "-INT"] {
+        let name = format!("st-alloc-kill{signal}-{}", std::process::id());
+        let d = alloc_doc("direct_host", &name);
+        // up killed before it asked for anything: nothing is held.
+        alloc_killed_at(&["up"], &d, "alloc:before", signal);
+        assert!(held_allocations(&name).is_empty(), "{signal}");
+        // Each rerun picks up what the killed one left and is itself killed a step further.
+        alloc_killed_at(&["up"], &d, "alloc:created", signal);
+        let held = held_allocations(&name);
+        assert_eq!(held.len(), 1, "{signal}: salloc holds it: {held:?}");
+        alloc_killed_at(&["up"], &d, "alloc:running", signal);
+        assert_eq!(
+            held_allocations(&name),
+            held,
+            "{signal}: reused, not doubled"
+        );
+        // The last `up` was killed before the container import: the rerun does it.
+        let up = alloc(&["up"], &d);
+        assert_eq!(up.code, 0, "{signal}: {}", up.stderr);
+        assert_eq!(up.doc["allocation"]["job_id"], held[0].as_str());
+        assert_eq!(up.doc["allocation"]["reused"], true);
+        assert!(
+            up.stderr.contains("skips the import"),
+            "{signal}: the container step ran on the reused allocation: {}",
+            up.stderr
+        );
+        assert_eq!(held_allocations(&name), held, "{signal}");
+
+        // exec killed before it ran its command: the allocation is untouched, a rerun runs it.
+        alloc_killed_at(&["exec", "--", "true"], &up.doc, "alloc:exec", signal);
+        assert_eq!(held_allocations(&name), held, "{signal}");
+        let e = alloc(&["exec", "--", "echo ran-$SLURM_JOB_ID"], &up.doc);
+        assert_eq!(e.code, 0, "{signal}: {}", e.stderr);
+        assert!(
+            e.stderr.contains(&format!("ran-{}", held[0])),
+            "{}",
+            e.stderr
+        );
+
+        // down killed before it released anything: still held; the rerun releases it.
+        alloc_killed_at(&["down"], &e.doc, "alloc:down", signal);
+        assert_eq!(held_allocations(&name), held, "{signal}");
+        let down = alloc(&["down"], &e.doc);
+        assert_eq!(down.code, 0, "{signal}: {}", down.stderr);
+        assert_eq!(wait_done(&held[0], 60).0, "COMPLETED", "{signal}");
+        assert!(held_allocations(&name).is_empty(), "{signal}");
+    }
+}
+
+#[test]
+fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let canary = std::path::PathBuf::from(format!(
+        "/tmp/slurm-tools-canary-packages-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&canary);
+    std::fs::create_dir_all(&canary).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&canary, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let c = canary.display();
+    let name = format!("st-alloc-pkgs-{}", std::process::id());
+    let mut d = alloc_doc("direct_host", &name);
+    let packages = [
+        format!("x$(touch {c}/dollar-paren)"),
+        format!("y; touch {c}/semicolon"),
+        format!("z`touch {c}/backtick`"),
+        format!("w && touch {c}/and"),
+    ];
+    d["packages"] = json!(packages);
+    let up = alloc(&["up"], &d);
+    // pip (the node's, standing in for the container's) refuses each as an invalid requirement.
+    assert_eq!(up.code, 4, "{}", up.stderr);
+    let e = &up.doc["error"];
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("installing `packages` in the container"),
+        "{e}"
+    );
+    let said = up.stderr.clone() + &e.to_string();
+    assert!(
+        said.contains("Invalid requirement") || said.contains("Invalid marker"),
+        "pip got the values and refused them: {said}"
+    );
+    let fired: Vec<_> = std::fs::read_dir(&canary)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(fired.is_empty(), "injection: canary files: {fired:?}");
+    std::fs::remove_dir_all(&canary).unwrap();
+    // A value starting with '-' would be an option to pip: refused before anything runs.
+    let mut opt = alloc_doc("direct_host", &name);
+    opt["packages"] = json!(["--index-url=http://evil.example/"]);
+    let r = alloc(&["up"], &opt);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.doc["error"]["field"], "packages");
+    // The failed `up` left the allocation held, as its hint says; `down` on the input releases it.
+    assert_eq!(held_allocations(&name).len(), 1);
+    assert!(
+        e["hint"].as_str().unwrap().contains("slurm-alloc down"),
+        "{e}"
+    );
+    let down = alloc(&["down"], &d);
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(held_allocations(&name).is_empty());
+}

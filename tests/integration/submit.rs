@@ -208,7 +208,7 @@ fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
 }
 
 #[test]
-fn a_lost_reply_is_looked_up_and_never_submitted_twice() {
+fn a_lost_reply_is_retried_with_the_same_tag_and_never_submitted_twice() {
     let (_fx, mut d) = synced("nodup");
     d["command"] = json!("echo once");
     d["recipe"] = json!("batch");
@@ -221,11 +221,7 @@ fn a_lost_reply_is_looked_up_and_never_submitted_twice() {
     .env("SLURM_TOOLS_FAULT_STATE", state.path().join("fired"));
     let r = run_raw(cmd, d.to_string().as_bytes());
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("checking whether Slurm got the job"),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains("trying once more"), "{}", r.stderr);
     assert!(r.stderr.contains("not submitting again"), "{}", r.stderr);
     let token = r.doc["job"]["submit_tag"].as_str().unwrap();
     let sq = std::process::Command::new("squeue")

@@ -202,7 +202,17 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     let gpus = doc.int_opt("gpus_per_node", 1, 4096)?;
     let image = doc.str_opt("container_image")?.map(str::to_string);
     let packages = doc.str_list_opt("packages")?.unwrap_or_default();
+    if let Some(p) = packages.iter().find(|p| p.starts_with('-')) {
+        return Err(shared::doc::field_error(
+            "packages",
+            &format!("has {p:?}, which pip would take as an option"),
+        )
+        .with_hint(
+            "give requirement specifiers only (e.g. \"numpy==1.26\"); nothing was started",
+        ));
+    }
 
+    shared::testhook::pause("alloc:before");
     // One round trip: reuse what exists, else start salloc in tmux at the partition's maximum.
     let mut s = Script::new();
     s.raw("set -u\n");
@@ -272,7 +282,11 @@ exit 37
         .or_else(|| tagged(&text, "CREATED").map(str::to_string))
         .ok_or_else(|| ToolError::remote("no job id came back for the allocation"))?;
     let max = tagged(&text, "MAXTIME").unwrap_or("UNLIMITED").to_string();
+    shared::testhook::pause("alloc:created");
     let mut sec = section(&ctx.doc);
+    // This document's own allocation, already set up by an `up` that finished.
+    let set_up_before = sec.get("job_id").and_then(Value::as_str) == Some(job.as_str())
+        && sec.get("state").and_then(Value::as_str) == Some("RUNNING");
     if reused.is_some() {
         ctx.note(format!(
             "reusing allocation {job} ({}) held in tmux session {}",
@@ -359,10 +373,13 @@ exit 37
     };
     sec.insert("state".into(), json!("RUNNING"));
     sec.insert("time_limit".into(), json!(state.limit.map(format_duration)));
+    shared::testhook::pause("alloc:running");
 
-    // The container, once per node (skipped when reused: it is already there).
+    // The container, once per node. A reused allocation goes through this too unless this very
+    // document says its `up` finished: the `up` that created it may have been killed before the
+    // import, and pyxis skips the import of a named container that exists, so it costs little.
     let container = format!("trtllm-{job}");
-    if let (Some(img), false) = (&image, reused.is_some()) {
+    if let (Some(img), false) = (&image, set_up_before) {
         let mut s = Script::new();
         s.raw("srun")
             .arg(&format!("--jobid={job}"))?
@@ -371,14 +388,6 @@ exit 37
             .arg(&format!("--container-name={container}"))?;
         s.raw(" true || exit 40\n");
         if !packages.is_empty() {
-            for p in &packages {
-                if p.starts_with('-') {
-                    return Err(shared::doc::field_error(
-                        "packages",
-                        &format!("has {p:?}; give package names only"),
-                    ));
-                }
-            }
             s.raw("srun")
                 .arg(&format!("--jobid={job}"))?
                 .arg("--ntasks-per-node=1")?;
@@ -392,14 +401,26 @@ exit 37
         }
         let out = run(&a, &s, 3600)?;
         if !out.success() {
+            let what = if out.code == Some(41) {
+                "installing `packages` in"
+            } else {
+                "importing"
+            };
+            ctx.doc.set_section("allocation", Value::Object(sec));
             return Err(ToolError::remote(format!(
-                "setting up the container {container} failed (exit {:?})",
+                "{what} the container {container} failed (exit {:?}); allocation {job} stays held",
                 out.code
             ))
+            .with_hint("fix the cause shown below (`container_image` or `packages`) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document")
             .with_command(out.record()));
         }
         ctx.note(format!(
-            "container {container} imported on each node{}",
+            "container {container} {} on each node{}",
+            if reused.is_some() {
+                "is ready (pyxis reuses a named container and skips the import)"
+            } else {
+                "imported"
+            },
             if packages.is_empty() {
                 String::new()
             } else {
@@ -556,6 +577,7 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
         s.arg(w)?;
     }
     s.raw(" bash -c").arg(&body)?.raw("\n");
+    shared::testhook::pause("alloc:exec");
     ctx.note(format!("running in allocation {job}: {command}"));
     let out = a
         .ssh
@@ -589,6 +611,7 @@ if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" -o '%T' 2>/dev/null)" ]; then sc
 exit 0
 "#,
     );
+    shared::testhook::pause("alloc:down");
     let out = run(&a, &s, 120)?;
     let text = out.stdout_text();
     let did: Vec<&str> = text.lines().collect();

@@ -26,9 +26,12 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// node), batch (sbatch). srun recipes run inside a tmux session on the login node, so they
 /// survive your ssh connection dropping; their job id is learned exactly from a unique token in
 /// --comment, never guessed. Files (`script_path`, `extra_files`, the generated job script) go
-/// up in the same ssh execution as the submission, as one stream. If the connection fails after
-/// the request may have reached Slurm, the token is looked up before any retry: nothing is
-/// submitted twice. Every value reaches Slurm as one literal argument.
+/// up in the same ssh execution as the submission, as one stream. Nothing is submitted twice:
+/// the cluster-side script looks for a job with the token before it submits, a lost connection
+/// is retried once with the same token, and a rerun on the same input after an interrupted run
+/// (killed, Ctrl-C, connection lost) reuses that run's token from a local record
+/// ($SLURM_TOOLS_STATE_DIR, else ~/.local/state/slurm-tools) and so finds its job. A rerun
+/// after a completed run submits anew. Every value reaches Slurm as one literal argument.
 ///
 /// --build submits the build job instead: build.slurm and build.sh are uploaded to
 /// <default_user_root_dir>/trtllm-build-scripts/ and run with sbatch (one node, 02:00:00, job
@@ -87,6 +90,8 @@ struct Plan {
     tmux_session: Option<String>,
     wrapper: Option<String>,
     state_dir: String,
+    /// The unique tag in the job's --comment (and the names of its files).
+    token: String,
 }
 
 fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
@@ -96,7 +101,14 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     let st = Settings::from_doc(&ctx.doc)?;
     let repo = from_doc_or_section(&ctx.doc, "remote_repo_path", "sync_tracked")?;
-    let token = new_token();
+    let journal = if cli.dry_run {
+        None
+    } else {
+        open_journal(ctx, cli.build)
+    };
+    let token = journal
+        .as_ref()
+        .map_or_else(new_token, |entry| entry.tag.clone());
     let plan = if cli.build {
         if ctx.doc.bool_opt("build_project")? == Some(false) {
             ctx.note(
@@ -150,7 +162,16 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let ssh = ssh.expect("not a dry run");
     ctx.note(format!("submitting the {} job: {command}", plan.kind));
     shared::testhook::pause("submit:before");
-    let job_id = submit_once(ctx, &ssh, &plan, &script, &token)?;
+    if let Some(entry) = &journal {
+        if let Err(e) = entry.record() {
+            ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display()));
+        }
+    }
+    let job_id = submit_once(ctx, &ssh, &plan, &script)?;
+    shared::testhook::pause("submit:accepted");
+    if let Some(entry) = journal {
+        ctx.after_written(move || entry.finish());
+    }
     let out = plan.stdout_path.replace("%j", &job_id);
     let err = plan.stderr_path.replace("%j", &job_id);
     ctx.note(format!("job {job_id} accepted; logs: {out}"));
@@ -224,6 +245,32 @@ fn from_doc_or_section(doc: &shared::Document, field: &str, section: &str) -> Re
                 &format!("set `{field}`, or run slurm-resolve and slurm-sync-tracked first"),
             )
         })
+}
+
+/// The submission record for this input (see shared::journal): a rerun of an interrupted
+/// submission gets the tag it used, so the job Slurm already has is found, not submitted again.
+fn open_journal(ctx: &Context, build: bool) -> Option<shared::journal::Entry> {
+    let Some(dir) = shared::journal::state_dir() else {
+        ctx.warn("neither SLURM_TOOLS_STATE_DIR, XDG_STATE_HOME nor HOME is set: no submission record is kept, so a rerun after an interruption cannot tell whether this run submitted");
+        return None;
+    };
+    let kind = if build { "build" } else { "run" };
+    let key = format!("slurm-submit {kind}\n{}", ctx.doc.to_line());
+    match shared::journal::begin(&dir, key.as_bytes(), new_token) {
+        Ok(entry) => {
+            if entry.resumed {
+                ctx.note(format!(
+                    "an earlier slurm-submit on this same input stopped before it wrote its result; its job (tag {}) is looked for first, and submitted only if Slurm does not have it",
+                    entry.tag
+                ));
+            }
+            Some(entry)
+        }
+        Err(e) => {
+            ctx.warn(format!("cannot read the submission records in {} ({e}); a rerun after an interruption cannot tell whether this run submitted", dir.display()));
+            None
+        }
+    }
 }
 
 fn new_token() -> String {
@@ -354,6 +401,7 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
             tmux_session: None,
             wrapper: None,
             state_dir,
+            token: token.to_string(),
         });
     }
     let tail = vec!["bash".to_string(), cmd_path];
@@ -388,6 +436,7 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
         tmux_session: Some(token.to_string()),
         wrapper: Some(join(&work, &wrapper_name)),
         state_dir,
+        token: token.to_string(),
     })
 }
 
@@ -453,6 +502,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Resu
         tmux_session: None,
         wrapper: None,
         state_dir: join(&scripts, "log"),
+        token: token.to_string(),
     })
 }
 
@@ -465,7 +515,9 @@ const FIND_JOB: &str = r#"find_job() {
 }
 "#;
 
-/// Upload, then submit and learn the job id, in one script.
+/// Upload, then submit and learn the job id, in one script. The script is idempotent per tag:
+/// under a lock on the tag it first looks for a job Slurm already has with it (an earlier attempt
+/// whose answer was lost, or the run a rerun resumes) and only submits when there is none.
 fn remote_script(plan: &Plan, repo: &str, token: &str) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
@@ -473,8 +525,19 @@ fn remote_script(plan: &Plan, repo: &str, token: &str) -> Result<Script> {
     s.assign("state", &plan.state_dir)?;
     s.assign("repo", repo)?;
     s.assign("token", token)?;
+    s.assign(
+        "jobid_file",
+        &join(&plan.state_dir, &format!("{token}.jobid")),
+    )?;
+    s.raw(FIND_JOB);
     s.raw(
         r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit 30
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$state/$token.lock" || exit 30
+  flock -w 120 9 || exit 39
+fi
+id=$(find_job)
+if [ -n "$id" ]; then cat >/dev/null; echo "RESUMED"; echo "JOBID $id"; exit 0; fi
 tar -x --no-same-owner -f - -C "$dir" || exit 31
 cd -- "$repo" || exit 32
 "#,
@@ -482,20 +545,20 @@ cd -- "$repo" || exit 32
     match (&plan.tmux_session, &plan.wrapper) {
         (Some(session), Some(wrapper)) => {
             s.assign("session", session)?;
-            s.assign(
-                "jobid_file",
-                &join(&plan.state_dir, &format!("{token}.jobid")),
-            )?;
             s.assign("exit_file", &srun_exit_file(&plan.state_dir, token))?;
             s.assign(
                 "srun_log",
                 &join(&plan.state_dir, &format!("{token}.srun.log")),
             )?;
             s.assign("wrapper_cmd", &format!("sh {}", quote(wrapper)?))?;
-            s.raw(FIND_JOB);
             s.raw(
                 r#"command -v tmux >/dev/null 2>&1 || exit 38
-tmux new-session -d -s "$session" "$wrapper_cmd" || exit 35
+if tmux has-session -t "=$session" 2>/dev/null; then
+  echo "RESUMED"
+else
+  rm -f -- "$exit_file" "$srun_log"
+  tmux new-session -d -s "$session" "$wrapper_cmd" || exit 35
+fi
 echo "TMUX $session"
 i=0
 while [ "$i" -lt 600 ]; do
@@ -516,24 +579,13 @@ exit 37
             }
             s.raw(
                 r#" 2>"$state/$token.submit.err") || { cat "$state/$token.submit.err" >&2; exit 33; }
-echo "JOBID ${out%%;*}"
+id=${out%%;*}
+printf '%s\n' "$id" >"$jobid_file"
+echo "JOBID $id"
 "#,
             );
         }
     }
-    Ok(s)
-}
-
-/// Look the token up: the job id if Slurm has the job.
-fn lookup_script(plan: &Plan, token: &str) -> Result<Script> {
-    let mut s = Script::new();
-    s.assign("token", token)?;
-    s.assign(
-        "jobid_file",
-        &join(&plan.state_dir, &format!("{token}.jobid")),
-    )?;
-    s.raw(FIND_JOB);
-    s.raw("id=$(find_job)\nif [ -n \"$id\" ]; then echo \"JOBID $id\"; fi\nexit 0\n");
     Ok(s)
 }
 
@@ -553,48 +605,40 @@ fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::process::Outp
     ssh.run_script(script, Some(payload), Duration::from_secs(180))
 }
 
-fn submit_once(
-    ctx: &Context,
-    ssh: &Ssh,
-    plan: &Plan,
-    script: &Script,
-    token: &str,
-) -> Result<String> {
+fn submit_once(ctx: &Context, ssh: &Ssh, plan: &Plan, script: &Script) -> Result<String> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         match send(ssh, plan, script) {
             Ok(out) => {
-                if let (true, Some(id)) = (out.success(), job_id_of(&out.stdout_text())) {
+                let text = out.stdout_text();
+                if let (true, Some(id)) = (out.success(), job_id_of(&text)) {
+                    if text.lines().any(|l| l == "RESUMED") {
+                        ctx.note(format!("Slurm already had this submission (job {id}, tag {}); not submitting again", plan.token));
+                    }
                     return Ok(id);
                 }
-                return Err(failure(out, plan, ssh, token));
+                return Err(failure(out, plan, ssh));
             }
             Err(e) if e.kind == ErrorKind::Remote && attempt == 1 => {
-                // The request may have reached Slurm: look before trying again.
-                ctx.warn(format!("the connection failed during submission ({}); checking whether Slurm got the job", e.message));
+                // The request may have reached Slurm. The script looks for the tag before it
+                // submits, under a lock the first attempt holds while it lives: sending it
+                // again cannot submit twice.
+                ctx.warn(format!("the connection failed during submission ({}); trying once more (a job Slurm already has is found by its tag, not submitted again)", e.message));
                 std::thread::sleep(Duration::from_secs(2));
-                let found = ssh
-                    .run_script(&lookup_script(plan, token)?, None, Duration::from_secs(60))
-                    .map_err(|e2| {
-                        e2.with_hint(format!(
-                            "the job may or may not have been submitted; look for it with: squeue -u $USER -o '%i %k' | grep {token}"
-                        ))
-                    })?;
-                if let Some(id) = job_id_of(&found.stdout_text()) {
-                    ctx.note(format!(
-                        "Slurm had the job already (id {id}); not submitting again"
-                    ));
-                    return Ok(id);
-                }
-                ctx.note("Slurm does not have the job; submitting again");
             }
-            Err(e) => return Err(e),
+            Err(e) => {
+                return Err(e.with_hint(format!(
+                    "the job may or may not have been submitted: rerun slurm-submit on the same input document, it finds a job with tag {} instead of submitting again (or look: squeue -u $USER -o '%i %k' | grep {})",
+                    plan.token, plan.token
+                )))
+            }
         }
     }
 }
 
-fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh, token: &str) -> ToolError {
+fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
+    let token = &plan.token;
     let record = out.record();
     let e = match out.code {
         Some(33) | Some(36) => shared::slurm::submission_error(&out.stderr_tail),
@@ -604,6 +648,8 @@ fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh, token: &str) ->
             .with_hint("run slurm-sync-tracked first"),
         Some(35) | Some(38) => ToolError::remote(format!("could not start a tmux session on {} to hold the srun", ssh.host))
             .with_hint("check that tmux works on the login node (`tmux new -d true`), or use the batch recipe"),
+        Some(39) => ToolError::remote(format!("another submission with tag {token} held its lock on {} for two minutes", ssh.host))
+            .with_hint("another slurm-submit on the same input is still submitting; wait for it, then rerun"),
         Some(37) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
             .with_hint(format!("look with: squeue -u $USER -o '%i %k' | grep {token}; attach with: tmux attach -t {token}")),
         other => ToolError::remote(format!("submission on {} failed (exit {other:?}) without a job id", ssh.host)).with_hint("see the stderr below"),

@@ -1,0 +1,198 @@
+//! The submission journal: how a rerun of an interrupted slurm-submit finds the job it already
+//! submitted instead of submitting a second one (RELIABILITY.md 9, "Nothing is done twice").
+//!
+//! Before it sends anything, slurm-submit records the submit tag it is about to use under a key
+//! derived from its input document. The record is removed once the output document is written.
+//! A run that finds a record for its input is the rerun of one that never told anyone what it
+//! did (killed, interrupted, its connection lost), so it takes the recorded tag; the remote
+//! script is idempotent per tag (it looks for a job with that tag before submitting), so the
+//! rerun reports the job Slurm already has. A run on the same input *after* a completed one finds
+//! no record and submits anew, as a rerun of a finished step should.
+//!
+//! Records live in `$SLURM_TOOLS_STATE_DIR`, else `$XDG_STATE_HOME/slurm-tools`, else
+//! `~/.local/state/slurm-tools`, under `submit/`, one small file each; records older than
+//! [`MAX_AGE`] are removed when a new one is written.
+
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Records this old are from runs nobody will rerun.
+pub const MAX_AGE: Duration = Duration::from_secs(30 * 86_400);
+
+/// Where the tools keep local state.
+pub fn state_dir() -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("SLURM_TOOLS_STATE_DIR")
+        .or_else(|| env("XDG_STATE_HOME").map(|d| d.join("slurm-tools")))
+        .or_else(|| env("HOME").map(|h| h.join(".local/state/slurm-tools")))
+}
+
+/// One submission in flight.
+#[derive(Debug)]
+pub struct Entry {
+    path: PathBuf,
+    /// The tag to submit with: the recorded one when resumed, else the fresh one.
+    pub tag: String,
+    /// True when an earlier run on the same input left this record.
+    pub resumed: bool,
+}
+
+/// The record's file name for this input: the SHA-1 of `key`, hex.
+fn name_for(key: &[u8]) -> String {
+    git2::Oid::hash_object(git2::ObjectType::Blob, key)
+        .map(|o| o.to_string())
+        .unwrap_or_else(|_| {
+            // hash_object only fails on a broken libgit2; fall back to a weaker but stable key.
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in key {
+                h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+            }
+            format!("{h:016x}")
+        })
+}
+
+/// Find the record for the input `key`: the recorded tag (resumed) or `fresh()` (not yet
+/// recorded: call [`Entry::record`] before sending anything). An error means the state directory
+/// cannot be read; the caller decides how loud to be.
+pub fn begin(dir: &Path, key: &[u8], fresh: impl FnOnce() -> String) -> std::io::Result<Entry> {
+    let path = dir.join("submit").join(name_for(key));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            if let Some(tag) = text.lines().next().map(str::trim).filter(|t| valid_tag(t)) {
+                return Ok(Entry {
+                    path,
+                    tag: tag.to_string(),
+                    resumed: true,
+                });
+            }
+            // Not a tag of ours (a torn write, an edit): start over with a fresh one.
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    Ok(Entry {
+        path,
+        tag: fresh(),
+        resumed: false,
+    })
+}
+
+impl Entry {
+    /// Write the record (a resumed entry has it already). Call before anything is sent.
+    pub fn record(&self) -> std::io::Result<()> {
+        if self.resumed {
+            return Ok(());
+        }
+        let dir = self.path.parent().expect("a record is in submit/");
+        std::fs::create_dir_all(dir)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+        prune(dir);
+        // Write then rename, so a reader never sees half a tag.
+        let name = self.path.file_name().expect("a record has a name");
+        let tmp = dir.join(format!(
+            ".{}.{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(format!("{}\n", self.tag).as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &self.path)
+    }
+
+    /// The output is written: nobody needs to resume this submission.
+    pub fn finish(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Tags are ours (`slurm-tools-<hex>`); anything else in a record is not trusted into a script.
+fn valid_tag(t: &str) -> bool {
+    t.strip_prefix("slurm-tools-").is_some_and(|hex| {
+        !hex.is_empty() && hex.len() <= 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = SystemTime::now();
+    for e in entries.flatten() {
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .is_some_and(|age| age > MAX_AGE);
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp() -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "journal-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn interrupted_run_is_resumed_with_its_tag_and_finished_run_is_not() {
+        let d = tmp();
+        let first = begin(&d, b"doc", || "slurm-tools-aa".into()).unwrap();
+        assert!(!first.resumed);
+        // Not recorded yet (nothing sent): a rerun starts afresh.
+        assert!(
+            !begin(&d, b"doc", || "slurm-tools-00".into())
+                .unwrap()
+                .resumed
+        );
+        first.record().unwrap();
+        // Killed before finish: the record stays and the rerun gets the same tag.
+        let again = begin(&d, b"doc", || "slurm-tools-bb".into()).unwrap();
+        assert!(again.resumed);
+        assert_eq!(again.tag, "slurm-tools-aa");
+        // Another input is another submission.
+        let other = begin(&d, b"other doc", || "slurm-tools-cc".into()).unwrap();
+        assert!(!other.resumed);
+        again.finish();
+        let after = begin(&d, b"doc", || "slurm-tools-dd".into()).unwrap();
+        assert!(!after.resumed);
+        assert_eq!(after.tag, "slurm-tools-dd");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_record_that_is_not_a_tag_is_not_trusted() {
+        let d = tmp();
+        let e = begin(&d, b"doc", || "slurm-tools-aa".into()).unwrap();
+        e.record().unwrap();
+        std::fs::write(e.path(), "slurm-tools-$(touch x)\n").unwrap();
+        let again = begin(&d, b"doc", || "slurm-tools-bb".into()).unwrap();
+        assert!(!again.resumed);
+        assert_eq!(again.tag, "slurm-tools-bb");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
