@@ -68,10 +68,12 @@ pub fn create(repo: &LocalRepo, base: &str, message: &str) -> Result<Snapshot> {
     run_git(
         repo.git()
             .env("GIT_INDEX_FILE", &index_env)
+            .env("LC_ALL", "C")
             .args(["add", "--update", "--", "."]),
         "adding the working-tree content of tracked files to the temporary index",
         hint,
-    )?;
+    )
+    .map_err(unreadable_tracked_file)?;
     let tree = run_git(
         repo.git()
             .env("GIT_INDEX_FILE", &index_env)
@@ -119,4 +121,28 @@ pub fn create(repo: &LocalRepo, base: &str, message: &str) -> Result<Snapshot> {
         tree,
         base: base.to_string(),
     })
+}
+
+/// git's `error: open("f"): Permission denied` while adding: say which tracked file, and what to
+/// do, instead of only that git failed.
+fn unreadable_tracked_file(e: ToolError) -> ToolError {
+    let Some(line) = e.command.as_ref().and_then(|c| {
+        c.stderr_tail
+            .lines()
+            .find_map(|l| l.strip_prefix("error: open(").map(str::to_string))
+    }) else {
+        return e;
+    };
+    let Some((file, why)) = line.rsplit_once("): ") else {
+        return e;
+    };
+    let file = file.trim_matches('"').to_string();
+    let mut out = ToolError::remote(format!(
+        "cannot read the changed tracked file {file} ({why}): the snapshot needs its content"
+    ))
+    .with_hint(format!(
+        "make it readable (`chmod u+r -- {file}`), or commit or restore it; nothing was changed in the repository"
+    ));
+    out.command = e.command;
+    out
 }

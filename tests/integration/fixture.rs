@@ -189,6 +189,9 @@ pub fn local_state(root: &Path) -> BTreeMap<String, Vec<u8>> {
         git(
             root,
             &[
+                // A plain status may refresh and rewrite the index: the probe must not change
+                // what it measures.
+                "--no-optional-locks",
                 "status",
                 "--porcelain=v2",
                 "-z",

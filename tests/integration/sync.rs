@@ -561,3 +561,111 @@ fn a_remote_clone_whose_origin_differs_from_repo_url_still_gets_the_snapshot() {
     );
     let _ = std::fs::remove_dir_all(&moved);
 }
+
+/// A tool that cannot read what its file modes forbid, even when the tests run as root: root
+/// without the two capabilities that override modes (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH),
+/// dropped from its bounding set by util-linux `setpriv`. As another user it needs no help.
+fn tool_bound_by_modes(name: &str) -> std::process::Command {
+    let t = tool(name);
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return t;
+    }
+    let mut c = std::process::Command::new("setpriv");
+    c.args(["--bounding-set=-dac_override,-dac_read_search", "--"])
+        .arg(t.get_program())
+        .args(t.get_args());
+    for (k, v) in t.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c
+}
+
+#[test]
+fn unreadable_files_and_directories_are_skipped_by_name_or_refused_and_nothing_is_lost() {
+    let fx = Fixture::new("unreadable");
+    let l = &fx.local;
+    write(&l.join("readable.txt"), "fine\n");
+    write(&l.join("locked.txt"), "no one may read this\n");
+    std::fs::create_dir_all(l.join("locked-dir")).unwrap();
+    write(&l.join("locked-dir/inside.txt"), "inside\n");
+    std::fs::set_permissions(l.join("locked.txt"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    std::fs::set_permissions(l.join("locked-dir"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    let before = local_state(l);
+    let t = run_raw(
+        tool_bound_by_modes("slurm-sync-tracked"),
+        fx.doc().to_string().as_bytes(),
+    );
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let u = run_raw(
+        tool_bound_by_modes("slurm-sync-untracked"),
+        t.doc.to_string().as_bytes(),
+    );
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    // Each is named, with the reason, on stderr and in the document; the rest arrives.
+    let skipped = u.doc["sync_untracked"]["skipped"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let reason_of = |p: &str| {
+        skipped
+            .iter()
+            .find(|s| s["path"] == p)
+            .map(|s| s["reason"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{p} is not in skipped: {skipped:?}"))
+    };
+    assert!(reason_of("locked.txt").contains("Permission denied"));
+    assert!(reason_of("locked-dir").contains("Permission denied"));
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    for p in ["locked.txt", "locked-dir"] {
+        assert!(
+            u.stderr.contains(&format!("skipped \"{p}\"")),
+            "{}",
+            u.stderr
+        );
+    }
+    let remote = Path::new(&fx.remote_repo);
+    assert_eq!(
+        read(remote.join("readable.txt").to_str().unwrap()),
+        "fine\n"
+    );
+    assert!(!remote.join("locked.txt").exists());
+    assert!(!remote.join("locked-dir").exists());
+    assert_eq!(local_state(l), before, "the local repository changed");
+
+    // A tracked file changed and then made unreadable cannot be snapshotted: refused by name,
+    // nothing lost, nothing left on origin.
+    std::fs::set_permissions(l.join("locked.txt"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    git(l, &["add", "locked.txt"]);
+    git(l, &["commit", "-q", "-m", "track locked.txt"]);
+    write(&l.join("locked.txt"), "changed, then locked\n");
+    std::fs::set_permissions(l.join("locked.txt"), std::fs::Permissions::from_mode(0o000)).unwrap();
+    let before = local_state(l);
+    let refs = fx.origin_refs();
+    let t = run_raw(
+        tool_bound_by_modes("slurm-sync-tracked"),
+        fx.doc().to_string().as_bytes(),
+    );
+    assert_eq!(t.code, 4, "{}", t.stderr);
+    assert_eq!(
+        t.error_message(),
+        "cannot read the changed tracked file locked.txt (Permission denied): the snapshot needs its content"
+    );
+    assert!(t.doc["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("chmod u+r -- locked.txt"));
+    assert!(
+        t.stderr.contains("open(\"locked.txt\"): Permission denied"),
+        "git's reason, naming the file: {}",
+        t.stderr
+    );
+    assert_eq!(local_state(l), before, "the local repository changed");
+    assert_eq!(fx.origin_refs(), refs, "origin untouched");
+    for p in ["locked.txt", "locked-dir"] {
+        std::fs::set_permissions(l.join(p), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}

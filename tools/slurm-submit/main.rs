@@ -260,7 +260,7 @@ fn open_journal(ctx: &Context, build: bool) -> Option<shared::journal::Entry> {
         Ok(entry) => {
             if entry.resumed {
                 ctx.note(format!(
-                    "an earlier slurm-submit on this same input stopped before it wrote its result; its job (tag {}) is looked for first, and submitted only if Slurm does not have it",
+                    "an earlier slurm-submit on this same input did not finish (interrupted, or failed after sending); Slurm is asked for its job (tag {}) first, and the job is submitted only if Slurm does not have it",
                     entry.tag
                 ));
             }

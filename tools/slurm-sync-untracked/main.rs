@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 /// The files `git ls-files --others --exclude-standard` lists (every ignore source honoured)
 /// travel as one tar stream over one ssh execution, built while it is sent (memory stays small
 /// whatever the size). Symlinks are sent as symlinks (a link to a secret never uploads the
-/// secret); FIFOs, sockets, devices, unreadable files and nested git repositories are skipped
-/// and listed with their reason. Names arrive byte-exact, executable bits are kept, ownership and
-/// setuid bits are not. On the remote, extraction stays inside `remote_repo_path`: symlinks an
+/// secret); FIFOs, sockets, devices, unreadable files and directories, and nested git
+/// repositories are skipped and listed with their reason. Names arrive byte-exact, executable
+/// bits are kept, ownership and setuid bits are not. On the remote, extraction stays inside `remote_repo_path`: symlinks an
 /// earlier sync left where a directory now goes are removed first, so nothing is written through
 /// them. Run it after slurm-sync-tracked.
 ///
@@ -71,7 +71,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             })?,
     };
     let local = LocalRepo::open(&ctx.doc)?;
-    let items = untracked(&local)?;
+    let (items, unopened) = untracked(&local)?;
     let gnu_tar = ctx
         .doc
         .section("preflight")
@@ -80,7 +80,10 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .and_then(|t| t.as_str())
         .is_none_or(|t| t.contains("GNU"));
 
-    let stats = Arc::new(Mutex::new(Stats::default()));
+    let stats = Arc::new(Mutex::new(Stats {
+        skipped: unopened,
+        ..Stats::default()
+    }));
     let (unlinked, remote_ok) = if items.is_empty() {
         ctx.note("no untracked files to send");
         (Vec::new(), true)
@@ -190,10 +193,13 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 }
 
 /// The untracked, non-ignored files, NUL-separated so every name survives.
-fn untracked(local: &LocalRepo) -> Result<Vec<Item>> {
+/// The untracked files and symlinks, and the directories git could not look into (each with
+/// git's reason), which are reported as skipped rather than silently missing on the cluster.
+fn untracked(local: &LocalRepo) -> Result<(Vec<Item>, Vec<Skipped>)> {
     let out = run_git(
         local
             .git()
+            .env("LC_ALL", "C")
             .args([
                 "ls-files",
                 "--others",
@@ -207,7 +213,7 @@ fn untracked(local: &LocalRepo) -> Result<Vec<Item>> {
         "listing the untracked files",
         "check the repository (`git status` should work)",
     )?;
-    Ok(out
+    let items = out
         .stdout
         .split(|b| *b == 0)
         .filter(|n| !n.is_empty())
@@ -217,7 +223,26 @@ fn untracked(local: &LocalRepo) -> Result<Vec<Item>> {
             let name = OsString::from(std::ffi::OsStr::from_bytes(name));
             Item::file(local.root.join(&name), name)
         })
-        .collect())
+        .collect();
+    Ok((items, unopened_dirs(&out.stderr_tail)))
+}
+
+/// A path not sent, and why.
+type Skipped = (String, String);
+
+/// git's "warning: could not open directory 'd/': Permission denied" lines, as (d, reason).
+fn unopened_dirs(stderr: &str) -> Vec<Skipped> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("warning: could not open directory '"))
+        .filter_map(|rest| rest.rsplit_once("': "))
+        .map(|(dir, why)| {
+            (
+                dir.trim_end_matches('/').to_string(),
+                format!("a directory git could not look into ({why}); nothing in it is sent"),
+            )
+        })
+        .collect()
 }
 
 /// The remote side: remove what would make tar write outside the checkout, then extract.
