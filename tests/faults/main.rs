@@ -567,14 +567,26 @@ fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
 #[test]
 fn a_submit_killed_before_sending_submits_nothing_and_a_rerun_submits_once() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (_fx, mut d) = synced("f-kill-submit");
-    d["recipe"] = json!("batch");
-    d["command"] = json!("echo once");
-    let out = kill_at("slurm-submit", &d, "submit:before", "-INT");
-    assert_ne!(out.status.code(), Some(0));
-    let s = run("slurm-submit", &[], &d);
-    assert_eq!(s.code, 0, "{}", s.stderr);
-    assert_eq!(jobs_named("st-f-kill-submit"), 1, "exactly one job");
+    for signal in ["-KILL", "-INT"] {
+        let name = format!("f-kill-submit{signal}");
+        let (_fx, mut d) = synced(&name);
+        d["recipe"] = json!("batch");
+        d["command"] = json!("echo once");
+        let out = kill_at("slurm-submit", &d, "submit:before", signal);
+        assert_ne!(out.status.code(), Some(0));
+        assert_eq!(
+            jobs_named(&format!("st-{name}")),
+            0,
+            "{signal}: nothing sent"
+        );
+        let s = run("slurm-submit", &[], &d);
+        assert_eq!(s.code, 0, "{signal}: {}", s.stderr);
+        assert_eq!(
+            jobs_named(&format!("st-{name}")),
+            1,
+            "{signal}: exactly one job"
+        );
+    }
 }
 
 #[test]
