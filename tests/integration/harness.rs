@@ -225,3 +225,30 @@ pub fn assert_schema(doc: &Value) {
         panic!("the document does not match shared::schema (docs/job-document.schema.json): {e}\n{doc:#}");
     }
 }
+
+/// An empty directory the cluster user may write to: an injected `touch` would leave a file here.
+pub fn canary_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(format!(
+        "/tmp/slurm-tools-canary-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The cluster user must be able to create files here, or a canary could not fire.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
+/// No injected command ran: the canary directory is still empty (then it is removed).
+pub fn assert_no_canary(dir: &std::path::Path) {
+    let fired: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        fired.is_empty(),
+        "injection: canary files were created: {fired:?}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -97,31 +97,6 @@ fn round_trip(ssh: &Ssh, values: &[String]) -> Vec<String> {
     lines.map(str::to_string).collect()
 }
 
-fn canary_dir(name: &str) -> std::path::PathBuf {
-    let dir = std::path::PathBuf::from(format!(
-        "/tmp/slurm-tools-canary-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    // The cluster user must be able to create files here, or a canary could not fire.
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-    dir
-}
-
-fn assert_no_canary(dir: &std::path::Path) {
-    let fired: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert!(
-        fired.is_empty(),
-        "injection: canary files were created: {fired:?}"
-    );
-    std::fs::remove_dir_all(dir).unwrap();
-}
-
 #[test]
 fn hostile_values_arrive_literally_through_the_key_based_sshd() {
     let canary = canary_dir("direct");

@@ -507,6 +507,7 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     link.close();
     progress.finish();
+    shared::testhook::pause("watch:verdict");
 
     let mut report = verdict;
     finish_report(ctx, &job, &st, &mut report, started)?;
@@ -747,7 +748,14 @@ fn local_copy(ctx: &Context, job: &Job, st: &State) -> Result<(Option<String>, b
     let name = shared::layout::basename(&job.out).unwrap_or_else(|| format!("job-{}.out", job.id));
     let path = dir.join(&name);
     let s = &st.streams[0];
-    let written = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, s.kept()));
+    // Written aside and renamed, so a watch killed here never leaves half a log under the name.
+    let aside = dir.join(format!(".{name}.{}.part", std::process::id()));
+    let written = std::fs::create_dir_all(&dir)
+        .and_then(|()| std::fs::write(&aside, s.kept()))
+        .and_then(|()| std::fs::rename(&aside, &path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&aside);
+    }
     match written {
         Ok(()) => Ok((Some(path.display().to_string()), s.dropped == 0)),
         Err(e) => {
