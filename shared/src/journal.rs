@@ -83,8 +83,10 @@ pub fn begin(dir: &Path, key: &[u8], fresh: impl FnOnce() -> String) -> std::io:
 }
 
 impl Entry {
-    /// Write the record (a resumed entry has it already). Call before anything is sent.
-    pub fn record(&self) -> std::io::Result<()> {
+    /// Write the record, and `input` beside it (the document to rerun on when the run that
+    /// made the record was part of a pipeline and its input was never saved). A resumed entry
+    /// has both already. Call before anything is sent.
+    pub fn record(&self, input: &[u8]) -> std::io::Result<()> {
         if self.resumed {
             return Ok(());
         }
@@ -96,27 +98,38 @@ impl Entry {
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
         prune(dir);
-        // Write then rename, so a reader never sees half a tag.
-        let name = self.path.file_name().expect("a record has a name");
-        let tmp = dir.join(format!(
-            ".{}.{}",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(format!("{}\n", self.tag).as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &self.path)
+        write_aside(&self.input_path(), input)?;
+        write_aside(&self.path, format!("{}\n", self.tag).as_bytes())
     }
 
     /// The output is written: nobody needs to resume this submission.
     pub fn finish(self) {
         let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_file(self.input_path());
+    }
+
+    /// The saved input document: rerunning on it resumes this submission.
+    pub fn input_path(&self) -> PathBuf {
+        self.path.with_extension("json")
     }
 
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// Write then rename, so a reader never sees half a file.
+fn write_aside(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().expect("a file name");
+    let tmp = path.with_file_name(format!(
+        ".{}.{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 /// Tags are ours (`slurm-tools-<hex>`); anything else in a record is not trusted into a script.
@@ -169,7 +182,8 @@ mod tests {
                 .unwrap()
                 .resumed
         );
-        first.record().unwrap();
+        first.record(b"{}").unwrap();
+        assert!(first.input_path().exists());
         // Killed before finish: the record stays and the rerun gets the same tag.
         let again = begin(&d, b"doc", || "slurm-tools-bb".into()).unwrap();
         assert!(again.resumed);
@@ -177,7 +191,9 @@ mod tests {
         // Another input is another submission.
         let other = begin(&d, b"other doc", || "slurm-tools-cc".into()).unwrap();
         assert!(!other.resumed);
+        let input = again.input_path();
         again.finish();
+        assert!(!input.exists());
         let after = begin(&d, b"doc", || "slurm-tools-dd".into()).unwrap();
         assert!(!after.resumed);
         assert_eq!(after.tag, "slurm-tools-dd");
@@ -188,7 +204,7 @@ mod tests {
     fn a_record_that_is_not_a_tag_is_not_trusted() {
         let d = tmp();
         let e = begin(&d, b"doc", || "slurm-tools-aa".into()).unwrap();
-        e.record().unwrap();
+        e.record(b"{}").unwrap();
         std::fs::write(e.path(), "slurm-tools-$(touch x)\n").unwrap();
         let again = begin(&d, b"doc", || "slurm-tools-bb".into()).unwrap();
         assert!(!again.resumed);

@@ -992,7 +992,26 @@ fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_agai
             assert_eq!(first.len(), 1, "{label}: Slurm has the job: {first:?}");
 
             // The rerun on the same input finds that job instead of submitting a second one.
-            let s = run("slurm-submit", &[], &d);
+            // The killed run said where it saved its input (for a pipeline, which has no saved
+            // input): the srun variants rerun on that file, the batch ones on the same stdin.
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            let saved = stderr
+                .split("`slurm-submit ")
+                .nth(1)
+                .and_then(|r| r.split('`').next())
+                .unwrap_or_else(|| panic!("{label}: where the input was saved: {stderr}"))
+                .to_string();
+            let s = if recipe == "single" {
+                let mut cmd = tool("slurm-submit");
+                cmd.arg(&saved);
+                run_raw(cmd, b"")
+            } else {
+                run("slurm-submit", &[], &d)
+            };
+            assert!(
+                !std::path::Path::new(&saved).exists(),
+                "{label}: the record goes once the result is written"
+            );
             assert_eq!(s.code, 0, "{label}: {}", s.stderr);
             assert!(
                 s.stderr.contains("not submitting again"),

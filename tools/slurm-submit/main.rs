@@ -101,10 +101,12 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     let st = Settings::from_doc(&ctx.doc)?;
     let repo = from_doc_or_section(&ctx.doc, "remote_repo_path", "sync_tracked")?;
+    // The input as read (secrets taken out): the record's key, and the document saved with it.
+    let input = ctx.doc.to_line();
     let journal = if cli.dry_run {
         None
     } else {
-        open_journal(ctx, cli.build)
+        open_journal(ctx, cli.build, &input)
     };
     let token = journal
         .as_ref()
@@ -163,8 +165,13 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     ctx.note(format!("submitting the {} job: {command}", plan.kind));
     shared::testhook::pause("submit:before");
     if let Some(entry) = &journal {
-        if let Err(e) = entry.record() {
-            ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display()));
+        match entry.record(input.as_bytes()) {
+            Ok(()) => ctx.note(format!(
+                "if this is interrupted, `slurm-submit{} {}` finds the job instead of submitting it again",
+                if cli.build { " --build" } else { "" },
+                entry.input_path().display()
+            )),
+            Err(e) => ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display())),
         }
     }
     let job_id = submit_once(ctx, &ssh, &plan, &script)?;
@@ -249,13 +256,13 @@ fn from_doc_or_section(doc: &shared::Document, field: &str, section: &str) -> Re
 
 /// The submission record for this input (see shared::journal): a rerun of an interrupted
 /// submission gets the tag it used, so the job Slurm already has is found, not submitted again.
-fn open_journal(ctx: &Context, build: bool) -> Option<shared::journal::Entry> {
+fn open_journal(ctx: &Context, build: bool, input: &str) -> Option<shared::journal::Entry> {
     let Some(dir) = shared::journal::state_dir() else {
         ctx.warn("neither SLURM_TOOLS_STATE_DIR, XDG_STATE_HOME nor HOME is set: no submission record is kept, so a rerun after an interruption cannot tell whether this run submitted");
         return None;
     };
     let kind = if build { "build" } else { "run" };
-    let key = format!("slurm-submit {kind}\n{}", ctx.doc.to_line());
+    let key = format!("slurm-submit {kind}\n{input}");
     match shared::journal::begin(&dir, key.as_bytes(), new_token) {
         Ok(entry) => {
             if entry.resumed {
