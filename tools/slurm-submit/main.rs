@@ -30,8 +30,9 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// the cluster-side script looks for a job with the token before it submits, a lost connection
 /// is retried once with the same token, and a rerun on the same input after an interrupted run
 /// (killed, Ctrl-C, connection lost) reuses that run's token from a local record
-/// ($SLURM_TOOLS_STATE_DIR, else ~/.local/state/slurm-tools) and so finds its job. A rerun
-/// after a completed run submits anew. Every value reaches Slurm as one literal argument.
+/// ($SLURM_TOOLS_STATE_DIR, else ~/.local/state/slurm-tools, where the input is saved too and
+/// named on stderr, for pipelines) and so finds its job. A rerun after a completed run submits
+/// anew. Every value reaches Slurm as one literal argument.
 ///
 /// --build submits the build job instead: build.slurm and build.sh are uploaded to
 /// <default_user_root_dir>/trtllm-build-scripts/ and run with sbatch (one node, 02:00:00, job
