@@ -515,13 +515,21 @@ fn kill_cmd_at(
     step: &str,
     signal: &str,
 ) -> std::process::Output {
-    let (child, _rest, _seen) = spawn_paused(cmd, doc, step, 60);
+    let (child, rest, seen) = spawn_paused(cmd, doc, step, 60);
     assert!(Command::new("kill")
         .args([signal, &child.id().to_string()])
         .status()
         .unwrap()
         .success());
-    child.wait_with_output().unwrap()
+    let mut out = child.wait_with_output().unwrap();
+    // Everything it said on stderr: up to the pause, and after (until it died).
+    let mut said = seen;
+    for line in rest.map_while(std::result::Result::ok) {
+        said.push_str(&line);
+        said.push('\n');
+    }
+    out.stderr = said.into_bytes();
+    out
 }
 
 /// A messy repository's document, ready for `tool_name` (slurm-sync-untracked needs the tracked
@@ -594,7 +602,8 @@ fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
 fn a_submit_killed_before_sending_submits_nothing_and_a_rerun_submits_once() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for signal in ["-KILL", "-INT"] {
-        let name = format!("f-kill-submit{signal}");
+        // Unique per run: squeue lists ended jobs for minutes (MinJobAge).
+        let name = format!("f-kill-submit{signal}-{}", std::process::id());
         let (_fx, mut d) = synced(&name);
         d["recipe"] = json!("batch");
         d["command"] = json!("echo once");
@@ -874,7 +883,8 @@ fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restar
 #[test]
 fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (_fx, mut d) = synced("f-ctld-submit");
+    let name = format!("f-ctld-submit-{}", std::process::id());
+    let (_fx, mut d) = synced(&name);
     d["recipe"] = json!("batch");
     d["command"] = json!("echo once");
     let r = fault_at("slurm-submit", &d, "submit:before", 2, || {
@@ -892,7 +902,7 @@ fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
     );
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    assert_eq!(jobs_named("st-f-ctld-submit"), 1, "exactly one job");
+    assert_eq!(jobs_named(&format!("st-{name}")), 1, "exactly one job");
 }
 
 #[test]
@@ -980,7 +990,7 @@ fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_agai
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for recipe in ["batch", "single"] {
         for signal in ["-KILL", "-INT"] {
-            let name = format!("f-acc-{recipe}{signal}");
+            let name = format!("f-acc-{recipe}{signal}-{}", std::process::id());
             let label = format!("{recipe} {signal}");
             let (_fx, mut d) = synced(&name);
             d["recipe"] = json!(recipe);

@@ -132,7 +132,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     } else {
         Some(Ssh::from_doc(&ctx.doc)?)
     };
-    let script = remote_script(&plan, &repo, &token)?;
+    let script = remote_script(&plan, &repo, &token, false)?;
     let full_argv = [plan.argv.clone(), plan.tail.clone()].concat();
     let command = render_argv(&full_argv);
     let uploads: Vec<String> = plan
@@ -175,7 +175,8 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             Err(e) => ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display())),
         }
     }
-    let job_id = submit_once(ctx, &ssh, &plan, &script)?;
+    let resumed = journal.as_ref().is_some_and(|e| e.resumed);
+    let job_id = submit_once(ctx, &ssh, &plan, &repo, resumed)?;
     shared::testhook::pause("submit:accepted");
     if let Some(entry) = journal {
         ctx.after_written(move || entry.finish());
@@ -525,8 +526,10 @@ const FIND_JOB: &str = r#"find_job() {
 
 /// Upload, then submit and learn the job id, in one script. The script is idempotent per tag:
 /// under a lock on the tag it first looks for a job Slurm already has with it (an earlier attempt
-/// whose answer was lost, or the run a rerun resumes) and only submits when there is none.
-fn remote_script(plan: &Plan, repo: &str, token: &str) -> Result<Script> {
+/// whose answer was lost, or the run a rerun resumes) and only submits when there is none. A
+/// fresh tag can only be in the job id file (written under the same lock by a concurrent run on
+/// the same input), so squeue is asked only when `thorough` (a retry or a resumed run).
+fn remote_script(plan: &Plan, repo: &str, token: &str, thorough: bool) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
     s.assign("dir", &plan.upload_dir)?;
@@ -537,6 +540,7 @@ fn remote_script(plan: &Plan, repo: &str, token: &str) -> Result<Script> {
         "jobid_file",
         &join(&plan.state_dir, &format!("{token}.jobid")),
     )?;
+    s.assign("thorough", if thorough { "yes" } else { "no" })?;
     s.raw(FIND_JOB);
     s.raw(
         r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit 30
@@ -544,7 +548,8 @@ if command -v flock >/dev/null 2>&1; then
   exec 9>>"$state/$token.lock" || exit 30
   flock -w 120 9 || exit 39
 fi
-id=$(find_job)
+id=
+if [ "$thorough" = yes ] || [ -s "$jobid_file" ]; then id=$(find_job); fi
 if [ -n "$id" ]; then cat >/dev/null; echo "RESUMED"; echo "JOBID $id"; exit 0; fi
 tar -x --no-same-owner -f - -C "$dir" || exit 31
 cd -- "$repo" || exit 32
@@ -613,11 +618,12 @@ fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::process::Outp
     ssh.run_script(script, Some(payload), Duration::from_secs(180))
 }
 
-fn submit_once(ctx: &Context, ssh: &Ssh, plan: &Plan, script: &Script) -> Result<String> {
+fn submit_once(ctx: &Context, ssh: &Ssh, plan: &Plan, repo: &str, resumed: bool) -> Result<String> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match send(ssh, plan, script) {
+        let script = remote_script(plan, repo, &plan.token, resumed || attempt > 1)?;
+        match send(ssh, plan, &script) {
             Ok(out) => {
                 let text = out.stdout_text();
                 if let (true, Some(id)) = (out.success(), job_id_of(&text)) {
