@@ -23,6 +23,7 @@ pub mod schema;
 pub mod slurm;
 pub mod snapshot;
 pub mod ssh;
+pub mod tempdir;
 pub mod testhook;
 pub mod ui;
 

@@ -25,19 +25,9 @@ struct TempDir(std::path::PathBuf);
 
 impl TempDir {
     fn new() -> Result<TempDir> {
-        use std::os::unix::fs::PermissionsExt;
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let p = std::env::temp_dir().join(format!(
-            "slurm-tools-snapshot-{}-{nonce}",
-            std::process::id()
-        ));
-        std::fs::create_dir(&p)
-            .and_then(|()| std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)))
-            .map_err(|e| ToolError::remote(format!("cannot create a temporary directory: {e}")))?;
-        Ok(TempDir(p))
+        crate::tempdir::create("slurm-tools-snapshot")
+            .map(TempDir)
+            .map_err(|e| ToolError::remote(format!("cannot create a temporary directory: {e}")))
     }
 }
 

@@ -1161,3 +1161,72 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
     std::thread::sleep(Duration::from_secs(1));
     assert!(held_allocations(&name).is_empty());
 }
+
+fn askpass_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("slurm-tools-askpass-"))
+        .collect()
+}
+
+#[test]
+fn a_preflight_killed_during_the_mfa_login_leaves_no_master_and_a_rerun_logs_in() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let password = std::fs::read_to_string(testbed().s("mfa_password_file"))
+        .unwrap()
+        .trim()
+        .to_string();
+    for signal in ["-KILL", "-INT"] {
+        let cp = control_path(&format!("f-login{signal}"));
+        mfa_logout(&cp);
+        let mut d = doc_for("mfa_host");
+        d["mfa_style"] = json!(true);
+        d["control_path"] = json!(cp);
+        d["slurm_password"] = json!(password);
+        // Killed while ssh waits for the password it asked for (askpass).
+        let mut cmd = tool("slurm-ssh-preflight");
+        cmd.arg("--establish");
+        let out = kill_cmd_at(cmd, &d, "preflight:askpass", signal);
+        assert_ne!(out.status.code(), Some(0), "{signal}: it was killed");
+        assert!(out.stdout.is_empty(), "{signal}: no half document");
+        // kill_cmd_at read stderr to its end, which the ssh it started shared: that ssh is gone
+        // too (its password request went unanswered), and left no master.
+        let stem = cp.trim_end_matches("%p").to_string();
+        let leftover: Vec<_> = std::fs::read_dir("/tmp")
+            .unwrap()
+            .map(|e| e.unwrap().path().display().to_string())
+            .filter(|p| p.starts_with(&stem))
+            .collect();
+        assert!(
+            leftover.is_empty(),
+            "{signal}: no master socket: {leftover:?}"
+        );
+        let ps = Command::new("pgrep").args(["-f", &stem]).output().unwrap();
+        assert!(
+            ps.stdout.is_empty(),
+            "{signal}: no ssh left: {}",
+            String::from_utf8_lossy(&ps.stdout)
+        );
+        // A killed process runs no clean-up: its askpass directory (the socket path, never the
+        // password) is still there. The rerun logs in and removes it.
+        assert_eq!(askpass_dirs().len(), 1, "{signal}: {:?}", askpass_dirs());
+        let mut again = tool("slurm-ssh-preflight");
+        again.arg("--establish");
+        let r = run_raw(again, d.to_string().as_bytes());
+        mfa_logout(&cp);
+        assert_eq!(r.code, 0, "{signal}: {}", r.stderr);
+        assert_eq!(r.doc["preflight"]["master"], "managed");
+        assert!(
+            askpass_dirs().is_empty(),
+            "{signal}: askpass directories left: {:?}",
+            askpass_dirs()
+        );
+        for text in [&out.stderr[..], r.stdout.as_bytes(), r.stderr.as_bytes()] {
+            assert!(
+                !String::from_utf8_lossy(text).contains(&password),
+                "{signal}: the password leaked"
+            );
+        }
+    }
+}

@@ -7,7 +7,6 @@
 //! few prompts at most, then the directory is removed.
 
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 use std::thread::JoinHandle;
@@ -37,20 +36,13 @@ pub struct Server {
 
 impl Server {
     pub fn start(password: String, prompts: usize) -> std::io::Result<Server> {
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "slurm-tools-askpass-{}-{nonce}",
-            std::process::id()
-        ));
-        std::fs::create_dir(&dir)?;
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        // A killed run's directory (its socket, never the password) goes with the next run.
+        let dir = shared::tempdir::create("slurm-tools-askpass")?;
         let socket = dir.join("s");
         let listener = UnixListener::bind(&socket)?;
         let handle = std::thread::spawn(move || {
             for mut s in listener.incoming().take(prompts).flatten() {
+                shared::testhook::pause("preflight:askpass");
                 let _ = s.write_all(password.as_bytes());
             }
         });
