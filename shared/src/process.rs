@@ -64,6 +64,15 @@ impl Output {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
 
+    /// "exit 3", "timed out", or "killed by a signal", for messages.
+    pub fn exit_text(&self) -> String {
+        if self.timed_out {
+            "timed out".into()
+        } else {
+            describe_exit(self.code)
+        }
+    }
+
     pub fn record(&self) -> CommandRecord {
         CommandRecord {
             argv: self.argv.clone(),
@@ -71,6 +80,11 @@ impl Output {
             stderr_tail: self.stderr_tail.clone(),
         }
     }
+}
+
+/// An exit code for a message: "exit 3", or "killed by a signal" when there is none.
+pub fn describe_exit(code: Option<i32>) -> String {
+    code.map_or_else(|| "killed by a signal".into(), |c| format!("exit {c}"))
 }
 
 impl Cmd {
@@ -453,6 +467,14 @@ mod tests {
         assert!(out.timed_out);
         assert_eq!(out.code, None);
         assert!(out.elapsed < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn exit_codes_read_as_words_in_messages() {
+        assert_eq!(describe_exit(Some(41)), "exit 41");
+        assert_eq!(describe_exit(None), "killed by a signal");
+        let out = Cmd::new("sh").args(["-c", "exit 3"]).run().unwrap();
+        assert_eq!(out.exit_text(), "exit 3");
     }
 
     #[test]

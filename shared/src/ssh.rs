@@ -226,7 +226,7 @@ impl Ssh {
                 "ssh_options",
                 format!("ssh rejects the configuration for host {}", preview(&self.host)),
             )
-            .with_hint("check `ssh_options`, `ssh_config_file` and `ssh_host`; the stderr below is ssh's own")
+            .with_hint("check `ssh_options`, `ssh_config_file` and `ssh_host`; the stderr in this error is ssh's own")
             .with_command(out.record()));
         }
         Ok(ResolvedConfig::parse(&out.stdout_text()))
@@ -404,7 +404,7 @@ impl SshFailure {
             SshFailure::Other { detail } => (
                 ErrorKind::Remote,
                 format!("ssh to {host} failed: {detail}"),
-                "see ssh's stderr below; `ssh -v <host> true` shows more".into(),
+                "see ssh's stderr in this error; `ssh -v <host> true` shows more".into(),
             ),
         }
     }

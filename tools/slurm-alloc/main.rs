@@ -270,8 +270,9 @@ exit 37
     let text = out.stdout_text();
     if !out.success() {
         return Err(ToolError::remote(format!(
-            "could not start the allocation on {} (exit {:?})",
-            a.ssh.host, out.code
+            "could not start the allocation on {} ({})",
+            a.ssh.host,
+            out.exit_text()
         ))
         .with_hint("check account/partition (`salloc` by hand in tmux shows Slurm's message)")
         .with_command(out.record()));
@@ -408,10 +409,10 @@ exit 37
             };
             ctx.doc.set_section("allocation", Value::Object(sec));
             return Err(ToolError::remote(format!(
-                "{what} the container {container} failed (exit {:?}); allocation {job} stays held",
-                out.code
+                "{what} the container {container} failed ({}); allocation {job} stays held",
+                out.exit_text()
             ))
-            .with_hint("fix the cause shown below (`container_image` or `packages`) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document")
+            .with_hint("fix what the command's stderr shows (`container_image` or `packages`) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document")
             .with_command(out.record()));
         }
         ctx.note(format!(

@@ -199,8 +199,9 @@ fn run_check(ssh: &Ssh, script: &shared::quote::Script) -> Result<shared::proces
 
 fn check_failed(ssh: &Ssh, out: &shared::process::Output) -> ToolError {
     ToolError::remote(format!(
-        "the remote check on {} failed (exit {:?})",
-        ssh.host, out.code
+        "the remote check on {} failed ({})",
+        ssh.host,
+        out.exit_text()
     ))
     .with_hint("run `ssh <host> sh` by hand to see what the login environment does")
     .with_command(out.record())

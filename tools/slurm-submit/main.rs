@@ -666,7 +666,7 @@ fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
             .with_hint("another slurm-submit on the same input is still submitting; wait for it, then rerun"),
         Some(37) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
             .with_hint(format!("look with: squeue -u $USER -o '%i %k' | grep {token}; attach with: tmux attach -t {token}")),
-        other => ToolError::remote(format!("submission on {} failed (exit {other:?}) without a job id", ssh.host)).with_hint("see the stderr below"),
+        other => ToolError::remote(format!("submission on {} failed ({}) without a job id", ssh.host, shared::process::describe_exit(other))).with_hint("see the command's stderr in this error"),
     };
     e.with_command(record)
 }

@@ -174,15 +174,15 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
         ),
         Some(11) => (
             format!("could not create the remote clone {repo} on {host}"),
-            "check that the cluster can reach `repo_url` with your credentials there (see git's stderr below)".to_string(),
+            "check that the cluster can reach `repo_url` with your credentials there (git's stderr is in this error)".to_string(),
         ),
         Some(12) => (
             format!("git fetch in {repo} on {host} failed"),
-            "check that the cluster can reach origin (see git's stderr below)".to_string(),
+            "check that the cluster can reach origin (git's stderr is in this error)".to_string(),
         ),
         Some(13) => (
             format!("git checkout of the snapshot in {repo} on {host} failed"),
-            "see git's stderr below; the remote clone's edits, if any, were stashed first".to_string(),
+            "see git's stderr in this error; the remote clone's edits, if any, were stashed first".to_string(),
         ),
         Some(14) => (
             format!("re-checking out a refresh path in {repo} on {host} failed"),
@@ -206,8 +206,11 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
             "rerun the sync".to_string(),
         ),
         other => (
-            format!("the remote checkout in {repo} on {host} failed (exit {other:?})"),
-            "see the stderr below".to_string(),
+            format!(
+                "the remote checkout in {repo} on {host} failed ({})",
+                shared::process::describe_exit(other)
+            ),
+            "see the command's stderr in this error".to_string(),
         ),
     };
     ToolError::remote(msg).with_hint(hint)

@@ -135,8 +135,8 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             let (msg, hint) = match out.code {
                 Some(20) => (format!("the remote checkout {repo_path} does not exist on {}", ssh.host), "run slurm-sync-tracked first (it creates the checkout)".to_string()),
                 _ => (
-                    format!("extracting the untracked files on {} failed (remote tar exit {:?}) after {} file(s), {}", ssh.host, out.code, s.files, human_bytes(s.bytes)),
-                    "see tar's stderr below: a full remote disk or quota is the usual cause; rerun the sync once fixed (it sends everything again)".to_string(),
+                    format!("extracting the untracked files on {} failed (remote tar: {}) after {} file(s), {}", ssh.host, out.exit_text(), s.files, human_bytes(s.bytes)),
+                    "see tar's stderr in this error: a full remote disk or quota is the usual cause; rerun the sync once fixed (it sends everything again)".to_string(),
                 ),
             };
             return Err(ToolError::remote(msg)
