@@ -42,25 +42,18 @@ pub struct Entry {
     pub resumed: bool,
 }
 
-/// The record's file name for this input: the SHA-1 of `key`, hex.
-fn name_for(key: &[u8]) -> String {
+/// The record's file name for this input: the SHA-1 of `key` (as a git blob), hex.
+fn name_for(key: &[u8]) -> std::io::Result<String> {
     git2::Oid::hash_object(git2::ObjectType::Blob, key)
         .map(|o| o.to_string())
-        .unwrap_or_else(|_| {
-            // hash_object only fails on a broken libgit2; fall back to a weaker but stable key.
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for b in key {
-                h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-            }
-            format!("{h:016x}")
-        })
+        .map_err(std::io::Error::other)
 }
 
 /// Find the record for the input `key`: the recorded tag (resumed) or `fresh()` (not yet
 /// recorded: call [`Entry::record`] before sending anything). An error means the state directory
 /// cannot be read; the caller decides how loud to be.
 pub fn begin(dir: &Path, key: &[u8], fresh: impl FnOnce() -> String) -> std::io::Result<Entry> {
-    let path = dir.join("submit").join(name_for(key));
+    let path = dir.join("submit").join(name_for(key)?);
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             if let Some(tag) = text.lines().next().map(str::trim).filter(|t| valid_tag(t)) {

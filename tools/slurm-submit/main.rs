@@ -132,7 +132,9 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     } else {
         Some(Ssh::from_doc(&ctx.doc)?)
     };
-    let script = remote_script(&plan, &repo, &token, false)?;
+    // Built before anything is recorded or sent, so a value that cannot be quoted stops here.
+    let resumed = journal.as_ref().is_some_and(|e| e.resumed);
+    let script = remote_script(&plan, &repo, resumed)?;
     let full_argv = [plan.argv.clone(), plan.tail.clone()].concat();
     let command = render_argv(&full_argv);
     let uploads: Vec<String> = plan
@@ -175,8 +177,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             Err(e) => ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display())),
         }
     }
-    let resumed = journal.as_ref().is_some_and(|e| e.resumed);
-    let job_id = submit_once(ctx, &ssh, &plan, &repo, resumed)?;
+    let job_id = submit_once(ctx, &ssh, &plan, &repo, script)?;
     shared::testhook::pause("submit:accepted");
     if let Some(entry) = journal {
         ctx.after_written(move || entry.finish());
@@ -529,7 +530,8 @@ const FIND_JOB: &str = r#"find_job() {
 /// whose answer was lost, or the run a rerun resumes) and only submits when there is none. A
 /// fresh tag can only be in the job id file (written under the same lock by a concurrent run on
 /// the same input), so squeue is asked only when `thorough` (a retry or a resumed run).
-fn remote_script(plan: &Plan, repo: &str, token: &str, thorough: bool) -> Result<Script> {
+fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
+    let token = plan.token.as_str();
     let mut s = Script::new();
     s.raw("set -u\n");
     s.assign("dir", &plan.upload_dir)?;
@@ -618,11 +620,20 @@ fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::process::Outp
     ssh.run_script(script, Some(payload), Duration::from_secs(180))
 }
 
-fn submit_once(ctx: &Context, ssh: &Ssh, plan: &Plan, repo: &str, resumed: bool) -> Result<String> {
+/// Send `script`; after a lost connection, send it once more in its thorough form.
+fn submit_once(
+    ctx: &Context,
+    ssh: &Ssh,
+    plan: &Plan,
+    repo: &str,
+    mut script: Script,
+) -> Result<String> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let script = remote_script(plan, repo, &plan.token, resumed || attempt > 1)?;
+        if attempt > 1 {
+            script = remote_script(plan, repo, true)?;
+        }
         match send(ssh, plan, &script) {
             Ok(out) => {
                 let text = out.stdout_text();

@@ -22,9 +22,9 @@ use std::time::{Duration, Instant};
 /// whatever the size). Symlinks are sent as symlinks (a link to a secret never uploads the
 /// secret); FIFOs, sockets, devices, unreadable files and directories, and nested git
 /// repositories are skipped and listed with their reason. Names arrive byte-exact, executable
-/// bits are kept, ownership and setuid bits are not. On the remote, extraction stays inside `remote_repo_path`: symlinks an
-/// earlier sync left where a directory now goes are removed first, so nothing is written through
-/// them. Run it after slurm-sync-tracked.
+/// bits are kept, ownership and setuid bits are not. On the remote, extraction stays inside
+/// `remote_repo_path`: symlinks an earlier sync left where a directory now goes are removed
+/// first, so nothing is written through them. Run it after slurm-sync-tracked.
 ///
 /// Reads: repo_root (default: the repository around the current directory), remote_repo_path
 /// (default: sync_tracked.remote_repo_path), ssh_host and the connection fields.
@@ -192,9 +192,9 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-/// The untracked, non-ignored files, NUL-separated so every name survives.
-/// The untracked files and symlinks, and the directories git could not look into (each with
-/// git's reason), which are reported as skipped rather than silently missing on the cluster.
+/// The untracked, non-ignored files and symlinks (listed NUL-separated, so every name survives),
+/// and the directories git could not look into, each with git's reason: those are reported as
+/// skipped rather than silently missing on the cluster.
 fn untracked(local: &LocalRepo) -> Result<(Vec<Item>, Vec<Skipped>)> {
     let out = run_git(
         local

@@ -426,18 +426,11 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 // the verdict, without waiting for the cleanup. Anything else (a node failure
                 // that Slurm may requeue, a time limit, a cancellation) waits until the job has
                 // left the queue. The logs were read after squeue in this same poll: complete.
-                if let Some(acct) = reply.accounting.as_deref().and_then(slurm::parse_sacct) {
-                    if marker_seen && matches!(acct.state.as_str(), "COMPLETED" | "FAILED") {
-                        progress.finish();
-                        break final_verdict(
-                            &job,
-                            &st,
-                            &patterns,
-                            &acct,
-                            reply.cancelled_by.clone(),
-                            "sacct",
-                        );
-                    }
+                let ended = |state: &str| marker_seen && matches!(state, "COMPLETED" | "FAILED");
+                if let Some(acct) = accounting_says(&reply, ended) {
+                    progress.finish();
+                    let by = reply.cancelled_by.clone();
+                    break final_verdict(&job, &st, &patterns, &acct, by, "sacct");
                 }
                 interval = interval.min(0.5);
             }
@@ -462,18 +455,11 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             continue;
         } else {
             // Gone from squeue: accounting decides.
-            if let Some(acct) = reply.accounting.as_deref().and_then(slurm::parse_sacct) {
-                if slurm::is_final(&acct.state) {
-                    progress.finish();
-                    break final_verdict(
-                        &job,
-                        &st,
-                        &patterns,
-                        &acct,
-                        reply.cancelled_by.clone(),
-                        "sacct",
-                    );
-                }
+            // (sacct's answer and "accounting is disabled" never come in the same reply.)
+            if let Some(acct) = accounting_says(&reply, slurm::is_final) {
+                progress.finish();
+                let by = reply.cancelled_by.clone();
+                break final_verdict(&job, &st, &patterns, &acct, by, "sacct");
             } else if reply.accounting_disabled {
                 if let Some(acct) = reply.scontrol.as_deref().and_then(from_scontrol) {
                     if slurm::is_final(&acct.state) {
@@ -544,6 +530,15 @@ fn describe_queue(q: &slurm::QueueEntry) -> String {
         }
         state => format!("{state}, {} elapsed, {} left", hms(q.used), hms(q.left)),
     }
+}
+
+/// sacct's answer in this poll, when `accept` takes its state.
+fn accounting_says(reply: &poll::Reply, accept: impl Fn(&str) -> bool) -> Option<AccountingEntry> {
+    reply
+        .accounting
+        .as_deref()
+        .and_then(slurm::parse_sacct)
+        .filter(|a| accept(&a.state))
 }
 
 fn from_scontrol(line: &str) -> Option<AccountingEntry> {
