@@ -9,7 +9,6 @@
 //! - A file that changes size while it is read is cut or zero-padded to the size in its header,
 //!   so the archive stays valid, and reported.
 
-use serde_json::{json, Value};
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -56,21 +55,10 @@ pub struct Stats {
     pub files: u64,
     pub symlinks: u64,
     pub bytes: u64,
-    pub skipped: Vec<(String, String)>,
+    pub skipped: Vec<crate::schema::Skipped>,
     pub changed_while_reading: Vec<String>,
     /// Set when writing the stream failed (usually: the remote side stopped reading).
     pub write_error: Option<String>,
-}
-
-impl Stats {
-    pub fn skipped_json(&self) -> Value {
-        Value::Array(
-            self.skipped
-                .iter()
-                .map(|(p, why)| json!({"path": p, "reason": why}))
-                .collect(),
-        )
-    }
 }
 
 /// Called with (files done, bytes done) as the stream is written.
@@ -105,7 +93,12 @@ fn append_all<W: Write>(
     builder.follow_symlinks(false);
     for item in items {
         let shown = String::from_utf8_lossy(item.name.as_bytes()).into_owned();
-        let skip = |why: String| stats.lock().unwrap().skipped.push((shown.clone(), why));
+        let skip = |why: String| {
+            stats.lock().unwrap().skipped.push(crate::schema::Skipped {
+                path: shown.clone(),
+                reason: why,
+            })
+        };
         let local = match &item.source {
             Source::File(p) => p,
             Source::Bytes { data, executable } => {
@@ -113,12 +106,7 @@ fn append_all<W: Write>(
                 header.set_entry_type(tar::EntryType::Regular);
                 header.set_mode(if *executable { 0o755 } else { 0o644 });
                 header.set_size(data.len() as u64);
-                header.set_mtime(
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map(|d| d.as_secs())
-                        .unwrap_or(0),
-                );
+                header.set_mtime(crate::clock::unix_now());
                 builder.append_data(&mut header, Path::new(&item.name), data.as_slice())?;
                 let mut s = stats.lock().unwrap();
                 s.files += 1;

@@ -251,9 +251,50 @@ impl Document {
         true
     }
 
-    /// Write a tool's own section (replacing an earlier run's section of the same tool).
-    pub fn set_section(&mut self, name: &str, value: Value) {
+    /// Write a tool's own section (replacing an earlier run's section of the same tool), from
+    /// its type in [`crate::schema`].
+    pub fn set_section<T: serde::Serialize>(&mut self, name: &str, section: &T) {
+        let value = serde_json::to_value(section).expect("a schema section always serialises");
         self.fields.insert(name.to_string(), value);
+    }
+
+    /// Another tool's section, read through its type in [`crate::schema`]; `None` when absent or
+    /// null. A section that does not have the type's shape is a bad-input error naming it.
+    pub fn section_as<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>> {
+        let Some(v) = self.get(name) else {
+            return Ok(None);
+        };
+        T::deserialize(v).map(Some).map_err(|e| {
+            field_error(name, &format!("is not a `{name}` section as the contract defines it: {e}"))
+                .with_hint(format!(
+                    "the `{name}` section is written by a slurm-tools tool: rerun that tool (of this same slurm-tools version) instead of editing the section by hand"
+                ))
+        })
+    }
+
+    /// The contract version this document follows: a higher one than these tools speak is
+    /// refused, naming the field.
+    pub fn check_contract_version(&self) -> Result<()> {
+        let ours = crate::schema::CONTRACT_VERSION;
+        match self.get("contract_version") {
+            None => Ok(()),
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v <= u64::from(ours)) => Ok(()),
+            Some(v) => Err(field_error(
+                "contract_version",
+                &format!("is {}, but these tools speak contract version {ours}", describe(v)),
+            )
+            .with_hint(format!(
+                "use the slurm-tools version that wrote this document, or remove `contract_version` if the document was written by hand for version {ours}"
+            ))),
+        }
+    }
+
+    /// Record the contract version these tools wrote the document in.
+    pub fn stamp_contract_version(&mut self) {
+        let v = Value::from(crate::schema::CONTRACT_VERSION);
+        if self.fields.get("contract_version") != Some(&v) {
+            self.fields.insert("contract_version".to_string(), v);
+        }
     }
 
     /// Remove a field (a tool moving another tool's stale section aside).
@@ -313,6 +354,15 @@ fn strip_value(v: &mut Value, prefix: &str, dropped: &mut Vec<String>) {
             }
         }
         _ => {}
+    }
+}
+
+/// How a vocabulary enum of [`crate::schema`] is spelled in the document (`mfa`, `PASSED`, ...),
+/// for messages.
+pub fn enum_name<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        _ => "?".to_string(),
     }
 }
 

@@ -34,6 +34,46 @@ pub trait ToolCli: clap::Parser {
     fn handles_upstream_error(&self) -> bool {
         false
     }
+
+    /// The sections this tool writes (names in [`crate::schema::sections`]). Its `--help` says
+    /// what they hold where its doc comment has the line [`ADDS_MARKER`], generated from the
+    /// types, so the help cannot drift from what the tool writes.
+    const SECTIONS: &'static [&'static str] = &[];
+}
+
+/// The line in a tool's doc comment that becomes its generated "Adds the `x` section: ..." text.
+pub const ADDS_MARKER: &str = "{adds}";
+
+/// The tool's clap command with the generated "Adds" text in its long help.
+pub fn command<C: ToolCli>() -> clap::Command {
+    let cmd = C::command();
+    let Some(about) = cmd.get_long_about().map(|a| a.to_string()) else {
+        return cmd;
+    };
+    let adds: Vec<String> = C::SECTIONS
+        .iter()
+        .map(|s| wrap(&crate::schema::adds_text(s), 96))
+        .collect();
+    cmd.long_about(about.replace(ADDS_MARKER, &adds.join("\n")))
+}
+
+/// Words joined into lines of at most `width` columns.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for w in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + w.len() > width {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    out.push_str(&line);
+    out
 }
 
 /// What a tool's step works on.
@@ -79,7 +119,7 @@ pub enum Outcome {
 /// `SLURM_TOOLS_GENERATE=man|bash|zsh|fish|elvish|powershell`: print the man page or a shell
 /// completion script generated from the tool's clap definition, and exit (scripts/gen-docs).
 fn generate<C: ToolCli>(tool: &str, what: &str) -> ExitCode {
-    let mut cmd = C::command();
+    let mut cmd = command::<C>();
     let mut out = std::io::stdout().lock();
     let result = match what {
         "schema" => out.write_all(crate::schema::schema_json().as_bytes()),
@@ -108,7 +148,10 @@ pub fn run<C: ToolCli>(
     if let Ok(what) = std::env::var("SLURM_TOOLS_GENERATE") {
         return generate::<C>(tool, &what);
     }
-    let cli = match C::try_parse() {
+    let parsed = command::<C>()
+        .try_get_matches()
+        .and_then(|mut m| C::from_arg_matches_mut(&mut m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             // --help and --version go to stdout with exit 0; usage errors to stderr with exit 2.
@@ -145,6 +188,10 @@ pub fn run<C: ToolCli>(
         return write_and_exit(tool, &doc, code);
     }
 
+    if let Err(e) = doc.check_contract_version() {
+        doc.take_secrets();
+        return finish(tool, &mut doc, Err(e));
+    }
     let secrets = doc.take_secrets();
     for path in &secrets.dropped {
         crate::ui::note(
@@ -192,15 +239,21 @@ fn finish_written(
         }
         Err(e) => {
             crate::ui::error(tool, &e);
-            doc.set_section("error", e.to_section(tool));
+            doc.set_section("error", &e.to_section(tool));
             e.kind.exit_code()
         }
     };
-    write_doc(tool, doc, code)
+    write_stamped(tool, doc, code)
 }
 
+/// Pass a document on exactly as it came (an upstream error): not even the version is stamped.
 fn write_and_exit(tool: &str, doc: &Document, code: i32) -> ExitCode {
     write_doc(tool, doc, code).0
+}
+
+fn write_stamped(tool: &str, doc: &mut Document, code: i32) -> (ExitCode, bool) {
+    doc.stamp_contract_version();
+    write_doc(tool, doc, code)
 }
 
 fn write_doc(tool: &str, doc: &Document, code: i32) -> (ExitCode, bool) {

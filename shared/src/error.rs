@@ -5,11 +5,13 @@
 //! argv, its exit code and the tail of its stderr. The driver turns it into both the stderr text
 //! and the document's `error` section, so the two always say the same thing.
 
-use serde_json::{json, Map, Value};
 use std::fmt;
 
-/// The contract's exit codes (CONTRACT.md, "Exit codes").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The contract's exit codes (CONTRACT.md, "Exit codes"); serialised as `error.kind`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// 2: unparsable JSON, not an object, a missing or invalid field, bad flags.
     BadInput,
@@ -106,23 +108,20 @@ impl ToolError {
 
     /// The document's `error` section (CONTRACT.md): `tool`, `kind`, `message`, `hint`,
     /// `exit_code`, and `field` / `command` when known.
-    pub fn to_section(&self, tool: &str) -> Value {
-        let mut m = Map::new();
-        m.insert("tool".into(), json!(tool));
-        m.insert("kind".into(), json!(self.kind.as_str()));
-        m.insert("message".into(), json!(self.message));
-        m.insert("hint".into(), json!(self.hint.clone().unwrap_or_default()));
-        m.insert("exit_code".into(), json!(self.kind.exit_code()));
-        if let Some(f) = &self.field {
-            m.insert("field".into(), json!(f));
+    pub fn to_section(&self, tool: &str) -> crate::schema::ErrorSection {
+        crate::schema::ErrorSection {
+            tool: tool.to_string(),
+            kind: self.kind,
+            message: self.message.clone(),
+            hint: self.hint.clone().unwrap_or_default(),
+            exit_code: self.kind.exit_code() as u8,
+            field: self.field.clone(),
+            command: self.command.as_ref().map(|c| crate::schema::FailedCommand {
+                argv: c.argv.clone(),
+                exit_code: c.exit_code,
+                stderr: c.stderr_tail.clone(),
+            }),
         }
-        if let Some(c) = &self.command {
-            m.insert(
-                "command".into(),
-                json!({ "argv": c.argv, "exit_code": c.exit_code, "stderr": c.stderr_tail }),
-            );
-        }
-        Value::Object(m)
     }
 }
 

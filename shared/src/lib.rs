@@ -1,15 +1,30 @@
 //! What every `slurm-*` tool shares.
 //!
-//! - [`doc`]: the job document, round-trip safe, with typed field accessors.
+//! The document and its rules:
+//! - [`doc`]: the job document, round-trip safe, with typed field and section accessors.
+//! - [`schema`]: every section as a Rust type, the only way a tool writes or reads one.
+//! - [`layout`]: the remote layout (root, `remote_repo_path`, `remote_work_dir`), decided once.
 //! - [`error`]: the error type and the contract's exit codes.
 //! - [`driver`]: the process plumbing every tool's `main` delegates to.
+//!
+//! Talking to the cluster:
+//! - [`ssh`]: the ssh argv builder (the only one) and the one way to run a remote script.
+//! - [`control_socket`]: checks of the ControlMaster socket path (length, owner).
 //! - [`quote`]: the only place a value becomes shell text.
+//! - [`slurm`]: Slurm settings (parsed once for submit and alloc), job ids, squeue/sacct parsers.
 //! - [`process`]: running external programs with deadlines and bounded output.
-//! - [`ssh`]: the ssh argv builder and the one way to run a remote script.
+//!
+//! The local side:
+//! - [`git`], [`snapshot`]: the local repository, and the zero-disturbance snapshot commit.
+//! - [`archive`]: the tar stream of files sent to the cluster.
 //! - [`journal`]: slurm-submit's record that lets a rerun find what an interrupted run submitted.
-//! - [`ui`]: stderr messages for people.
+//! - [`tempdir`]: private temporary directories, swept when their process died.
+//! - [`clock`]: Unix time and UTC stamps.
+//! - [`ui`]: stderr messages and progress for people.
+//! - [`testhook`]: `SLURM_TOOLS_PAUSE_AT` pause points for the fault tests.
 
 pub mod archive;
+pub mod clock;
 pub mod control_socket;
 pub mod doc;
 pub mod driver;

@@ -419,31 +419,44 @@ fn wait_deadline(child: &mut Child, deadline: Duration) -> (Option<i32>, bool) {
     }
 }
 
-/// Append one event (a JSON object) to the `SLURM_TOOLS_TRACE` file, if tracing is on: for
-/// measurements inside a long execution (e.g. each poll of a watch's one ssh session).
-pub fn trace_event(event: serde_json::Value) {
-    let Some(path) = std::env::var_os("SLURM_TOOLS_TRACE") else {
-        return;
-    };
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(f, "{event}");
+/// One line of the `SLURM_TOOLS_TRACE` file (JSON lines), for measurements.
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum TraceEvent<'a> {
+    /// An external command ended.
+    Command {
+        argv: &'a [String],
+        exit_code: Option<i32>,
+        ms: u64,
+        pid: u32,
+    },
+    /// A measurement inside a long execution (e.g. each poll of a watch's one ssh session).
+    Poll {
+        event: &'static str,
+        ms: f64,
+        bytes: u64,
+    },
+}
+
+impl TraceEvent<'_> {
+    /// A poll of a watch: how long the cluster side took, and the log bytes it carried.
+    pub fn poll(ms: f64, bytes: u64) -> TraceEvent<'static> {
+        TraceEvent::Poll {
+            event: "poll",
+            ms,
+            bytes,
+        }
     }
 }
 
-fn trace(out: &Output) {
+/// Append one event to the `SLURM_TOOLS_TRACE` file, if tracing is on.
+pub fn trace_event(event: &TraceEvent) {
     let Some(path) = std::env::var_os("SLURM_TOOLS_TRACE") else {
         return;
     };
-    let line = serde_json::json!({
-        "argv": out.argv,
-        "exit_code": out.code,
-        "ms": out.elapsed.as_millis() as u64,
-        "pid": std::process::id(),
-    });
+    let Ok(line) = serde_json::to_string(event) else {
+        return;
+    };
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -451,6 +464,15 @@ fn trace(out: &Output) {
     {
         let _ = writeln!(f, "{line}");
     }
+}
+
+fn trace(out: &Output) {
+    trace_event(&TraceEvent::Command {
+        argv: &out.argv,
+        exit_code: out.code,
+        ms: out.elapsed.as_millis() as u64,
+        pid: std::process::id(),
+    });
 }
 
 #[cfg(test)]

@@ -1,12 +1,17 @@
-//! The job document as Rust types, for its JSON Schema (`docs/job-document.schema.json`).
+//! The job document as Rust types: the one definition of every section a tool writes.
 //!
-//! The tools keep the document as an ordered map (round-trip safety); these types describe it.
-//! Every section type denies unknown fields, and the integration tests deserialize real pipeline
-//! outputs into [`JobDocument`], so a field a tool writes but the schema does not declare fails a
-//! test; the checked-in schema is compared with the generated one. Together they keep the schema,
-//! the tools and docs/contract.md in step.
+//! The tools keep the document itself as an ordered map (round-trip safety: fields a tool does not
+//! own leave exactly as they came), but every section is written and read through these types
+//! ([`crate::Document::set_section`], [`crate::Document::section_as`]): no tool builds a section
+//! by hand. Vocabularies (status, kind, recipe, ssh path, ...) are enums serialised as the
+//! contract spells them. Every section type denies unknown fields; the integration tests
+//! deserialize real pipeline outputs into [`JobDocument`]; each tool's `--help` "Adds" line is
+//! generated from [`section_fields`], and a test checks docs/contract.md names every field, so
+//! the types, the help, the JSON Schema (`docs/job-document.schema.json`) and the contract cannot
+//! drift apart.
 
 use schemars::JsonSchema;
+pub use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -14,6 +19,8 @@ use serde_json::{Map, Value};
 /// the sections the tools add, and any other field, kept as it came.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct JobDocument {
+    /// The contract version the document follows ([`CONTRACT_VERSION`]); every tool writes it.
+    pub contract_version: Option<u32>,
     /// Explicit cluster name (skips auto-select).
     pub slurm_cluster: Option<String>,
     /// GPU model for auto-select, e.g. H100 (case-insensitive).
@@ -75,7 +82,7 @@ pub struct JobDocument {
     pub ssh_config_file: Option<String>,
     /// Extra local ssh arguments, e.g. ["-o", "Port=2222"].
     pub ssh_options: Option<Vec<String>>,
-    pub recipe: Option<RecipeName>,
+    pub recipe: Option<Recipe>,
     /// Shell text the job runs, exactly as written.
     pub command: Option<String>,
     pub refresh_paths: Option<Vec<String>>,
@@ -102,29 +109,90 @@ pub struct JobDocument {
     pub other: Map<String, Value>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+/// The version of docs/contract.md the tools speak. A document that says a higher one is refused
+/// (its sections may mean something these tools do not know).
+pub const CONTRACT_VERSION: u32 = 1;
+
+/// `Option<Option<T>>` that keeps "absent" (outer `None`) apart from "null" (`Some(None)`), for
+/// the few fields whose null means something (e.g. "probed, nothing found").
+fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Mounts {
     Joined(String),
     List(Vec<String>),
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+/// How the job is launched (PROCEDURE "Recipes").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum RecipeName {
+pub enum Recipe {
+    /// srun, one node, one task.
     Single,
+    /// srun --mpi=pmix, a task per GPU.
     Mpi,
+    /// srun, a task per GPU, RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR set.
     Distributed,
+    /// srun, one torchrun per node.
     Launcher,
+    /// sbatch.
     Batch,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+impl Recipe {
+    pub const ALL: [Recipe; 5] = [
+        Recipe::Single,
+        Recipe::Mpi,
+        Recipe::Distributed,
+        Recipe::Launcher,
+        Recipe::Batch,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Recipe::Single => "single",
+            Recipe::Mpi => "mpi",
+            Recipe::Distributed => "distributed",
+            Recipe::Launcher => "launcher",
+            Recipe::Batch => "batch",
+        }
+    }
+
+    /// The `recipe` field's value; anything else is an error naming the field and the choices.
+    pub fn parse(s: &str) -> crate::Result<Recipe> {
+        Recipe::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Recipe::ALL.iter().map(|r| r.name()).collect();
+            crate::doc::field_error(
+                "recipe",
+                &format!(
+                    "is {s:?}, which is not a recipe; the recipes are {}",
+                    names.join(", ")
+                ),
+            )
+            .with_hint("single: one task; mpi: srun --mpi=pmix, a task per GPU; distributed: a task per GPU; launcher: one torchrun per node; batch: sbatch")
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SelectedBy {
+    Explicit,
+    Auto,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Resolve {
     pub cluster_name: String,
-    /// `explicit` or `auto`.
-    pub selected_by: String,
+    pub selected_by: SelectedBy,
     /// The flat fields slurm-resolve filled in.
     pub derived: Vec<String>,
     pub catalog: Option<String>,
@@ -133,21 +201,39 @@ pub struct Resolve {
     pub flags: Map<String, Value>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Candidate {
     pub cluster_name: String,
     pub accepted: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SshPath {
+    /// Keys work: a BatchMode login.
+    Direct,
+    /// An interactive (MFA) login: everything rides a ControlMaster.
+    Mfa,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Master {
+    /// The person's own ControlMaster (from their ssh config).
+    User,
+    /// The tools' ControlMaster at `control_path`.
+    Managed,
+    None,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Preflight {
-    /// `direct` or `mfa`.
-    pub ssh_path: String,
-    /// `user`, `managed` or `none`.
-    pub master: String,
+    pub ssh_path: SshPath,
+    pub master: Master,
     /// The expanded ControlMaster socket every later tool uses.
     pub control_path: Option<String>,
     pub mfa_style: bool,
@@ -155,28 +241,50 @@ pub struct Preflight {
     pub remote: RemoteCheck,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Accounting {
+    Enabled,
+    Disabled,
+    Unreachable,
+    Missing,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteCheck {
+    /// The remote working directory, `~/` expanded against `home`.
     pub remote_cwd: String,
     pub remote_cwd_exists: bool,
     pub remote_cwd_created: bool,
     pub remote_cwd_writable: bool,
     pub user: Option<String>,
+    /// The cluster user's home directory: a `~/` path in any later field expands against it.
     pub home: Option<String>,
     pub login_host: Option<String>,
     pub tmux: Option<String>,
     pub slurm_version: Option<String>,
     pub git: Option<String>,
     pub tar: Option<String>,
-    /// `enabled`, `disabled`, `unreachable` or `missing`.
-    pub accounting: Option<String>,
+    pub accounting: Option<Accounting>,
     pub container_flags: bool,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// Through origin, as a temporary branch deleted afterwards.
+    Origin,
+    /// Straight into the remote clone over ssh; origin untouched.
+    Direct,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyncTracked {
+    /// `--dry-run`: the snapshot was built, nothing was pushed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
     pub temp_branch: String,
     /// The snapshot commit, now the remote HEAD.
     pub commit: String,
@@ -185,28 +293,44 @@ pub struct SyncTracked {
     pub branch: Option<String>,
     pub remote_repo_path: String,
     pub remote_work_dir: String,
-    /// `origin` or `direct`.
-    pub via: String,
-    pub temp_ref_deleted: Option<bool>,
+    pub via: Via,
+    /// true/false; null with `--via direct` (origin is never touched); absent on a dry run.
+    #[serde(
+        default,
+        deserialize_with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<bool>")]
+    pub temp_ref_deleted: Option<Option<bool>>,
     pub changed_paths: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refreshed: Option<Vec<String>>,
+    /// On a dry run: the paths that would be re-checked-out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refresh_paths: Option<Vec<String>>,
-    pub stash: Option<Stash>,
+    /// Cluster-side changes stashed in the remote clone (null when there were none).
+    #[serde(
+        default,
+        deserialize_with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<Stash>")]
+    pub stash: Option<Option<Stash>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
     pub warnings: Vec<String>,
     pub derived: Vec<String>,
     pub seconds: f64,
-    pub dry_run: Option<bool>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Stash {
     pub commit: String,
     pub message: String,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyncUntracked {
     pub files: u64,
@@ -220,50 +344,85 @@ pub struct SyncUntracked {
     pub unlinked: Vec<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+/// A path not sent, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Skipped {
     pub path: String,
     pub reason: String,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    Build,
+    #[default]
+    Run,
+}
+
+impl JobKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            JobKind::Build => "build",
+            JobKind::Run => "run",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Job {
-    /// `build` or `run`.
-    pub kind: String,
+    pub kind: JobKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
-    pub recipe: Option<RecipeName>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recipe: Option<Recipe>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdout_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_path: Option<String>,
     /// The exact remote command, shell-quoted for reading.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
     /// The unique --comment value the job id is learned by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submit_tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmux_session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_repo_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upload_dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uploads: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submitted_at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<String>,
     /// A file that appears when the job's command ends (the batch script's EXIT trap, or the
     /// srun exit file); slurm-watch ends a wait early when it appears.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_marker: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_script: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Build {
     pub job: Job,
     pub report: Option<Report>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     Passed,
@@ -276,28 +435,82 @@ pub enum Status {
     BuildFailed,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+impl Status {
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Passed => "PASSED",
+            Status::Failed => "FAILED",
+            Status::Timeout => "TIMEOUT",
+            Status::HangDetected => "HANG_DETECTED",
+            Status::OutOfMemory => "OUT_OF_MEMORY",
+            Status::Cancelled => "CANCELLED",
+            Status::Error => "ERROR",
+            Status::BuildFailed => "BUILD_FAILED",
+        }
+    }
+}
+
+/// Every vocabulary prints as the document spells it.
+macro_rules! display_as_serialised {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&crate::doc::enum_name(self))
+            }
+        }
+    )*};
+}
+display_as_serialised!(
+    Status,
+    Recipe,
+    SelectedBy,
+    SshPath,
+    Master,
+    Accounting,
+    Via,
+    JobKind,
+    Source,
+    AllocationState,
+    ExecMode
+);
+
+/// Where a verdict came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Sacct,
+    /// Accounting is disabled on the cluster.
+    Scontrol,
+    /// The watch itself decided: a hang, or monitor_timeout_seconds.
+    Watch,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
     pub status: Status,
     pub job_id: String,
-    pub kind: String,
+    pub kind: JobKind,
     pub slurm_state: String,
     /// `exit:signal`.
     pub exit_code: Option<String>,
     pub elapsed: Option<String>,
     pub summary: String,
-    /// `sacct`, `scontrol` or `watch`.
-    pub source: String,
+    pub source: Source,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub success_patterns_missing: Option<Vec<String>>,
     pub failure_patterns_found: Vec<String>,
     pub hang_line: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excerpt_lines: Option<u32>,
     pub remote_log: String,
     pub remote_err_log: String,
     pub local_log: Option<String>,
     pub local_log_complete: bool,
+    /// false when the log never appeared (absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_seen: Option<bool>,
     pub excerpt: Vec<String>,
     pub excerpt_err: Vec<String>,
@@ -306,26 +519,53 @@ pub struct Report {
     pub watch_seconds: f64,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AllocationState {
+    Running,
+    Pending,
+    Released,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Allocation {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmux_session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused: Option<bool>,
+    /// The partition's maximum walltime, as first requested.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_requested: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub negotiation: Option<Negotiation>,
-    /// `RUNNING`, `PENDING` or `RELEASED`.
-    pub state: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<AllocationState>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub estimated_start: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
-    pub gpus_per_node_probed: Option<u64>,
+    /// GPUs per node as `nvidia-smi -L` counted them; null: probed, no nvidia-smi.
+    #[serde(
+        default,
+        deserialize_with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<u64>")]
+    pub gpus_per_node_probed: Option<Option<u64>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_exec: Option<LastExec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released: Option<Vec<String>>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Negotiation {
     pub reduced_from: String,
@@ -334,28 +574,41 @@ pub struct Negotiation {
     pub message: String,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+/// How `slurm-alloc exec` spread a command over the allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecMode {
+    Single,
+    /// One task per node (`--mode per-node`).
+    #[serde(rename = "pernode")]
+    PerNode,
+    Mpi,
+    Distributed,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LastExec {
     pub command: String,
-    pub mode: String,
+    pub mode: ExecMode,
     pub exit_code: i32,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorSection {
     pub tool: String,
-    /// `bad_input`, `needs_person` or `remote`.
-    pub kind: String,
+    pub kind: crate::error::ErrorKind,
     pub message: String,
     pub hint: String,
     pub exit_code: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<FailedCommand>,
 }
 
-#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailedCommand {
     pub argv: Vec<String>,
@@ -374,4 +627,117 @@ pub fn schema_json() -> String {
 /// Check a document strictly against the types (every section field declared).
 pub fn check(doc: &Value) -> Result<JobDocument, String> {
     serde_json::from_value(doc.clone()).map_err(|e| e.to_string())
+}
+
+/// A section's field names, in the order the type declares them (for the tools' `--help` and the
+/// contract check).
+pub fn section_fields<T: JsonSchema>() -> Vec<String> {
+    let schema = schemars::schema_for!(T);
+    schema
+        .as_value()
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The sections, by name, with their fields: what each tool adds.
+pub fn sections() -> Vec<(&'static str, Vec<String>)> {
+    vec![
+        ("resolve", section_fields::<Resolve>()),
+        ("preflight", section_fields::<Preflight>()),
+        ("sync_tracked", section_fields::<SyncTracked>()),
+        ("sync_untracked", section_fields::<SyncUntracked>()),
+        ("job", section_fields::<Job>()),
+        ("build", section_fields::<Build>()),
+        ("report", section_fields::<Report>()),
+        ("allocation", section_fields::<Allocation>()),
+        ("error", section_fields::<ErrorSection>()),
+    ]
+}
+
+/// The generated "Adds" paragraph of a tool's `--help`.
+pub fn adds_text(section: &str) -> String {
+    let fields = sections()
+        .into_iter()
+        .find(|(n, _)| *n == section)
+        .map(|(_, f)| f)
+        .unwrap_or_default();
+    format!(
+        "Adds the `{section}` section (docs/contract.md): {}.",
+        fields.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vocabularies_serialise_as_the_contract_spells_them() {
+        let v = |x: &dyn erased::Ser| x.json();
+        assert_eq!(v(&Status::HangDetected), "\"HANG_DETECTED\"");
+        assert_eq!(v(&Status::BuildFailed), "\"BUILD_FAILED\"");
+        assert_eq!(v(&Recipe::Launcher), "\"launcher\"");
+        assert_eq!(v(&SshPath::Mfa), "\"mfa\"");
+        assert_eq!(v(&Master::None), "\"none\"");
+        assert_eq!(v(&Via::Direct), "\"direct\"");
+        assert_eq!(v(&JobKind::Build), "\"build\"");
+        assert_eq!(v(&Source::Scontrol), "\"scontrol\"");
+        assert_eq!(v(&AllocationState::Released), "\"RELEASED\"");
+        assert_eq!(v(&ExecMode::PerNode), "\"pernode\"");
+        assert_eq!(v(&Accounting::Unreachable), "\"unreachable\"");
+        assert_eq!(v(&crate::error::ErrorKind::NeedsPerson), "\"needs_person\"");
+        for r in Recipe::ALL {
+            assert_eq!(v(&r), format!("\"{}\"", r.name()));
+            assert_eq!(Recipe::parse(r.name()).unwrap(), r);
+        }
+        let e = Recipe::parse("mpirun").unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("recipe"));
+        assert!(e
+            .message
+            .contains("single, mpi, distributed, launcher, batch"));
+    }
+
+    mod erased {
+        pub trait Ser {
+            fn json(&self) -> String;
+        }
+        impl<T: serde::Serialize> Ser for T {
+            fn json(&self) -> String {
+                serde_json::to_string(self).unwrap()
+            }
+        }
+    }
+
+    #[test]
+    fn null_and_absent_stay_apart_where_null_means_something() {
+        let a: Allocation = serde_json::from_str(r#"{"gpus_per_node_probed": null}"#).unwrap();
+        assert_eq!(a.gpus_per_node_probed, Some(None));
+        let a: Allocation = serde_json::from_str("{}").unwrap();
+        assert_eq!(a.gpus_per_node_probed, None);
+        assert_eq!(serde_json::to_string(&a).unwrap(), "{}");
+        let a = Allocation {
+            gpus_per_node_probed: Some(None),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            r#"{"gpus_per_node_probed":null}"#
+        );
+    }
+
+    #[test]
+    fn unknown_fields_in_a_section_are_refused() {
+        let e = serde_json::from_str::<Stash>(r#"{"commit":"a","message":"b","extra":1}"#);
+        assert!(e.unwrap_err().to_string().contains("extra"));
+    }
+
+    #[test]
+    fn section_fields_follow_the_declaration_order() {
+        let f = section_fields::<Stash>();
+        assert_eq!(f, ["commit", "message"]);
+        assert!(adds_text("report")
+            .starts_with("Adds the `report` section (docs/contract.md): status, job_id, kind,"));
+    }
 }

@@ -38,6 +38,27 @@ pub fn framed(script: &Script) -> Vec<u8> {
     framed
 }
 
+/// The ControlPath every tool after preflight uses, decided here only: the one preflight settled
+/// on (`preflight.control_path`), else [`requested_control_path`]. To change it, rerun
+/// slurm-ssh-preflight: a `control_path` edited after preflight is not what the master listens on.
+pub fn control_path(doc: &Document) -> Result<String> {
+    let settled = doc
+        .section_as::<crate::schema::Preflight>("preflight")?
+        .and_then(|p| p.control_path);
+    match settled {
+        Some(p) => Ok(p),
+        None => requested_control_path(doc),
+    }
+}
+
+/// The ControlPath the document asks for: `control_path`, else [`DEFAULT_CONTROL_PATH`].
+pub fn requested_control_path(doc: &Document) -> Result<String> {
+    Ok(doc
+        .str_opt("control_path")?
+        .unwrap_or(DEFAULT_CONTROL_PATH)
+        .to_string())
+}
+
 /// The ssh program; `SLURM_TOOLS_SSH` overrides it (e.g. a wrapper that logs, in benchmarks).
 pub fn ssh_program() -> String {
     std::env::var("SLURM_TOOLS_SSH").unwrap_or_else(|_| "ssh".to_string())
@@ -56,8 +77,18 @@ pub struct Ssh {
 
 impl Ssh {
     /// From the document: `ssh_host`, `ssh_config_file`, `ssh_options`, and the control path
-    /// (the one preflight settled on, else `control_path`, else the default).
+    /// every tool after preflight uses ([`control_path`]).
     pub fn from_doc(doc: &Document) -> Result<Ssh> {
+        Self::with_control_path(doc, control_path(doc)?)
+    }
+
+    /// For slurm-ssh-preflight, which settles the control path itself: the one the document asks
+    /// for ([`requested_control_path`]), never an earlier preflight's choice.
+    pub fn for_preflight(doc: &Document) -> Result<Ssh> {
+        Self::with_control_path(doc, requested_control_path(doc)?)
+    }
+
+    fn with_control_path(doc: &Document, control_path: String) -> Result<Ssh> {
         let host = doc
             .str_req(
                 "ssh_host",
@@ -68,26 +99,71 @@ impl Ssh {
         check_host(&host)?;
         let config_file = doc.str_opt("ssh_config_file")?.map(str::to_string);
         let options = doc.str_list_opt("ssh_options")?.unwrap_or_default();
-        let settled = doc
-            .section("preflight")
-            .and_then(|p| p.get("control_path"))
-            .and_then(|v| v.as_str())
-            .map(str::to_string);
-        let control_path = match settled {
-            Some(p) => Some(p),
-            None => Some(
-                doc.str_opt("control_path")?
-                    .unwrap_or(DEFAULT_CONTROL_PATH)
-                    .to_string(),
-            ),
-        };
         Ok(Ssh {
             host,
-            control_path,
+            control_path: Some(control_path),
             config_file,
             options,
             connect_timeout: 10,
         })
+    }
+
+    /// The same connection through another ControlPath (`None`: the person's ssh config decides).
+    pub fn via_control_path(&self, control_path: Option<&str>) -> Ssh {
+        let mut s = self.clone();
+        s.control_path = control_path.map(str::to_string);
+        s
+    }
+
+    /// The exact command a person runs to open the managed master at `control_path`.
+    pub fn master_command(&self, control_path: &str) -> Vec<String> {
+        let mut argv = vec!["ssh".to_string()];
+        if let Some(f) = &self.config_file {
+            argv.push("-F".into());
+            argv.push(f.clone());
+        }
+        argv.extend(self.options.iter().cloned());
+        argv.extend([
+            "-fNM".to_string(),
+            "-o".into(),
+            "ControlMaster=auto".into(),
+            "-o".into(),
+            format!("ControlPath={control_path}"),
+            "-o".into(),
+            "ControlPersist=24h".into(),
+            self.host.clone(),
+        ]);
+        argv
+    }
+
+    /// One login that opens the managed master at `control_path` (ssh backgrounds it after the
+    /// login, ControlPersist=24h) and runs [`REMOTE_ENTRY`] through it: `--establish`.
+    pub fn establish_command(&self, control_path: &str, connect_timeout: u32) -> Cmd {
+        let mut riding = self.via_control_path(Some(control_path));
+        riding.connect_timeout = connect_timeout;
+        Cmd::new(ssh_program()).args(riding.base_args()).args([
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            "ControlPersist=24h",
+            "-T",
+            "--",
+            &self.host,
+            REMOTE_ENTRY,
+        ])
+    }
+
+    /// `GIT_SSH_COMMAND` for a git push over this connection (BatchMode: never prompts), as shell
+    /// text git runs: every word quoted.
+    pub fn git_ssh_command(&self) -> Result<String> {
+        let mut words = vec![ssh_program()];
+        words.extend(self.base_args());
+        words.extend(["-o".to_string(), "BatchMode=yes".to_string()]);
+        Ok(words
+            .iter()
+            .map(|w| crate::quote::quote(w))
+            .collect::<Result<Vec<_>>>()?
+            .join(" "))
     }
 
     /// The options every ssh call carries, in the order that lets the person's `ssh_options`
@@ -127,8 +203,7 @@ impl Ssh {
 
     /// A control command (`-O check`, `-O exit`) against a given control path.
     pub fn control(&self, op: &str, control_path: Option<&str>) -> Cmd {
-        let mut s = self.clone();
-        s.control_path = control_path.map(str::to_string);
+        let s = self.via_control_path(control_path);
         Cmd::new(ssh_program())
             .args(s.base_args())
             .args(["-O", op, "--", &self.host])
@@ -210,10 +285,11 @@ impl Ssh {
     /// `ssh -G`: the configuration ssh would use for this host (no network). Used to expand the
     /// ControlPath and to find the person's own ControlPath.
     pub fn resolved_config(&self, with_our_control_path: bool) -> Result<ResolvedConfig> {
-        let mut s = self.clone();
-        if !with_our_control_path {
-            s.control_path = None;
-        }
+        let s = if with_our_control_path {
+            self.clone()
+        } else {
+            self.via_control_path(None)
+        };
         let out = Cmd::new(ssh_program())
             .args(s.base_args())
             .args(["-G", "--", &self.host])

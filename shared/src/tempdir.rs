@@ -1,7 +1,9 @@
-//! Private temporary directories (mode 0700) named `<prefix>-<pid>-<nonce>` in the system's temp
-//! directory. A tool killed with SIGKILL cannot remove its own, so each new one first removes
-//! those of the same prefix whose process is gone (checked in /proc; without /proc nothing is
-//! removed).
+//! Private temporary directories (mode 0700, made by `tempfile`: a random name created with
+//! O_EXCL semantics) named `<prefix>-<pid>-<random>` in the system's temp directory. A tool killed
+//! with SIGKILL cannot remove its own, so each new one first removes those of the same prefix
+//! whose process is gone (checked in /proc; without /proc nothing is removed). That sweep is
+//! ours: tempfile removes a directory only when its owner drops it, which a killed process never
+//! does.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -10,12 +12,10 @@ use std::path::{Path, PathBuf};
 pub fn create(prefix: &str) -> std::io::Result<PathBuf> {
     let tmp = std::env::temp_dir();
     remove_stale(&tmp, prefix);
-    let nonce = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir = tmp.join(format!("{prefix}-{}-{nonce}", std::process::id()));
-    std::fs::create_dir(&dir)?;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{prefix}-{}-", std::process::id()))
+        .tempdir_in(&tmp)?
+        .keep();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
     Ok(dir)
 }

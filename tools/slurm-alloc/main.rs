@@ -2,10 +2,10 @@
 //! (Recipe 6 and the walltime strategy of PROCEDURE).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde_json::{json, Map, Value};
-use shared::layout;
+use shared::layout::{self, Layout};
 use shared::quote::Script;
-use shared::slurm::{self, check_slurm_value, enroot_image, format_duration};
+use shared::schema::{Allocation, AllocationState, ExecMode, LastExec, Negotiation};
+use shared::slurm::{self, check_slurm_value, enroot_image, format_duration, Settings};
 use shared::ssh::Ssh;
 use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::{Duration, Instant};
@@ -26,10 +26,11 @@ use std::time::{Duration, Instant};
 /// as the named container `trtllm-<jobid>`, and `packages` are installed in it when given.
 ///
 /// Reads: account, partition, node_count, gpus_per_node, job_name (default `<model>.alloc`),
-/// container_image, mounts, packages, expected_duration ([D-]HH:MM:SS), purpose
-/// (profiling|development|training), remote_repo_path (else remote_cwd), command (exec default),
-/// and the connection fields. Adds the `allocation` section: job_id, job_name, tmux_session,
-/// container_name, time_limit, negotiation, state, reused, last_exec.
+/// container_image, mounts (a string or a list), packages, expected_duration ([D-]HH:MM:SS),
+/// purpose (profiling|development|training), remote_repo_path (else remote_cwd), command (exec
+/// default), and the connection fields, read the same way slurm-submit reads them.
+///
+/// {adds}
 ///
 /// Example:
 ///   slurm-alloc up job.json > alloc.json && slurm-alloc exec alloc.json -- nvidia-smi
@@ -98,6 +99,17 @@ struct DownArgs {
     input: InputArg,
 }
 
+impl From<Mode> for ExecMode {
+    fn from(m: Mode) -> ExecMode {
+        match m {
+            Mode::Single => ExecMode::Single,
+            Mode::PerNode => ExecMode::PerNode,
+            Mode::Mpi => ExecMode::Mpi,
+            Mode::Distributed => ExecMode::Distributed,
+        }
+    }
+}
+
 impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         match &self.cmd {
@@ -106,6 +118,7 @@ impl ToolCli for Cli {
             Cmd::Down(a) => &a.input,
         }
     }
+    const SECTIONS: &'static [&'static str] = &["allocation"];
 }
 
 fn main() -> std::process::ExitCode {
@@ -135,8 +148,11 @@ fn alloc_of(doc: &Document) -> Result<Alloc> {
         ),
     };
     check_slurm_value("job_name", &job_name)?;
+    // Where commands run: the remote checkout, else the working directory (shared::layout).
+    let layout = Layout::of(doc)?;
     let dir = match (doc.str_opt("remote_repo_path")?, doc.str_opt("remote_cwd")?) {
-        (Some(d), _) | (None, Some(d)) => d.to_string(),
+        (Some(d), _) => layout.absolute("remote_repo_path", d)?,
+        (None, Some(d)) => layout.absolute("remote_cwd", d)?,
         (None, None) => {
             return Err(shared::doc::missing(
                 "remote_cwd",
@@ -154,8 +170,10 @@ fn alloc_of(doc: &Document) -> Result<Alloc> {
     })
 }
 
-fn section(doc: &Document) -> Map<String, Value> {
-    doc.section("allocation").cloned().unwrap_or_default()
+fn section(doc: &Document) -> Result<Allocation> {
+    Ok(doc
+        .section_as::<Allocation>("allocation")?
+        .unwrap_or_default())
 }
 
 fn run(a: &Alloc, script: &Script, secs: u64) -> Result<shared::process::Output> {
@@ -191,16 +209,9 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     let a = alloc_of(&ctx.doc)?;
     let doc = &ctx.doc;
     let need = need(doc)?;
-    let account = doc.str_opt("account")?.map(str::to_string);
-    let partition = doc.str_opt("partition")?.map(str::to_string);
-    for (f, v) in [("account", &account), ("partition", &partition)] {
-        if let Some(v) = v {
-            check_slurm_value(f, v)?;
-        }
-    }
-    let nodes = doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1);
-    let gpus = doc.int_opt("gpus_per_node", 1, 4096)?;
-    let image = doc.str_opt("container_image")?.map(str::to_string);
+    let st = Settings::from_doc(doc)?;
+    let (nodes, gpus) = (st.nodes, st.gpus_per_node);
+    let image = st.container_image.clone();
     let packages = doc.str_list_opt("packages")?.unwrap_or_default();
     if let Some(p) = packages.iter().find(|p| p.starts_with('-')) {
         return Err(shared::doc::field_error(
@@ -219,7 +230,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     s.assign("name", &a.job_name)?;
     s.assign("session", &a.session)?;
     s.assign("tag", &a.tag)?;
-    s.assign("part", partition.as_deref().unwrap_or(""))?;
+    s.assign("part", st.partition.as_deref().unwrap_or(""))?;
     s.raw(
         r#"me=$(id -un)
 existing=$(squeue -h -u "$me" --states=RUNNING,PENDING -o '%i|%j|%k' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
@@ -237,15 +248,7 @@ echo "MAXTIME ${max:-UNLIMITED}"
         format!("--nodes={nodes}"),
         format!("--comment={}", a.tag),
     ];
-    if let Some(acc) = &account {
-        salloc.push(format!("--account={acc}"));
-    }
-    if let Some(p) = &partition {
-        salloc.push(format!("--partition={p}"));
-    }
-    if let Some(g) = gpus {
-        salloc.push(format!("--gpus-per-node={g}"));
-    }
+    st.common(&mut salloc);
     let mut quoted = String::new();
     for w in &salloc {
         quoted.push_str(&shared::quote::quote(w)?);
@@ -284,10 +287,10 @@ exit 37
         .ok_or_else(|| ToolError::remote("no job id came back for the allocation"))?;
     let max = tagged(&text, "MAXTIME").unwrap_or("UNLIMITED").to_string();
     shared::testhook::pause("alloc:created");
-    let mut sec = section(&ctx.doc);
+    let mut sec = section(&ctx.doc)?;
     // This document's own allocation, already set up by an `up` that finished.
-    let set_up_before = sec.get("job_id").and_then(Value::as_str) == Some(job.as_str())
-        && sec.get("state").and_then(Value::as_str) == Some("RUNNING");
+    let set_up_before =
+        sec.job_id.as_deref() == Some(job.as_str()) && sec.state == Some(AllocationState::Running);
     if reused.is_some() {
         ctx.note(format!(
             "reusing allocation {job} ({}) held in tmux session {}",
@@ -299,25 +302,25 @@ exit 37
             a.session
         ));
     }
-    sec.insert("job_id".into(), json!(job));
-    sec.insert("job_name".into(), json!(a.job_name));
-    sec.insert("tmux_session".into(), json!(a.session));
-    sec.insert("reused".into(), json!(reused.is_some()));
+    sec.job_id = Some(job.clone());
+    sec.job_name = Some(a.job_name.clone());
+    sec.tmux_session = Some(a.session.clone());
+    sec.reused = Some(reused.is_some());
     if reused.is_none() {
-        sec.insert("time_limit_requested".into(), json!(max));
-        sec.insert("negotiation".into(), Value::Null);
+        sec.time_limit_requested = Some(max.clone());
+        sec.negotiation = None;
     }
 
     // Wait for RUNNING, negotiating the walltime while it pends.
     let started = Instant::now();
-    let mut negotiated = sec.get("negotiation").is_some_and(|n| !n.is_null());
+    let mut negotiated = sec.negotiation.is_some();
     let state = loop {
         let q = queue(&a, &job)?;
         match q.as_ref().map(|q| q.state.as_str()) {
             Some("RUNNING") => break q.expect("running"),
             Some("PENDING") => {
                 let q = q.expect("pending");
-                let now = now();
+                let now = shared::clock::unix_now();
                 let far = q.start.is_none_or(|s| s > now + 600);
                 if far && !negotiated {
                     negotiated = true;
@@ -331,7 +334,12 @@ exit 37
                             hours(new)
                         );
                         ctx.note(&msg);
-                        sec.insert("negotiation".into(), json!({"reduced_from": format_duration(current.min(u64::from(u32::MAX))), "reduced_to": format_duration(new), "estimated_start_before": q.start, "message": msg}));
+                        sec.negotiation = Some(Negotiation {
+                            reduced_from: format_duration(current.min(u64::from(u32::MAX))),
+                            reduced_to: format_duration(new),
+                            estimated_start_before: q.start,
+                            message: msg,
+                        });
                         std::thread::sleep(Duration::from_secs(args.recheck_after));
                         continue;
                     }
@@ -340,9 +348,9 @@ exit 37
                     let eta = q.start.map_or("unknown".to_string(), |s| {
                         format!("in {}", format_duration(s.saturating_sub(now)))
                     });
-                    sec.insert("state".into(), json!("PENDING"));
-                    sec.insert("estimated_start".into(), json!(q.start));
-                    ctx.doc.set_section("allocation", Value::Object(sec));
+                    sec.state = Some(AllocationState::Pending);
+                    sec.estimated_start = q.start;
+                    ctx.doc.set_section("allocation", &sec);
                     return Err(ToolError::needs_person(format!(
                         "allocation {job} is pending ({}) and its estimated start is {eta}",
                         q.reason
@@ -372,8 +380,8 @@ exit 37
         }
         std::thread::sleep(Duration::from_secs(2));
     };
-    sec.insert("state".into(), json!("RUNNING"));
-    sec.insert("time_limit".into(), json!(state.limit.map(format_duration)));
+    sec.state = Some(AllocationState::Running);
+    sec.time_limit = state.limit.map(format_duration);
     shared::testhook::pause("alloc:running");
 
     // The container, once per node. A reused allocation goes through this too unless this very
@@ -407,7 +415,7 @@ exit 37
             } else {
                 "importing"
             };
-            ctx.doc.set_section("allocation", Value::Object(sec));
+            ctx.doc.set_section("allocation", &sec);
             return Err(ToolError::remote(format!(
                 "{what} the container {container} failed ({}); allocation {job} stays held",
                 out.exit_text()
@@ -430,21 +438,18 @@ exit 37
         ));
     }
     if image.is_some() {
-        sec.insert("container_name".into(), json!(container));
+        sec.container_name = Some(container);
     }
     // Unknown GPU count: ask the node once.
-    if gpus.is_none() && !sec.contains_key("gpus_per_node_probed") {
+    if gpus.is_none() && sec.gpus_per_node_probed.is_none() {
         let mut s = Script::new();
         s.raw("srun").arg(&format!("--jobid={job}"))?.raw(" --ntasks=1 sh -c 'if command -v nvidia-smi >/dev/null; then nvidia-smi -L | wc -l; else echo none; fi'\n");
         let out = run(&a, &s, 120)?;
         let probed = out.stdout_text().trim().to_string();
-        sec.insert(
-            "gpus_per_node_probed".into(),
-            json!(probed.parse::<u64>().ok()),
-        );
+        sec.gpus_per_node_probed = Some(probed.parse::<u64>().ok());
         if let Ok(n) = probed.parse::<u64>() {
             let mut derived = Vec::new();
-            ctx.doc.derive("gpus_per_node", json!(n), &mut derived);
+            ctx.doc.derive("gpus_per_node", n.into(), &mut derived);
         } else {
             ctx.note("no nvidia-smi on the node: gpus_per_node stays unknown");
         }
@@ -452,15 +457,8 @@ exit 37
     ctx.note(format!(
         "allocation {job} is RUNNING; run commands with `slurm-alloc exec`"
     ));
-    ctx.doc.set_section("allocation", Value::Object(sec));
+    ctx.doc.set_section("allocation", &sec);
     Ok(Outcome::Done)
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
 }
 
 fn hours(secs: u64) -> String {
@@ -502,27 +500,18 @@ fn set_limit(a: &Alloc, job: &str, secs: u64) -> Result<()> {
     Ok(())
 }
 
-fn job_of(ctx: &Context) -> Result<(Alloc, String, Map<String, Value>)> {
+fn job_of(ctx: &Context) -> Result<(Alloc, String, Allocation)> {
     let a = alloc_of(&ctx.doc)?;
-    let sec = section(&ctx.doc);
-    let job = sec
-        .get("job_id")
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| {
-            ToolError::field(
-                ErrorKind::BadInput,
-                "allocation",
-                "no allocation in the document",
-            )
-            .with_hint("run `slurm-alloc up` first")
-        })?;
-    if !job.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(shared::doc::field_error(
+    let sec = section(&ctx.doc)?;
+    let job = sec.job_id.clone().ok_or_else(|| {
+        ToolError::field(
+            ErrorKind::BadInput,
             "allocation",
-            &format!("has job_id {job:?}, which is not a job id"),
-        ));
-    }
+            "no allocation in the document",
+        )
+        .with_hint("run `slurm-alloc up` first")
+    })?;
+    slurm::check_job_id("allocation", &job)?;
     Ok((a, job, sec))
 }
 
@@ -538,12 +527,8 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     } else {
         args.command.join(" ")
     };
-    let per_node = ctx
-        .doc
-        .int_opt("required_devices_per_node", 1, 4096)?
-        .or(ctx.doc.int_opt("gpus_per_node", 1, 4096)?)
-        .unwrap_or(1);
-    let nodes = ctx.doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1);
+    let st = Settings::from_doc(&ctx.doc)?;
+    let (per_node, nodes) = (st.devices_per_node(), st.nodes);
     let mut argv = vec!["srun".to_string(), format!("--jobid={job}")];
     match args.mode {
         Mode::Single => argv.extend(["--nodes=1".into(), "--ntasks=1".into()]),
@@ -558,18 +543,16 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
             format!("--ntasks-per-node={per_node}"),
         ]),
     }
-    if let Some(c) = sec.get("container_name").and_then(Value::as_str) {
+    if let Some(c) = &sec.container_name {
         argv.push(format!("--container-name={c}"));
-        if let Some(m) = ctx.doc.str_opt("mounts")? {
-            argv.push(format!("--container-mounts={m}"));
-        }
+        st.container_mounts(&mut argv);
         if args.writable {
             argv.push("--container-writable".into());
         }
     }
     let mut body = String::new();
     if args.mode == Mode::Distributed {
-        body.push_str("export RANK=\"$SLURM_PROCID\" LOCAL_RANK=\"$SLURM_LOCALID\" WORLD_SIZE=\"$SLURM_NTASKS\"\n");
+        body.push_str(slurm::DISTRIBUTED_ENV);
     }
     body.push_str(&command);
     let mut s = Script::new();
@@ -584,18 +567,22 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
         .ssh
         .run_script_streaming(&s, Duration::from_secs(7 * 86_400))?;
     let code = out.code.unwrap_or(255);
-    sec.insert("last_exec".into(), json!({"command": command, "mode": format!("{:?}", args.mode).to_lowercase(), "exit_code": code}));
-    ctx.doc.set_section("allocation", Value::Object(sec));
+    sec.last_exec = Some(LastExec {
+        command,
+        mode: args.mode.into(),
+        exit_code: code,
+    });
+    ctx.doc.set_section("allocation", &sec);
     Ok(Outcome::Exit(u8::try_from(code).unwrap_or(255)))
 }
 
 fn down(ctx: &mut Context) -> Result<Outcome> {
     let a = alloc_of(&ctx.doc)?;
-    let mut sec = section(&ctx.doc);
-    let job = sec
-        .get("job_id")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    let mut sec = section(&ctx.doc)?;
+    let job = sec.job_id.clone();
+    if let Some(id) = &job {
+        slurm::check_job_id("allocation", id)?;
+    }
     let mut s = Script::new();
     s.raw("set -u\n");
     s.assign("session", &a.session)?;
@@ -621,8 +608,8 @@ exit 0
     } else {
         format!("released: {}", did.join(", "))
     });
-    sec.insert("state".into(), json!("RELEASED"));
-    sec.insert("released".into(), json!(did));
-    ctx.doc.set_section("allocation", Value::Object(sec));
+    sec.state = Some(AllocationState::Released);
+    sec.released = Some(did.iter().map(|d| d.to_string()).collect());
+    ctx.doc.set_section("allocation", &sec);
     Ok(Outcome::Done)
 }

@@ -1,7 +1,9 @@
 //! slurm-report: the final document as a short table for people.
 
 use clap::Parser;
-use serde_json::Value;
+use shared::schema::{
+    Build, ErrorSection, Job, Preflight, Report, Resolve, Status, SyncTracked, SyncUntracked,
+};
 use shared::{Context, InputArg, Outcome, Result, ToolCli};
 
 /// Show what happened, as a short table, so nobody has to read the JSON.
@@ -47,10 +49,6 @@ fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-report", report)
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("-")
-}
-
 fn row(t: &mut String, k: &str, v: String) {
     t.push_str(&format!("  {k:<12} {v}\n"));
 }
@@ -59,118 +57,111 @@ fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
+/// A section through its type; one that does not parse is shown as missing (a report shows what
+/// it can rather than fail on the document it was asked to show).
+fn section<T: shared::schema::DeserializeOwned>(doc: &shared::Document, name: &str) -> Option<T> {
+    doc.section_as::<T>(name).ok().flatten()
+}
+
+/// The last `n` lines of an excerpt, indented.
+fn excerpt(t: &mut String, title: &str, lines: &[String], n: usize) {
+    if lines.is_empty() {
+        return;
+    }
+    t.push_str(&format!("  {title} (last lines):\n"));
+    for l in &lines[lines.len().saturating_sub(n)..] {
+        t.push_str(&format!("    | {l}\n"));
+    }
+}
+
 fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let d = Value::Object(ctx.doc.as_map().clone());
+    let doc = &ctx.doc;
+    let error = section::<ErrorSection>(doc, "error");
+    let report = section::<Report>(doc, "report");
     let mut t = String::new();
     let code: u8;
-    if let Some(e) = d.get("error").filter(|e| e.is_object()) {
-        t.insert_str(0, &format!("FAILED in {}\n", s(e, "tool")));
-        row(&mut t, "error", s(e, "message").to_string());
-        if e.get("field").is_some() {
-            row(&mut t, "field", s(e, "field").to_string());
+    if let Some(e) = &error {
+        t.push_str(&format!("FAILED in {}\n", e.tool));
+        row(&mut t, "error", e.message.clone());
+        if let Some(f) = &e.field {
+            row(&mut t, "field", f.clone());
         }
-        row(&mut t, "what to do", s(e, "hint").to_string());
-        code = e.get("exit_code").and_then(Value::as_u64).unwrap_or(2) as u8;
-    } else if let Some(r) = d.get("report").filter(|r| r.is_object()) {
-        let status = s(r, "status");
-        t.insert_str(
-            0,
-            &format!("{status}  job {} ({})\n", s(r, "job_id"), s(r, "kind")),
-        );
-        row(&mut t, "summary", s(r, "summary").to_string());
+        row(&mut t, "what to do", e.hint.clone());
+        code = e.exit_code;
+    } else if let Some(r) = &report {
+        t.push_str(&format!("{}  job {} ({})\n", r.status, r.job_id, r.kind));
+        row(&mut t, "summary", r.summary.clone());
         row(
             &mut t,
             "slurm",
             format!(
                 "{} exit {} elapsed {}",
-                s(r, "slurm_state"),
-                r.get("exit_code").and_then(Value::as_str).unwrap_or("-"),
-                r.get("elapsed").and_then(Value::as_str).unwrap_or("-")
+                r.slurm_state,
+                r.exit_code.as_deref().unwrap_or("-"),
+                r.elapsed.as_deref().unwrap_or("-")
             ),
         );
-        code = u8::from(status != "PASSED");
-    } else if let Some(j) = d.get("job").filter(|j| j.is_object()) {
-        t.insert_str(
-            0,
-            &format!("SUBMITTED  job {} ({})\n", s(j, "job_id"), s(j, "kind")),
-        );
-        row(&mut t, "command", s(j, "command").to_string());
+        code = u8::from(r.status != Status::Passed);
+    } else if let Some(j) = section::<Job>(doc, "job") {
+        t.push_str(&format!(
+            "SUBMITTED  job {} ({})\n",
+            j.job_id.as_deref().unwrap_or("-"),
+            j.kind
+        ));
+        row(&mut t, "command", j.command.unwrap_or_else(|| "-".into()));
         code = 0;
     } else {
-        t.insert_str(0, "NOT SUBMITTED YET\n");
+        t.push_str("NOT SUBMITTED YET\n");
         code = 0;
     }
-    if let Some(res) = d.get("resolve") {
+    if let Some(res) = section::<Resolve>(doc, "resolve") {
         row(
             &mut t,
             "cluster",
             format!(
                 "{} via {} ({})",
-                s(res, "cluster_name"),
-                s(&d, "ssh_host"),
-                d.get("preflight")
-                    .map_or("no preflight", |p| s(p, "ssh_path"))
+                res.cluster_name,
+                doc.str_opt("ssh_host").ok().flatten().unwrap_or("-"),
+                section::<Preflight>(doc, "preflight")
+                    .map_or("no preflight".to_string(), |p| p.ssh_path.to_string())
             ),
         );
     }
-    if let Some(st) = d.get("sync_tracked") {
-        let untracked = d
-            .get("sync_untracked")
-            .and_then(|u| u.get("files"))
-            .and_then(Value::as_u64);
+    if let Some(st) = section::<SyncTracked>(doc, "sync_tracked") {
+        let untracked = section::<SyncUntracked>(doc, "sync_untracked").map(|u| u.files);
         row(
             &mut t,
             "checkout",
             format!(
                 "{} at {} (HEAD {} + {} changed){}",
-                s(st, "remote_repo_path"),
-                short(s(st, "commit")),
-                short(s(st, "base_commit")),
-                st.get("changed_paths").and_then(Value::as_u64).unwrap_or(0),
+                st.remote_repo_path,
+                short(&st.commit),
+                short(&st.base_commit),
+                st.changed_paths,
                 untracked
                     .map(|n| format!(", {n} untracked file(s)"))
                     .unwrap_or_default()
             ),
         );
     }
-    if let Some(b) = d.get("build") {
+    if let Some(b) = section::<Build>(doc, "build") {
         row(
             &mut t,
             "build",
             format!(
                 "job {}: {}",
-                s(&b["job"], "job_id"),
-                b.get("report").map_or("-", |r| s(r, "status"))
+                b.job.job_id.as_deref().unwrap_or("-"),
+                b.report.map_or("-".to_string(), |r| r.status.to_string())
             ),
         );
     }
-    if let Some(r) = d.get("report") {
-        row(&mut t, "remote log", s(r, "remote_log").to_string());
-        if let Some(l) = r.get("local_log").and_then(Value::as_str) {
-            row(&mut t, "local copy", l.to_string());
+    if let Some(r) = &report {
+        row(&mut t, "remote log", r.remote_log.clone());
+        if let Some(l) = &r.local_log {
+            row(&mut t, "local copy", l.clone());
         }
-        let excerpt: Vec<&str> = r
-            .get("excerpt")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if !excerpt.is_empty() {
-            t.push_str("  log (last lines):\n");
-            for l in &excerpt[excerpt.len().saturating_sub(cli.lines)..] {
-                t.push_str(&format!("    | {l}\n"));
-            }
-        }
-        let err: Vec<&str> = r
-            .get("excerpt_err")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if !err.is_empty() {
-            t.push_str("  stderr (last lines):\n");
-            for l in &err[err.len().saturating_sub(cli.lines)..] {
-                t.push_str(&format!("    | {l}\n"));
-            }
-        }
+        excerpt(&mut t, "log", &r.excerpt, cli.lines);
+        excerpt(&mut t, "stderr", &r.excerpt_err, cli.lines);
     }
     if cli.table {
         return Ok(Outcome::Text(t, code));
@@ -178,7 +169,8 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     eprint!("{t}");
     Ok(match code {
         0 => Outcome::Done,
-        _ if d.get("error").is_some() => Outcome::Text(ctx.doc.to_line(), code),
+        // The document carries an error: pass it on exactly as it came, with its code.
+        _ if error.is_some() => Outcome::Text(ctx.doc.to_line(), code),
         _ => Outcome::JobNotPassed,
     })
 }

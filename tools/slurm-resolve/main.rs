@@ -4,9 +4,9 @@ mod catalog;
 
 use catalog::{apply_pattern, Catalog, Entry};
 use clap::Parser;
-use serde_json::{json, Value};
 use shared::doc::field_error;
-use shared::layout;
+use shared::layout::Layout;
+use shared::schema::{Candidate, Resolve, SelectedBy};
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::path::PathBuf;
 
@@ -27,10 +27,11 @@ use std::path::PathBuf;
 /// Fills when absent (never overwrites): slurm_cluster (auto), ssh_host (from the catalog's
 /// pattern), mfa_style, gpus_per_node, default_user_root_dir, default_models_repo, node_count
 /// (ceil(total / per node), at least 1), remote_repo_path (<root>/<repo name>),
-/// remote_work_dir (<remote_repo_path>/work_dirs/<basename of work_dir>).
+/// remote_work_dir (<remote_repo_path>/work_dirs/<basename of work_dir>); the remote paths by the
+/// rules of the contract's remote layout, and not yet when the root starts with `~/` (the
+/// cluster home is known only after slurm-ssh-preflight; slurm-sync-tracked derives them then).
 ///
-/// Adds the `resolve` section: cluster_name, selected_by (explicit|auto), derived (the fields it
-/// filled), catalog, candidates, partitions, flags.
+/// {adds}
 ///
 /// Example:
 ///   echo '{"device_type":"H100","required_devices_per_node":4,"slurm_user":"me"}' \
@@ -55,6 +56,7 @@ impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
+    const SECTIONS: &'static [&'static str] = &["resolve"];
 }
 
 fn main() -> std::process::ExitCode {
@@ -121,31 +123,31 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "cluster {cluster_name} ({selected_by}); nothing to fill in"
         ));
     }
-    let section = json!({
-        "cluster_name": cluster_name,
-        "selected_by": selected_by,
-        "derived": derived,
-        "catalog": catalog.as_ref().map(|c| c.path.display().to_string()),
-        "candidates": candidates,
-        "partitions": entry.map(|e| Value::Array(e.partitions.clone())).unwrap_or(Value::Array(vec![])),
-        "flags": entry.map(|e| Value::Object(e.flags.clone())).unwrap_or(json!({})),
-    });
-    ctx.doc.set_section("resolve", section);
+    let section = Resolve {
+        cluster_name,
+        selected_by,
+        derived,
+        catalog: catalog.as_ref().map(|c| c.path.display().to_string()),
+        candidates,
+        partitions: entry.map(|e| e.partitions.clone()).unwrap_or_default(),
+        flags: entry.map(|e| e.flags.clone()).unwrap_or_default(),
+    };
+    ctx.doc.set_section("resolve", &section);
     Ok(Outcome::Done)
 }
 
-/// Choose the catalog entry. Returns (entry, "explicit"|"auto", candidates report).
+/// Choose the catalog entry. Returns (entry, how it was selected, candidates report).
 fn select<'c>(
     w: &Wanted,
     catalog: Option<&'c Catalog>,
     pick: Option<&str>,
-) -> Result<(Option<&'c Entry>, &'static str, Vec<Value>)> {
+) -> Result<(Option<&'c Entry>, SelectedBy, Vec<Candidate>)> {
     if let Some(name) = &w.cluster {
         let Some(cat) = catalog else {
-            return Ok((None, "explicit", vec![]));
+            return Ok((None, SelectedBy::Explicit, vec![]));
         };
         return match cat.find(name) {
-            Some(e) => Ok((Some(e), "explicit", vec![])),
+            Some(e) => Ok((Some(e), SelectedBy::Explicit, vec![])),
             None => Err(field_error(
                 "slurm_cluster",
                 &format!(
@@ -183,10 +185,17 @@ fn select<'c>(
         match e.rejection(device, per_node, w.total) {
             None => {
                 matches.push(e);
-                report.push(json!({"cluster_name": e.cluster_name, "accepted": true}));
+                report.push(Candidate {
+                    cluster_name: e.cluster_name.clone(),
+                    accepted: true,
+                    reason: None,
+                });
             }
-            Some(why) => report
-                .push(json!({"cluster_name": e.cluster_name, "accepted": false, "reason": why})),
+            Some(why) => report.push(Candidate {
+                cluster_name: e.cluster_name.clone(),
+                accepted: false,
+                reason: Some(why),
+            }),
         }
     }
     let wanted_text = format!(
@@ -202,8 +211,8 @@ fn select<'c>(
                 .map(|r| {
                     format!(
                         "  {}: {}",
-                        r["cluster_name"].as_str().unwrap_or("?"),
-                        r["reason"].as_str().unwrap_or("")
+                        r.cluster_name,
+                        r.reason.as_deref().unwrap_or("")
                     )
                 })
                 .collect();
@@ -215,12 +224,12 @@ fn select<'c>(
             .with_field("device_type")
             .with_hint("lower `required_devices_per_node`/`total_required_devices`, pick another `device_type`, or set `slurm_cluster`"))
         }
-        1 => Ok((Some(matches[0]), "auto", report)),
+        1 => Ok((Some(matches[0]), SelectedBy::Auto, report)),
         _ => {
             let names: Vec<&str> = matches.iter().map(|e| e.cluster_name.as_str()).collect();
             if let Some(p) = pick {
                 return match matches.iter().find(|e| e.cluster_name == p) {
-                    Some(e) => Ok((Some(*e), "auto", report)),
+                    Some(e) => Ok((Some(*e), SelectedBy::Auto, report)),
                     None => Err(ToolError::bad_input(format!(
                         "--pick {p}: not among the matching clusters ({})",
                         names.join(", ")
@@ -233,7 +242,7 @@ fn select<'c>(
                 .iter()
                 .find_map(|p| matches.iter().find(|e| &e.cluster_name == p))
             {
-                return Ok((Some(*e), "auto", report));
+                return Ok((Some(*e), SelectedBy::Auto, report));
             }
             Err(ToolError::needs_person(format!(
                 "several clusters can take {wanted_text}: {}",
@@ -258,7 +267,7 @@ fn derive_fields(
     let user = ctx.doc.str_opt("slurm_user")?.map(str::to_string);
     let doc = &mut ctx.doc;
     if w.cluster.is_none() {
-        doc.derive("slurm_cluster", json!(cluster), derived);
+        doc.derive("slurm_cluster", cluster.into(), derived);
     }
     // ssh_host: supplied > catalog pattern > ask the person.
     if !doc.has("ssh_host") {
@@ -285,16 +294,16 @@ fn derive_fields(
             ))
             .with_field("ssh_host")
         })?;
-        doc.derive("ssh_host", json!(host), derived);
+        doc.derive("ssh_host", host.into(), derived);
     }
     if let Some(e) = entry {
         if let Some(m) = e.mfa_style {
             if !doc.has("mfa_style") && m.is_some() {
-                doc.derive("mfa_style", json!(m), derived);
+                doc.derive("mfa_style", m.into(), derived);
             }
         }
         if let Some(g) = e.gpus_per_node {
-            doc.derive("gpus_per_node", json!(g), derived);
+            doc.derive("gpus_per_node", g.into(), derived);
         }
         for (field, pattern) in [
             ("default_user_root_dir", &e.default_user_root_dir),
@@ -309,14 +318,14 @@ fn derive_fields(
                     )
                     .with_hint(format!("set `{missing}` or `{field}`"))
                 })?;
-                doc.derive(field, json!(v), derived);
+                doc.derive(field, v.into(), derived);
             }
         }
     }
     // PROCEDURE 4a: without a root dir, the remote working directory is the root.
     if !doc.has("default_user_root_dir") {
         if let Some(cwd) = doc.str_opt("remote_cwd")?.map(str::to_string) {
-            doc.derive("default_user_root_dir", json!(cwd), derived);
+            doc.derive("default_user_root_dir", cwd.into(), derived);
         }
     }
     if !doc.has("node_count") {
@@ -324,29 +333,25 @@ fn derive_fields(
             (Some(t), Some(p)) => ((t + p - 1) / p).max(1),
             _ => 1,
         };
-        doc.derive("node_count", json!(n), derived);
+        doc.derive("node_count", n.into(), derived);
     }
-    // PROCEDURE 4b and 4f.1.
-    if !doc.has("remote_repo_path") {
-        if let (Some(root), Some(url)) = (
-            doc.str_opt("default_user_root_dir")?,
-            doc.str_opt("repo_url")?,
-        ) {
-            let name = layout::repo_name(url).ok_or_else(|| {
-                field_error(
-                    "repo_url",
-                    &format!("is {url:?}, which has no repository name at its end"),
-                )
-                .with_hint("use the clone URL of the repository, e.g. git@host:org/project.git")
-            })?;
-            let path = layout::join(root, &name);
-            doc.derive("remote_repo_path", json!(path), derived);
+    // PROCEDURE 4b and 4f.1, by the one rule in shared::layout. A root in the cluster home
+    // (`~/...`) waits for preflight, which learns the home.
+    let in_home = doc
+        .str_opt("default_user_root_dir")?
+        .is_some_and(|r| r.starts_with('~'));
+    if !in_home {
+        let layout = Layout::of(doc)?;
+        let repo = layout.repo_path(doc.str_opt("repo_url")?)?;
+        let work = match &repo {
+            Some(r) if !doc.has("remote_work_dir") => Some(layout.work_dir(&r.path)?),
+            _ => None,
+        };
+        if let Some(r) = repo.filter(|r| r.derived) {
+            doc.derive("remote_repo_path", r.path.into(), derived);
         }
-    }
-    if !doc.has("remote_work_dir") {
-        if let Some(repo) = doc.str_opt("remote_repo_path")?.map(str::to_string) {
-            let wd = layout::work_dir(&repo, doc.str_opt("work_dir")?, doc.str_opt("job_name")?);
-            doc.derive("remote_work_dir", json!(wd), derived);
+        if let Some(w) = work {
+            doc.derive("remote_work_dir", w.path.into(), derived);
         }
     }
     Ok(())

@@ -4,10 +4,10 @@ mod askpass;
 mod remote_check;
 
 use clap::Parser;
-use serde_json::json;
+use remote_check::Require;
 use shared::control_socket::{self, SocketState};
-use shared::process::Cmd;
 use shared::quote::quote_for_display;
+use shared::schema::{Accounting, Master, Preflight, SshPath};
 use shared::ssh::{spawn_error, ssh_program, Ssh, SshFailure};
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::Duration;
@@ -29,8 +29,9 @@ use std::time::Duration;
 /// Reads: ssh_host, mfa_style, control_path, ssh_config_file, ssh_options, remote_cwd (else
 /// default_user_root_dir), container_image, slurm_password (only with --establish).
 ///
-/// Adds the `preflight` section: ssh_path (direct|mfa), master (user|managed|none),
-/// control_path (expanded; later tools use it), mfa_style, mfa_style_discovered, remote.
+/// {adds}
+/// `control_path` is expanded, and every later tool uses it; `remote.home` is what later tools
+/// expand a `~/` remote path against.
 ///
 /// Example:
 ///   slurm-resolve < job.json | slurm-ssh-preflight > job.ready.json
@@ -56,6 +57,7 @@ impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
+    const SECTIONS: &'static [&'static str] = &["preflight"];
 }
 
 fn main() -> std::process::ExitCode {
@@ -66,9 +68,9 @@ fn main() -> std::process::ExitCode {
 }
 
 /// The connection preflight settled on.
-struct Path {
-    ssh_path: &'static str,
-    master: &'static str,
+struct Connection {
+    ssh_path: SshPath,
+    master: Master,
     control_path: Option<String>,
     mfa_style: bool,
     discovered: bool,
@@ -77,26 +79,15 @@ struct Path {
 fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let doc = &ctx.doc;
     let mfa_style = doc.mfa_style()?;
-    let remote_cwd = match (
-        doc.str_opt("remote_cwd")?,
-        doc.str_opt("default_user_root_dir")?,
-    ) {
-        (Some(c), _) | (None, Some(c)) => c.to_string(),
-        (None, None) => {
-            return Err(shared::doc::missing(
-                "remote_cwd",
-                "set `remote_cwd` (the remote working directory), or `default_user_root_dir`",
-            ))
-        }
+    let Some((remote_cwd, _)) = shared::layout::preflight_cwd(doc)? else {
+        return Err(shared::doc::missing(
+            "remote_cwd",
+            "set `remote_cwd` (the remote working directory), or `default_user_root_dir`",
+        ));
     };
     let wants_container = doc.has("container_image");
     // Preflight settles the control path itself: an earlier run's choice is not reused.
-    let mut ssh = Ssh::from_doc(doc)?;
-    ssh.control_path = Some(
-        doc.str_opt("control_path")?
-            .unwrap_or(shared::ssh::DEFAULT_CONTROL_PATH)
-            .to_string(),
-    );
+    let mut ssh = Ssh::for_preflight(doc)?;
     ssh.connect_timeout = 5;
     let script = remote_check::script(&remote_cwd)?;
 
@@ -118,8 +109,7 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
         Some(true) => mfa_path(cli, ctx, &ssh, &ours, socket, &script, false)?,
         None => {
-            let mut probe = ssh.clone();
-            probe.control_path = Some("none".into());
+            let probe = ssh.via_control_path(Some("none"));
             match run_check(&probe, &script) {
                 Ok(out) => {
                     ctx.note(format!(
@@ -141,47 +131,47 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
 
     let remote = remote_check::parse(&out.stdout_text(), &remote_cwd);
-    let remote_json = remote.to_json();
     remote.require(wants_container, &ssh.host)?;
-    if remote.accounting.as_deref() != Some("enabled") {
+    let accounting = remote.accounting.unwrap_or(Accounting::Missing);
+    if accounting != Accounting::Enabled {
         ctx.warn(format!(
             "sacct on {} reports accounting as {}: slurm-watch will fall back to scontrol",
-            ssh.host,
-            remote.accounting.as_deref().unwrap_or("missing")
+            ssh.host, accounting
         ));
     }
-    if remote.cwd_created {
-        ctx.note(format!("created the remote working directory {remote_cwd}"));
+    let cwd = &remote.remote_cwd;
+    if remote.remote_cwd_created {
+        ctx.note(format!("created the remote working directory {cwd}"));
     }
     ctx.note(format!(
-        "{} ready: {} login, master {}, {}, remote_cwd {remote_cwd}",
+        "{} ready: {} login, master {}, {}, remote_cwd {cwd}",
         ssh.host,
         path.ssh_path,
         path.master,
-        remote.slurm.as_deref().unwrap_or("slurm ?"),
+        remote.slurm_version.as_deref().unwrap_or("slurm ?"),
     ));
     ctx.doc.set_section(
         "preflight",
-        json!({
-            "ssh_path": path.ssh_path,
-            "master": path.master,
-            "control_path": path.control_path,
-            "mfa_style": path.mfa_style,
-            "mfa_style_discovered": path.discovered,
-            "remote": remote_json,
-        }),
+        &Preflight {
+            ssh_path: path.ssh_path,
+            master: path.master,
+            control_path: path.control_path,
+            mfa_style: path.mfa_style,
+            mfa_style_discovered: path.discovered,
+            remote,
+        },
     );
     Ok(Outcome::Done)
 }
 
-fn direct_path(ours: &str, socket: SocketState, discovered: bool) -> Path {
-    Path {
-        ssh_path: "direct",
+fn direct_path(ours: &str, socket: SocketState, discovered: bool) -> Connection {
+    Connection {
+        ssh_path: SshPath::Direct,
         // A socket at our path means a master (ours) is there for later calls to ride.
         master: if socket == SocketState::Present {
-            "managed"
+            Master::Managed
         } else {
-            "none"
+            Master::None
         },
         control_path: Some(ours.to_string()),
         mfa_style: false,
@@ -229,27 +219,6 @@ fn as_config_problem(e: ToolError, host: &str) -> ToolError {
     e
 }
 
-/// The exact command a person runs to open the managed master.
-fn master_command(ssh: &Ssh, control_path: &str) -> Vec<String> {
-    let mut argv = vec!["ssh".to_string()];
-    if let Some(f) = &ssh.config_file {
-        argv.push("-F".into());
-        argv.push(f.clone());
-    }
-    argv.extend(ssh.options.iter().cloned());
-    argv.extend([
-        "-fNM".to_string(),
-        "-o".into(),
-        "ControlMaster=auto".into(),
-        "-o".into(),
-        format!("ControlPath={control_path}"),
-        "-o".into(),
-        "ControlPersist=24h".into(),
-        ssh.host.clone(),
-    ]);
-    argv
-}
-
 /// ssh's warning when a ControlPath socket is there but no master answers on it (ssh then goes
 /// around it with a login of its own).
 fn went_around_a_dead_master(stderr: &str) -> bool {
@@ -272,10 +241,10 @@ fn mfa_path(
     socket: SocketState,
     script: &shared::quote::Script,
     discovered: bool,
-) -> Result<(Path, shared::process::Output)> {
-    let mut path = Path {
-        ssh_path: "mfa",
-        master: "none",
+) -> Result<(Connection, shared::process::Output)> {
+    let mut path = Connection {
+        ssh_path: SshPath::Mfa,
+        master: Master::None,
         control_path: Some(ours.to_string()),
         mfa_style: true,
         discovered,
@@ -287,19 +256,18 @@ fn mfa_path(
         .filter(|p| p != ours);
     if let Some(p) = theirs.filter(|p| std::path::Path::new(p).exists()) {
         if control_socket::check(&p).is_ok() && master_alive(ssh, &p)? {
-            path.master = "user";
+            path.master = Master::User;
             path.control_path = Some(p);
         }
     }
     // 2. The managed socket: ride it at once, so the check itself proves the master works (one
     //    ssh execution, no separate `-O check`). A dead master behind a stale socket shows as
     //    ssh's "Control socket connect" warning, then a login BatchMode refuses.
-    if path.master == "none" && socket == SocketState::Present {
-        let mut riding = ssh.clone();
-        riding.control_path = Some(ours.to_string());
+    if path.master == Master::None && socket == SocketState::Present {
+        let riding = ssh.via_control_path(Some(ours));
         match run_check(&riding, script) {
             Ok(out) if !went_around_a_dead_master(&out.stderr_tail) => {
-                path.master = "managed";
+                path.master = Master::Managed;
                 return Ok((path, out));
             }
             // The master is dead and a non-interactive login got in around it: still no master.
@@ -312,8 +280,8 @@ fn mfa_path(
             Err(e) => return Err(e),
         }
     }
-    if path.master == "none" {
-        let argv = master_command(ssh, ours);
+    if path.master == Master::None {
+        let argv = ssh.master_command(ours);
         let printable = argv
             .iter()
             .map(|a| quote_for_display(a))
@@ -330,11 +298,10 @@ fn mfa_path(
             )));
         }
         let out = establish(cli, ctx, ssh, ours, script)?;
-        path.master = "managed";
+        path.master = Master::Managed;
         return Ok((path, out));
     }
-    let mut riding = ssh.clone();
-    riding.control_path = path.control_path.clone();
+    let riding = ssh.via_control_path(path.control_path.as_deref());
     let out = run_check(&riding, script)?;
     Ok((path, out))
 }
@@ -354,21 +321,8 @@ fn establish(
         "opening a ControlMaster to {}: complete the login prompts",
         ssh.host
     ));
-    let mut riding = ssh.clone();
-    riding.control_path = Some(control_path.to_string());
-    riding.connect_timeout = ssh.connect_timeout.max(10);
-    let mut cmd = Cmd::new(ssh_program())
-        .args(riding.base_args())
-        .args([
-            "-o",
-            "ControlMaster=auto",
-            "-o",
-            "ControlPersist=24h",
-            "-T",
-            "--",
-            &ssh.host,
-            shared::ssh::REMOTE_ENTRY,
-        ])
+    let mut cmd = ssh
+        .establish_command(control_path, ssh.connect_timeout.max(10))
         .input(shared::process::Input::Bytes(shared::ssh::framed(script)))
         .inherit_stderr()
         .deadline(Duration::from_secs(cli.establish_timeout));

@@ -1,10 +1,11 @@
 //! The remote environment check (PROCEDURE step 3), in one round trip.
 //!
 //! One script prints `key=value` lines (each value reduced to its first line), which become the
-//! `preflight.remote` report. The only value in it from the document is `remote_cwd`, quoted.
+//! `preflight.remote` report ([`RemoteCheck`]). The only value in it from the document is
+//! `remote_cwd`, quoted; a leading `~/` is expanded there, against the home the check reports.
 
-use serde_json::{json, Value};
 use shared::quote::Script;
+use shared::schema::{Accounting, RemoteCheck};
 use shared::{Result, ToolError};
 
 pub fn script(remote_cwd: &str) -> Result<Script> {
@@ -14,6 +15,7 @@ pub fn script(remote_cwd: &str) -> Result<Script> {
         r#"case "$cwd" in "~") cwd=$HOME ;; "~/"*) cwd=$HOME/${cwd#"~/"} ;; esac
 created=0
 if [ ! -d "$cwd" ]; then mkdir -p -- "$cwd" 2>/dev/null && created=1; fi
+echo "cwd=$cwd"
 if [ -d "$cwd" ]; then echo cwd_exists=1; else echo cwd_exists=0; fi
 if [ -w "$cwd" ]; then echo cwd_writable=1; else echo cwd_writable=0; fi
 echo "cwd_created=$created"
@@ -40,25 +42,10 @@ if have srun && srun --help 2>&1 | grep -q -- '--container-image'; then echo con
     Ok(s)
 }
 
-#[derive(Debug, Default)]
-pub struct Remote {
-    pub remote_cwd: String,
-    pub cwd_exists: bool,
-    pub cwd_writable: bool,
-    pub cwd_created: bool,
-    pub user: Option<String>,
-    pub home: Option<String>,
-    pub login_host: Option<String>,
-    pub tmux: Option<String>,
-    pub slurm: Option<String>,
-    pub git: Option<String>,
-    pub tar: Option<String>,
-    pub accounting: Option<String>,
-    pub container_flags: bool,
-}
-
-pub fn parse(text: &str, remote_cwd: &str) -> Remote {
-    let mut r = Remote {
+/// The check's `key=value` lines as the `preflight.remote` report. `remote_cwd` is the
+/// directory as the cluster sees it (`~/` expanded there), else as given.
+pub fn parse(text: &str, remote_cwd: &str) -> RemoteCheck {
+    let mut r = RemoteCheck {
         remote_cwd: remote_cwd.to_string(),
         ..Default::default()
     };
@@ -68,17 +55,26 @@ pub fn parse(text: &str, remote_cwd: &str) -> Remote {
         };
         let opt = || (!v.trim().is_empty()).then(|| v.trim().to_string());
         match k {
-            "cwd_exists" => r.cwd_exists = v == "1",
-            "cwd_writable" => r.cwd_writable = v == "1",
-            "cwd_created" => r.cwd_created = v == "1",
+            "cwd" => r.remote_cwd = opt().unwrap_or(r.remote_cwd),
+            "cwd_exists" => r.remote_cwd_exists = v == "1",
+            "cwd_writable" => r.remote_cwd_writable = v == "1",
+            "cwd_created" => r.remote_cwd_created = v == "1",
             "user" => r.user = opt(),
             "home" => r.home = opt(),
             "login_host" => r.login_host = opt(),
             "tmux" => r.tmux = opt(),
-            "slurm" => r.slurm = opt(),
+            "slurm" => r.slurm_version = opt(),
             "git" => r.git = opt(),
             "tar" => r.tar = opt(),
-            "accounting" => r.accounting = opt(),
+            "accounting" => {
+                r.accounting = match v {
+                    "enabled" => Some(Accounting::Enabled),
+                    "disabled" => Some(Accounting::Disabled),
+                    "unreachable" => Some(Accounting::Unreachable),
+                    "missing" => Some(Accounting::Missing),
+                    _ => None,
+                }
+            }
             "container_flags" => r.container_flags = v == "1",
             _ => {}
         }
@@ -86,31 +82,18 @@ pub fn parse(text: &str, remote_cwd: &str) -> Remote {
     r
 }
 
-impl Remote {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "remote_cwd": self.remote_cwd,
-            "remote_cwd_exists": self.cwd_exists,
-            "remote_cwd_created": self.cwd_created,
-            "remote_cwd_writable": self.cwd_writable,
-            "user": self.user,
-            "home": self.home,
-            "login_host": self.login_host,
-            "tmux": self.tmux,
-            "slurm_version": self.slurm,
-            "git": self.git,
-            "tar": self.tar,
-            "accounting": self.accounting,
-            "container_flags": self.container_flags,
-        })
-    }
+/// What a later step needs from the remote side.
+pub trait Require {
+    fn require(&self, wants_container: bool, host: &str) -> Result<()>;
+}
 
+impl Require for RemoteCheck {
     /// Exit 4 naming the first missing piece a later step needs.
-    pub fn require(&self, wants_container: bool, host: &str) -> Result<()> {
+    fn require(&self, wants_container: bool, host: &str) -> Result<()> {
         let missing = |what: &str, hint: &str| {
             Err(ToolError::remote(format!("{host}: {what}")).with_hint(hint.to_string()))
         };
-        if !self.cwd_exists {
+        if !self.remote_cwd_exists {
             return missing(
                 &format!(
                     "remote_cwd {} does not exist and could not be created",
@@ -120,14 +103,14 @@ impl Remote {
             )
             .map_err(|e: ToolError| e.with_field("remote_cwd"));
         }
-        if !self.cwd_writable {
+        if !self.remote_cwd_writable {
             return missing(
                 &format!("remote_cwd {} is not writable", self.remote_cwd),
                 "set `remote_cwd` to a directory you can write",
             )
             .map_err(|e: ToolError| e.with_field("remote_cwd"));
         }
-        if self.slurm.is_none() {
+        if self.slurm_version.is_none() {
             return missing("Slurm's squeue is not on PATH for non-interactive logins", "load Slurm in your shell startup file that non-interactive shells read (e.g. ~/.bashrc), or check you reached a login node");
         }
         if self.tmux.is_none() {
@@ -153,5 +136,35 @@ impl Remote {
                 .map_err(|e: ToolError| e.with_field("container_image"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_lines_become_the_report() {
+        let text = "cwd=/home/u/work\ncwd_exists=1\ncwd_writable=1\ncwd_created=0\nuser=u\nhome=/home/u\nlogin_host=login1\ntmux=tmux 3.3a\nslurm=slurm 22.05.8\ngit=git version 2.39.5\ntar=tar (GNU tar) 1.34\naccounting=disabled\ncontainer_flags=1\n";
+        let r = parse(text, "~/work");
+        assert_eq!(r.remote_cwd, "/home/u/work");
+        assert!(r.remote_cwd_exists && r.remote_cwd_writable && !r.remote_cwd_created);
+        assert_eq!(r.home.as_deref(), Some("/home/u"));
+        assert_eq!(r.accounting, Some(Accounting::Disabled));
+        assert!(r.container_flags);
+        assert!(r.require(true, "h").is_ok());
+        let mut no_tmux = r.clone();
+        no_tmux.tmux = None;
+        assert!(no_tmux
+            .require(false, "h")
+            .unwrap_err()
+            .message
+            .contains("tmux"));
+        let bare = parse("cwd_exists=0\n", "/x");
+        assert_eq!(bare.remote_cwd, "/x");
+        assert_eq!(
+            bare.require(false, "h").unwrap_err().field.as_deref(),
+            Some("remote_cwd")
+        );
     }
 }

@@ -3,12 +3,12 @@
 mod recipe;
 
 use clap::Parser;
-use recipe::{Recipe, Settings};
-use serde_json::{json, Value};
 use shared::archive::{self, Item, Stats};
 use shared::error::render_argv;
-use shared::layout::{self, join};
+use shared::layout::{self, join, Layout};
 use shared::quote::{quote, Script};
+use shared::schema::{self, Job, JobKind, Recipe, Report, Status};
+use shared::slurm::Settings;
 use shared::ssh::Ssh;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::os::unix::ffi::OsStrExt;
@@ -43,11 +43,12 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 ///
 /// Reads: recipe (default single), command or script_path (+ script_name), extra_files,
 /// job_name, account, partition, time_limit, node_count, required_devices_per_node,
-/// gpus_per_node, container_image, mounts, remote_repo_path, remote_work_dir, resolve.flags;
-/// with --build also build_project, build_command, device_type, default_user_root_dir.
+/// gpus_per_node, container_image, mounts (a string or a list), remote_repo_path,
+/// remote_work_dir, resolve.flags; with --build also build_project, build_command, device_type,
+/// default_user_root_dir (else remote_cwd).
 ///
-/// Adds the `job` section: job_id, kind (build|run), recipe, stdout_path, stderr_path, command
-/// (the exact remote command), argv, submit_tag, tmux_session, uploads, submitted_at.
+/// {adds}
+/// When a run job follows a watched build job, the build's job and report move to `build`.
 ///
 /// Example:
 ///   slurm-sync-untracked < synced.json | slurm-submit | slurm-watch > report.json
@@ -70,6 +71,7 @@ impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
+    const SECTIONS: &'static [&'static str] = &["job", "build"];
 }
 
 fn main() -> std::process::ExitCode {
@@ -78,7 +80,7 @@ fn main() -> std::process::ExitCode {
 
 /// What is sent and run for one submission.
 struct Plan {
-    kind: &'static str,
+    kind: JobKind,
     recipe: Option<Recipe>,
     argv: Vec<String>,
     /// Words after the argv (the script and its arguments).
@@ -96,12 +98,12 @@ struct Plan {
 }
 
 fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    if let Some(status) = failed_build(&ctx.doc) {
+    if let Some(status) = failed_build(&ctx.doc)? {
         ctx.note(format!("the build job ended {status}; not submitting the run job (document passed on unchanged)"));
         return Ok(Outcome::JobNotPassed);
     }
     let st = Settings::from_doc(&ctx.doc)?;
-    let repo = from_doc_or_section(&ctx.doc, "remote_repo_path", "sync_tracked")?;
+    let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
     // The input as read (secrets taken out): the record's key, and the document saved with it.
     let input = ctx.doc.to_line();
     let journal = if cli.dry_run {
@@ -119,7 +121,12 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             );
             ctx.doc.set_section(
                 "job",
-                json!({"kind": "build", "skipped": true, "reason": "build_project is false"}),
+                &Job {
+                    kind: JobKind::Build,
+                    skipped: Some(true),
+                    reason: Some("build_project is false".into()),
+                    ..Job::default()
+                },
             );
             return Ok(Outcome::Done);
         }
@@ -143,29 +150,33 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .map(|i| String::from_utf8_lossy(i.name.as_bytes()).into_owned())
         .collect();
 
-    let mut section = json!({
-        "kind": plan.kind,
-        "recipe": plan.recipe.map(Recipe::name),
-        "command": command,
-        "argv": full_argv,
-        "submit_tag": token,
-        "tmux_session": plan.tmux_session,
-        "remote_repo_path": repo,
-        "upload_dir": plan.upload_dir,
-        "uploads": uploads,
-    });
+    let mut section = Job {
+        kind: plan.kind,
+        recipe: plan.recipe,
+        command: Some(command.clone()),
+        argv: Some(full_argv),
+        submit_tag: Some(token.clone()),
+        tmux_session: plan.tmux_session.clone(),
+        remote_repo_path: Some(repo.clone()),
+        upload_dir: Some(plan.upload_dir.clone()),
+        uploads: Some(uploads),
+        ..Job::default()
+    };
     if cli.dry_run {
-        section["dry_run"] = json!(true);
-        section["stdout_path"] = json!(plan.stdout_path);
-        section["stderr_path"] = json!(plan.stderr_path);
-        section["remote_script"] = json!(script.as_str());
+        section.dry_run = Some(true);
+        section.stdout_path = Some(plan.stdout_path.clone());
+        section.stderr_path = Some(plan.stderr_path.clone());
+        section.remote_script = Some(script.as_str().to_string());
         ctx.note(format!("dry run: would run on the cluster: {command}"));
-        keep_build_record(&mut ctx.doc);
-        ctx.doc.set_section("job", section);
+        keep_build_record(&mut ctx.doc)?;
+        ctx.doc.set_section("job", &section);
         return Ok(Outcome::Done);
     }
     let ssh = ssh.expect("not a dry run");
-    ctx.note(format!("submitting the {} job: {command}", plan.kind));
+    ctx.note(format!(
+        "submitting the {} job: {command}",
+        plan.kind.name()
+    ));
     shared::testhook::pause("submit:before");
     if let Some(entry) = &journal {
         match entry.record(input.as_bytes()) {
@@ -185,16 +196,16 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let out = plan.stdout_path.replace("%j", &job_id);
     let err = plan.stderr_path.replace("%j", &job_id);
     ctx.note(format!("job {job_id} accepted; logs: {out}"));
-    section["job_id"] = json!(job_id);
-    section["stdout_path"] = json!(out);
-    section["stderr_path"] = json!(err);
-    section["submitted_at"] = json!(now());
-    section["state_dir"] = json!(plan.state_dir);
-    if let Some(recipe) = plan.recipe {
-        section["end_marker"] = json!(end_marker(&plan.state_dir, &token, recipe));
-    }
-    keep_build_record(&mut ctx.doc);
-    ctx.doc.set_section("job", section);
+    section.job_id = Some(job_id);
+    section.stdout_path = Some(out);
+    section.stderr_path = Some(err);
+    section.submitted_at = Some(shared::clock::unix_now());
+    section.state_dir = Some(plan.state_dir.clone());
+    section.end_marker = plan
+        .recipe
+        .map(|recipe| end_marker(&plan.state_dir, &token, recipe));
+    keep_build_record(&mut ctx.doc)?;
+    ctx.doc.set_section("job", &section);
     Ok(Outcome::Done)
 }
 
@@ -215,46 +226,34 @@ fn srun_exit_file(state_dir: &str, token: &str) -> String {
 }
 
 /// A watched build job that did not pass: its status.
-fn failed_build(doc: &shared::Document) -> Option<String> {
-    let job = doc.section("job")?;
-    if job.get("kind")?.as_str()? != "build"
-        || job.get("skipped").and_then(Value::as_bool) == Some(true)
-    {
-        return None;
+fn failed_build(doc: &shared::Document) -> Result<Option<Status>> {
+    let Some(job) = doc.section_as::<Job>("job")? else {
+        return Ok(None);
+    };
+    if job.kind != JobKind::Build || job.skipped == Some(true) {
+        return Ok(None);
     }
-    let status = doc.section("report")?.get("status")?.as_str()?;
-    (status != "PASSED").then(|| status.to_string())
+    Ok(doc
+        .section_as::<Report>("report")?
+        .map(|r| r.status)
+        .filter(|s| *s != Status::Passed))
 }
 
 /// Before a run job replaces `job`, a watched build job and its report move to `build`.
-fn keep_build_record(doc: &mut shared::Document) {
-    let Some(job) = doc.section("job").cloned() else {
-        return;
+fn keep_build_record(doc: &mut shared::Document) -> Result<()> {
+    let Some(job) = doc.section_as::<Job>("job")? else {
+        return Ok(());
     };
-    if job.get("kind").and_then(Value::as_str) != Some("build") {
-        return;
+    if job.kind != JobKind::Build {
+        return Ok(());
     }
-    let report = doc.section("report").cloned();
-    doc.set_section("build", json!({"job": job, "report": report}));
-    if report.is_some() {
+    let report = doc.section_as::<Report>("report")?;
+    let had_report = report.is_some();
+    doc.set_section("build", &schema::Build { job, report });
+    if had_report {
         doc.remove("report");
     }
-}
-
-fn from_doc_or_section(doc: &shared::Document, field: &str, section: &str) -> Result<String> {
-    if let Some(v) = doc.str_opt(field)? {
-        return Ok(v.to_string());
-    }
-    doc.section(section)
-        .and_then(|s| s.get(field))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-        .ok_or_else(|| {
-            shared::doc::missing(
-                field,
-                &format!("set `{field}`, or run slurm-resolve and slurm-sync-tracked first"),
-            )
-        })
+    Ok(())
 }
 
 /// The submission record for this input (see shared::journal): a rerun of an interrupted
@@ -299,13 +298,6 @@ fn new_token() -> String {
     )
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 fn local_file(field: &str, path: &str) -> Result<std::path::PathBuf> {
     let p = Path::new(path);
     if !p.is_file() {
@@ -329,13 +321,7 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
             Recipe::Single
         }
     };
-    let work = from_doc_or_section(doc, "remote_work_dir", "sync_tracked")?;
-    if !work.starts_with('/') {
-        return Err(shared::doc::field_error(
-            "remote_work_dir",
-            &format!("is {work:?}; it must be an absolute path"),
-        ));
-    }
+    let work = Layout::of(doc)?.work_dir(repo)?.path;
     let state_dir = join(&work, ".slurm-tools");
     let mut items = Vec::new();
     // The uploaded job script, if any.
@@ -400,7 +386,7 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
     if recipe == Recipe::Batch {
         let tail = vec![cmd_path];
         return Ok(Plan {
-            kind: "run",
+            kind: JobKind::Run,
             recipe: Some(recipe),
             argv,
             tail,
@@ -435,7 +421,7 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
     let wrapper_name = format!(".slurm-tools/{token}.run.sh");
     items.push(Item::bytes(wrapper_name.clone(), w.into_string(), true));
     Ok(Plan {
-        kind: "run",
+        kind: JobKind::Run,
         recipe: Some(recipe),
         argv,
         tail,
@@ -452,18 +438,12 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
 
 fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result<Plan> {
     let doc = &ctx.doc;
-    let root = match doc.str_opt("default_user_root_dir")? {
-        Some(r) => r.to_string(),
-        None => doc
-            .str_opt("remote_cwd")?
-            .ok_or_else(|| {
-                shared::doc::missing(
-                    "default_user_root_dir",
-                    "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`",
-                )
-            })?
-            .to_string(),
-    };
+    let root = Layout::of(doc)?.root()?.ok_or_else(|| {
+        shared::doc::missing(
+            "default_user_root_dir",
+            "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`",
+        )
+    })?;
     let scripts = join(&root, "trtllm-build-scripts");
     let log = join(&scripts, "log/build_%j.srun.log");
     let image = st
@@ -501,7 +481,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Resu
     }
     let argv = recipe::build_argv(st, token, repo, &log);
     Ok(Plan {
-        kind: "build",
+        kind: JobKind::Build,
         recipe: None,
         argv,
         tail,
@@ -608,7 +588,7 @@ fn job_id_of(text: &str) -> Option<String> {
     text.lines()
         .find_map(|l| l.strip_prefix("JOBID "))
         .map(|id| id.trim().to_string())
-        .filter(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit() || b == b'_'))
+        .filter(|id| shared::slurm::is_job_id(id))
 }
 
 fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::process::Output> {

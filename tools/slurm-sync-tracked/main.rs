@@ -5,9 +5,9 @@ mod pending;
 mod remote;
 
 use clap::{Parser, ValueEnum};
-use serde_json::json;
 use shared::git::{run_git, LocalRepo};
-use shared::layout;
+use shared::layout::{self, Layout};
+use shared::schema::{self, Stash, SyncTracked};
 use shared::snapshot;
 use shared::ssh::Ssh;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 /// remote clone over the same ssh connection instead, and nothing touches origin.
 ///
 /// Reads: repo_root (default: the repository around the current directory), repo_url (default:
-/// the origin remote's URL), remote_repo_path (default: <default_user_root_dir>/<repo name>),
-/// remote_work_dir, refresh_paths (default ["cpp"] when cpp exists; [] disables), slurm_user,
-/// model_name, ssh_host and the connection fields (preflight.control_path when present).
+/// the origin remote's URL), remote_repo_path (default: <default_user_root_dir, else
+/// remote_cwd>/<repo name>), remote_work_dir (default: <remote_repo_path>/work_dirs/<work_dir's
+/// name, else job_name>), refresh_paths (default ["cpp"] when cpp exists; [] disables),
+/// slurm_user, model_name, ssh_host and the connection fields. A remote path starting with `~/`
+/// is expanded against the cluster home preflight found.
 ///
-/// Adds the `sync_tracked` section: temp_branch, commit (the snapshot, now the remote HEAD),
-/// base_commit (local HEAD), branch, remote_repo_path, via, temp_ref_deleted, changed_paths,
-/// refreshed, stash (cluster-side edits stashed, or null), created, warnings, derived, seconds.
+/// {adds}
 ///
 /// Example:
 ///   slurm-ssh-preflight job.json | slurm-sync-tracked | slurm-sync-untracked > synced.json
@@ -59,10 +59,20 @@ enum Via {
     Direct,
 }
 
+impl From<Via> for schema::Via {
+    fn from(v: Via) -> schema::Via {
+        match v {
+            Via::Origin => schema::Via::Origin,
+            Via::Direct => schema::Via::Direct,
+        }
+    }
+}
+
 impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
+    const SECTIONS: &'static [&'static str] = &["sync_tracked"];
 }
 
 fn main() -> std::process::ExitCode {
@@ -87,7 +97,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 ToolError::field(ErrorKind::BadInput, "repo_url", "no `repo_url` in the document and the local repository has no `origin` remote")
                     .with_hint("set `repo_url` to the URL the cluster clones from, or add an origin remote (`git remote add origin URL`); or use --via direct")
             })?;
-            ctx.doc.derive("repo_url", json!(u), &mut derived);
+            ctx.doc.derive("repo_url", u.clone().into(), &mut derived);
             u
         }
     };
@@ -97,45 +107,24 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "may not start with `-`",
         ));
     }
-    let repo_path = match ctx.doc.str_opt("remote_repo_path")? {
-        Some(p) => p.to_string(),
-        None => {
-            let root = ctx
-                .doc
-                .str_opt("default_user_root_dir")?
-                .or(ctx.doc.str_opt("remote_cwd")?)
-                .ok_or_else(|| shared::doc::missing("remote_repo_path", "set `remote_repo_path`, or `default_user_root_dir`/`remote_cwd` to derive it (slurm-resolve does)"))?
-                .to_string();
-            let name = layout::repo_name(&url).ok_or_else(|| {
-                shared::doc::field_error(
-                    "repo_url",
-                    &format!("is {url:?}, which has no repository name at its end"),
-                )
-            })?;
-            let p = layout::join(&root, &name);
-            ctx.doc.derive("remote_repo_path", json!(p), &mut derived);
-            p
-        }
-    };
-    if !repo_path.starts_with('/') && !repo_path.starts_with("~/") {
-        return Err(shared::doc::field_error(
+    // The remote layout, decided in shared::layout (one precedence for every tool).
+    let remote = Layout::of(&ctx.doc)?;
+    let repo = remote.repo_path(Some(&url))?.ok_or_else(|| {
+        shared::doc::missing(
             "remote_repo_path",
-            &format!("is {repo_path:?}; it must be an absolute path"),
+            "set `remote_repo_path`, or `default_user_root_dir`/`remote_cwd` to derive it (slurm-resolve does)",
         )
-        .with_hint("give the full path of the remote clone, e.g. /home/me/work/project"));
+    })?;
+    let work = remote.work_dir(&repo.path)?;
+    let (repo_path, work) = (repo.path, work.path);
+    if repo.derived {
+        ctx.doc
+            .derive("remote_repo_path", repo_path.clone().into(), &mut derived);
     }
-    let work = match ctx.doc.str_opt("remote_work_dir")? {
-        Some(w) => w.to_string(),
-        None => {
-            let w = layout::work_dir(
-                &repo_path,
-                ctx.doc.str_opt("work_dir")?,
-                ctx.doc.str_opt("job_name")?,
-            );
-            ctx.doc.derive("remote_work_dir", json!(w), &mut derived);
-            w
-        }
-    };
+    if !ctx.doc.has("remote_work_dir") {
+        ctx.doc
+            .derive("remote_work_dir", work.clone().into(), &mut derived);
+    }
     let refresh = match ctx.doc.str_list_opt("refresh_paths")? {
         Some(list) => {
             for p in &list {
@@ -151,7 +140,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if head.branch.is_none() {
         ctx.note(format!(
             "HEAD is detached at {}; syncing that commit plus your edits",
-            &head.commit[..12]
+            short(&head.commit)
         ));
     }
     if local.index_locked() {
@@ -199,8 +188,8 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     ctx.note(format!(
         "snapshot {} = HEAD {} + {changed} changed path(s); syncing to {}:{repo_path} via {}",
-        &snap.commit[..12],
-        &head.commit[..12],
+        short(&snap.commit),
+        short(&head.commit),
         ssh.host,
         if cli.via == Via::Origin {
             "origin"
@@ -209,25 +198,32 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
     ));
 
+    let mut section = SyncTracked {
+        dry_run: None,
+        temp_branch: temp.clone(),
+        commit: snap.commit.clone(),
+        base_commit: head.commit.clone(),
+        branch: head.branch.clone(),
+        remote_repo_path: repo_path.clone(),
+        remote_work_dir: work.clone(),
+        via: cli.via.into(),
+        temp_ref_deleted: None,
+        changed_paths: changed as u64,
+        refreshed: None,
+        refresh_paths: None,
+        stash: None,
+        created: None,
+        warnings: Vec::new(),
+        derived: Vec::new(),
+        seconds: 0.0,
+    };
     if cli.dry_run {
-        ctx.doc.set_section(
-            "sync_tracked",
-            json!({
-                "dry_run": true,
-                "temp_branch": temp,
-                "commit": snap.commit,
-                "base_commit": head.commit,
-                "branch": head.branch,
-                "remote_repo_path": repo_path,
-                "remote_work_dir": work,
-                "via": if cli.via == Via::Origin { "origin" } else { "direct" },
-                "changed_paths": changed,
-                "refresh_paths": refresh,
-                "warnings": warnings,
-                "derived": derived,
-                "seconds": (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
-            }),
-        );
+        section.dry_run = Some(true);
+        section.refresh_paths = Some(refresh);
+        section.warnings = warnings;
+        section.derived = derived;
+        section.seconds = seconds(started);
+        ctx.doc.set_section("sync_tracked", &section);
         return Ok(Outcome::Done);
     }
     // Clean up temp refs a killed earlier run left on origin.
@@ -273,32 +269,32 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let stash = report.stash.as_ref().map(|(sha, msg)| {
         ctx.warn(format!(
             "the remote clone had cluster-side changes; they are saved in its stash as {} (`git stash list` in {repo_path})",
-            &sha[..sha.len().min(12)]
+            short(sha)
         ));
-        json!({"commit": sha, "message": msg})
+        Stash {
+            commit: sha.clone(),
+            message: msg.clone(),
+        }
     });
-    ctx.note(format!("remote {repo_path} is at {}", &snap.commit[..12]));
-    ctx.doc.set_section(
-        "sync_tracked",
-        json!({
-            "temp_branch": temp,
-            "commit": snap.commit,
-            "base_commit": head.commit,
-            "branch": head.branch,
-            "remote_repo_path": repo_path,
-            "remote_work_dir": work,
-            "via": if cli.via == Via::Origin { "origin" } else { "direct" },
-            "temp_ref_deleted": temp_ref_deleted,
-            "changed_paths": changed,
-            "refreshed": report.refreshed,
-            "stash": stash,
-            "created": report.created,
-            "warnings": warnings,
-            "derived": derived,
-            "seconds": (started.elapsed().as_secs_f64() * 100.0).round() / 100.0,
-        }),
-    );
+    ctx.note(format!("remote {repo_path} is at {}", short(&snap.commit)));
+    section.temp_ref_deleted = Some(temp_ref_deleted);
+    section.refreshed = Some(report.refreshed);
+    section.stash = Some(stash);
+    section.created = Some(report.created);
+    section.warnings = warnings;
+    section.derived = derived;
+    section.seconds = seconds(started);
+    ctx.doc.set_section("sync_tracked", &section);
     Ok(Outcome::Done)
+}
+
+fn seconds(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 100.0).round() / 100.0
+}
+
+/// The first 12 characters of a commit id, for people.
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
 }
 
 /// A warning for the person now, and in `sync_tracked.warnings` for the record.
@@ -336,15 +332,11 @@ fn temp_branch(ctx: &Context) -> Result<String> {
             .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "repo".into()),
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
     Ok(format!(
         "{}_{}_{}",
         layout::sanitize(&user, false),
         layout::sanitize(&model, false),
-        layout::utc_stamp(now)
+        shared::clock::utc_stamp(shared::clock::unix_now())
     ))
 }
 
@@ -403,16 +395,7 @@ fn via_direct(
     sha: &str,
 ) -> Result<remote::Report> {
     let prepared = run_remote(ssh, &remote::direct_prepare_script(plan)?, plan.repo)?;
-    let git_ssh = {
-        let mut words = vec![shared::ssh::ssh_program()];
-        words.extend(ssh.base_args());
-        words.extend(["-o".to_string(), "BatchMode=yes".to_string()]);
-        words
-            .iter()
-            .map(|w| shared::quote::quote(w))
-            .collect::<Result<Vec<_>>>()?
-            .join(" ")
-    };
+    let git_ssh = ssh.git_ssh_command()?;
     let target = format!("{}:{}", ssh.host, plan.repo);
     let refspec = format!("{sha}:refs/heads/{}", plan.temp);
     let push = run_git(

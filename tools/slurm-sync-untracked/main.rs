@@ -2,10 +2,10 @@
 //! into the remote checkout (PROCEDURE 4e.1).
 
 use clap::Parser;
-use serde_json::json;
 use shared::archive::{self, Item, Stats};
 use shared::git::{run_git, LocalRepo};
 use shared::quote::Script;
+use shared::schema::{Preflight, Skipped, SyncUntracked};
 use shared::ssh::Ssh;
 use shared::ui::{human_bytes, Progress};
 use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
@@ -27,10 +27,9 @@ use std::time::{Duration, Instant};
 /// first, so nothing is written through them. Run it after slurm-sync-tracked.
 ///
 /// Reads: repo_root (default: the repository around the current directory), remote_repo_path
-/// (default: sync_tracked.remote_repo_path), ssh_host and the connection fields.
+/// (slurm-sync-tracked derives it), ssh_host and the connection fields.
 ///
-/// Adds the `sync_untracked` section: files, symlinks, bytes, seconds, skipped (path, reason),
-/// changed_while_reading, compressed, remote_repo_path, unlinked (remote symlinks removed).
+/// {adds}
 ///
 /// Example:
 ///   slurm-sync-tracked < ready.json | slurm-sync-untracked > synced.json
@@ -49,6 +48,7 @@ impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
+    const SECTIONS: &'static [&'static str] = &["sync_untracked"];
 }
 
 fn main() -> std::process::ExitCode {
@@ -58,35 +58,22 @@ fn main() -> std::process::ExitCode {
 fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let started = Instant::now();
     let ssh = Ssh::from_doc(&ctx.doc)?;
-    let repo_path = match ctx.doc.str_opt("remote_repo_path")? {
-        Some(p) => p.to_string(),
-        None => ctx
-            .doc
-            .section("sync_tracked")
-            .and_then(|s| s.get("remote_repo_path"))
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-            .ok_or_else(|| {
-                shared::doc::missing("remote_repo_path", "run slurm-sync-tracked first, or set `remote_repo_path` to the remote checkout")
-            })?,
-    };
+    let repo_path = shared::layout::Layout::of(&ctx.doc)?.repo_path_req()?.path;
     let local = LocalRepo::open(&ctx.doc)?;
     let (items, unopened) = untracked(&local)?;
     let gnu_tar = ctx
         .doc
-        .section("preflight")
-        .and_then(|p| p.get("remote"))
-        .and_then(|r| r.get("tar"))
-        .and_then(|t| t.as_str())
+        .section_as::<Preflight>("preflight")?
+        .and_then(|p| p.remote.tar)
         .is_none_or(|t| t.contains("GNU"));
 
     let stats = Arc::new(Mutex::new(Stats {
         skipped: unopened,
         ..Stats::default()
     }));
-    let (unlinked, remote_ok) = if items.is_empty() {
+    let unlinked = if items.is_empty() {
         ctx.note("no untracked files to send");
-        (Vec::new(), true)
+        Vec::new()
     } else {
         ctx.note(format!(
             "sending {} untracked entr{} to {}:{repo_path}",
@@ -143,19 +130,17 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 .with_hint(hint)
                 .with_command(out.record()));
         }
-        (unlinked, true)
+        unlinked
     };
     let s = stats.lock().unwrap().clone();
     if let Some(e) = &s.write_error {
-        if remote_ok {
-            return Err(
-                ToolError::remote(format!("the tar stream to {} broke: {e}", ssh.host))
-                    .with_hint("rerun the sync"),
-            );
-        }
+        return Err(
+            ToolError::remote(format!("the tar stream to {} broke: {e}", ssh.host))
+                .with_hint("rerun the sync"),
+        );
     }
-    for (p, why) in &s.skipped {
-        ctx.warn(format!("skipped {p:?}: {why}"));
+    for k in &s.skipped {
+        ctx.warn(format!("skipped {:?}: {}", k.path, k.reason));
     }
     for p in &s.changed_while_reading {
         ctx.warn(format!(
@@ -177,17 +162,17 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     ));
     ctx.doc.set_section(
         "sync_untracked",
-        json!({
-            "files": s.files,
-            "symlinks": s.symlinks,
-            "bytes": s.bytes,
-            "seconds": (secs * 100.0).round() / 100.0,
-            "skipped": s.skipped_json(),
-            "changed_while_reading": s.changed_while_reading,
-            "compressed": cli.gzip,
-            "remote_repo_path": repo_path,
-            "unlinked": unlinked,
-        }),
+        &SyncUntracked {
+            files: s.files,
+            symlinks: s.symlinks,
+            bytes: s.bytes,
+            seconds: (secs * 100.0).round() / 100.0,
+            skipped: s.skipped,
+            changed_while_reading: s.changed_while_reading,
+            compressed: cli.gzip,
+            remote_repo_path: repo_path,
+            unlinked,
+        },
     );
     Ok(Outcome::Done)
 }
@@ -227,20 +212,15 @@ fn untracked(local: &LocalRepo) -> Result<(Vec<Item>, Vec<Skipped>)> {
     Ok((items, unopened_dirs(&out.stderr_tail)))
 }
 
-/// A path not sent, and why.
-type Skipped = (String, String);
-
 /// git's "warning: could not open directory 'd/': Permission denied" lines, as (d, reason).
 fn unopened_dirs(stderr: &str) -> Vec<Skipped> {
     stderr
         .lines()
         .filter_map(|l| l.strip_prefix("warning: could not open directory '"))
         .filter_map(|rest| rest.rsplit_once("': "))
-        .map(|(dir, why)| {
-            (
-                dir.trim_end_matches('/').to_string(),
-                format!("a directory git could not look into ({why}); nothing in it is sent"),
-            )
+        .map(|(dir, why)| Skipped {
+            path: dir.trim_end_matches('/').to_string(),
+            reason: format!("a directory git could not look into ({why}); nothing in it is sent"),
         })
         .collect()
 }

@@ -6,8 +6,8 @@ mod scan;
 
 use clap::Parser;
 use scan::{Findings, Patterns, Stream};
-use serde_json::{json, Value};
 use shared::quote::Script;
+use shared::schema::{self, JobKind, Report, Source, Status};
 use shared::slurm::{self, AccountingEntry};
 use shared::ssh::Ssh;
 use shared::ui::Progress;
@@ -40,10 +40,8 @@ use std::time::{Duration, Instant};
 /// failure_patterns, success_patterns, work_dir (local folder for a copy of the log), and the
 /// connection fields.
 ///
-/// Adds the `report` section: status, job_id, kind, slurm_state, exit_code, elapsed,
-/// remote_log, remote_err_log, local_log, local_log_complete, summary, excerpt, excerpt_err,
-/// source, cancelled_by, failure_patterns_found, success_patterns_missing, hang_line, polls,
-/// bytes_scanned. Exit 0 only for PASSED, 1 for any other verdict.
+/// {adds}
+/// Exit 0 only for PASSED, 1 for any other verdict.
 ///
 /// Example:
 ///   slurm-submit < synced.json | slurm-watch --follow > report.json
@@ -75,6 +73,7 @@ impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
+    const SECTIONS: &'static [&'static str] = &["report"];
 }
 
 fn main() -> std::process::ExitCode {
@@ -83,23 +82,23 @@ fn main() -> std::process::ExitCode {
 
 struct Job {
     id: String,
-    kind: String,
+    kind: JobKind,
     out: String,
     err: String,
     end_marker: Option<String>,
 }
 
 fn job_of(ctx: &Context) -> Result<Option<Job>> {
-    let Some(job) = ctx.doc.section("job") else {
+    let Some(job) = ctx.doc.section_as::<schema::Job>("job")? else {
         return Err(shared::doc::missing(
             "job",
             "run slurm-submit first: slurm-watch follows the job it submitted",
         ));
     };
-    if job.get("skipped").and_then(Value::as_bool) == Some(true) {
+    if job.skipped == Some(true) {
         return Ok(None);
     }
-    if job.get("dry_run").and_then(Value::as_bool) == Some(true) {
+    if job.dry_run == Some(true) {
         return Err(ToolError::field(
             ErrorKind::BadInput,
             "job",
@@ -107,25 +106,20 @@ fn job_of(ctx: &Context) -> Result<Option<Job>> {
         )
         .with_hint("run slurm-submit without --dry-run"));
     }
-    let s = |k: &str| job.get(k).and_then(Value::as_str).map(str::to_string);
-    let id = s("job_id").ok_or_else(|| {
+    let id = job.job_id.ok_or_else(|| {
         shared::doc::missing("job", "the job section has no job_id; run slurm-submit")
     })?;
-    if !id.bytes().all(|b| b.is_ascii_digit() || b == b'_') {
-        return Err(shared::doc::field_error(
-            "job",
-            &format!("has job_id {id:?}, which is not a Slurm job id"),
-        ));
-    }
-    let out = s("stdout_path")
+    slurm::check_job_id("job", &id)?;
+    let out = job
+        .stdout_path
         .ok_or_else(|| shared::doc::missing("job", "the job section has no stdout_path"))?;
-    let err = s("stderr_path").unwrap_or_else(|| out.clone());
+    let err = job.stderr_path.unwrap_or_else(|| out.clone());
     Ok(Some(Job {
         id,
-        kind: s("kind").unwrap_or_else(|| "run".into()),
+        kind: job.kind,
         out,
         err,
-        end_marker: s("end_marker"),
+        end_marker: job.end_marker,
     }))
 }
 
@@ -166,11 +160,10 @@ impl Link<'_> {
             }
             if let Some((reply, used)) = poll::parse_at(&self.buf) {
                 self.buf.drain(..used);
-                shared::process::trace_event(json!({
-                    "event": "poll",
-                    "ms": woke.map_or(0.0, |w| w.elapsed().as_secs_f64() * 1000.0),
-                    "bytes": reply.chunks.iter().map(|c| c.2.len()).sum::<usize>(),
-                }));
+                shared::process::trace_event(&shared::process::TraceEvent::poll(
+                    woke.map_or(0.0, |w| w.elapsed().as_secs_f64() * 1000.0),
+                    reply.chunks.iter().map(|c| c.data.len() as u64).sum(),
+                ));
                 return Ok(Some(reply));
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -222,22 +215,13 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     // A verdict for this very job is already in the document (a pipeline stage before us
     // stopped): pass it on rather than watch again.
-    if let Some(report) = ctx.doc.section("report") {
-        if report.get("job_id").and_then(Value::as_str) == Some(job.id.as_str()) {
-            let status = report
-                .get("status")
-                .and_then(Value::as_str)
-                .unwrap_or("ERROR")
-                .to_string();
+    if let Some(report) = ctx.doc.section_as::<Report>("report")? {
+        if report.job_id == job.id {
             ctx.note(format!(
-                "job {} already has a verdict ({status}); passing it on",
-                job.id
+                "job {} already has a verdict ({}); passing it on",
+                job.id, report.status
             ));
-            return Ok(if status == "PASSED" {
-                Outcome::Done
-            } else {
-                Outcome::JobNotPassed
-            });
+            return Ok(outcome(report.status));
         }
     }
     let doc = &ctx.doc;
@@ -264,7 +248,7 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     // is judged by its exit (and by the hang pattern).
     let workload = |field: &str| -> Result<Vec<String>> {
         let list = doc.str_list_opt(field)?.unwrap_or_default();
-        Ok(if job.kind == "build" {
+        Ok(if job.kind == JobKind::Build {
             Vec::new()
         } else {
             lower(list)
@@ -279,14 +263,14 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         success: workload("success_patterns")?,
     };
     let mfa = doc
-        .section("preflight")
-        .and_then(|p| p.get("ssh_path"))
-        .and_then(Value::as_str)
-        == Some("mfa");
+        .section_as::<schema::Preflight>("preflight")?
+        .is_some_and(|p| p.ssh_path == schema::SshPath::Mfa);
     let same_log = job.out == job.err;
     ctx.note(format!(
         "watching {} job {} (logs: {})",
-        job.kind, job.id, job.out
+        job.kind.name(),
+        job.id,
+        job.out
     ));
 
     let started = Instant::now();
@@ -382,15 +366,15 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 
         // Logs first: a hang or an OOM line decides even while the job still runs.
         let mut capped = false;
-        for (name, off, data, size) in &reply.chunks {
-            let i = usize::from(name == "err");
-            st.bytes += data.len() as u64;
-            capped |= off + (data.len() as u64) < *size;
-            let lines = st.streams[i].take(*off, data);
+        for c in &reply.chunks {
+            let i = usize::from(c.name == "err");
+            st.bytes += c.data.len() as u64;
+            capped |= c.offset + (c.data.len() as u64) < c.size;
+            let lines = st.streams[i].take(c.offset, &c.data);
             if cli.follow {
                 for l in &lines {
                     progress.finish();
-                    ctx.note(format!("{name}| {l}"));
+                    ctx.note(format!("{}| {l}", c.name));
                 }
             }
             patterns.scan(&lines, &mut st.findings);
@@ -430,7 +414,14 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 if let Some(acct) = accounting_says(&reply, ended) {
                     progress.finish();
                     let by = reply.cancelled_by.clone();
-                    break final_verdict(&job, &st, &patterns, &acct, by, "sacct");
+                    break final_verdict(
+                        job.kind,
+                        &st.findings,
+                        &patterns,
+                        &acct,
+                        by,
+                        Source::Sacct,
+                    );
                 }
                 interval = interval.min(0.5);
             }
@@ -459,13 +450,20 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             if let Some(acct) = accounting_says(&reply, slurm::is_final) {
                 progress.finish();
                 let by = reply.cancelled_by.clone();
-                break final_verdict(&job, &st, &patterns, &acct, by, "sacct");
+                break final_verdict(job.kind, &st.findings, &patterns, &acct, by, Source::Sacct);
             } else if reply.accounting_disabled {
                 if let Some(acct) = reply.scontrol.as_deref().and_then(from_scontrol) {
                     if slurm::is_final(&acct.state) {
                         progress.finish();
                         ctx.warn("accounting is disabled on this cluster: the verdict comes from scontrol");
-                        break final_verdict(&job, &st, &patterns, &acct, None, "scontrol");
+                        break final_verdict(
+                            job.kind,
+                            &st.findings,
+                            &patterns,
+                            &acct,
+                            None,
+                            Source::Scontrol,
+                        );
                     }
                 }
             }
@@ -495,20 +493,19 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     progress.finish();
     shared::testhook::pause("watch:verdict");
 
-    let mut report = verdict;
-    finish_report(ctx, &job, &st, &mut report, started)?;
-    let status = report["status"].as_str().unwrap_or("ERROR").to_string();
-    ctx.note(format!(
-        "{}: {}",
-        status,
-        report["summary"].as_str().unwrap_or("")
-    ));
-    ctx.doc.set_section("report", report);
-    Ok(if status == "PASSED" {
+    let report = finish_report(ctx, &job, &st, verdict, started)?;
+    ctx.note(format!("{}: {}", report.status, report.summary));
+    let status = report.status;
+    ctx.doc.set_section("report", &report);
+    Ok(outcome(status))
+}
+
+fn outcome(status: Status) -> Outcome {
+    if status == Status::Passed {
         Outcome::Done
     } else {
         Outcome::JobNotPassed
-    })
+    }
 }
 
 fn describe_queue(q: &slurm::QueueEntry) -> String {
@@ -516,10 +513,7 @@ fn describe_queue(q: &slurm::QueueEntry) -> String {
     match q.state.as_str() {
         "PENDING" => {
             let eta = q.start.map(|s| {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0);
+                let now = shared::clock::unix_now();
                 if s > now {
                     format!(", estimated start in {}", slurm::format_duration(s - now))
                 } else {
@@ -551,38 +545,55 @@ fn from_scontrol(line: &str) -> Option<AccountingEntry> {
     })
 }
 
+/// What the watch found when it stopped: the verdict's own fields, before the bookkeeping every
+/// report has ([`finish_report`]).
+#[derive(Debug, Clone, PartialEq)]
+struct Verdict {
+    status: Status,
+    slurm_state: String,
+    exit_code: Option<String>,
+    elapsed: Option<String>,
+    summary: String,
+    source: Source,
+    cancelled_by: Option<String>,
+    success_patterns_missing: Option<Vec<String>>,
+    hang_line: Option<String>,
+    excerpt_lines: Option<u32>,
+}
+
+/// The verdict for a job that left the queue: Slurm's end (sacct or scontrol), refined by what
+/// the logs showed. Pure: table-tested below.
 fn final_verdict(
-    job: &Job,
-    st: &State,
+    kind: JobKind,
+    f: &Findings,
     patterns: &Patterns,
     acct: &AccountingEntry,
     cancelled_by: Option<String>,
-    source: &str,
-) -> Value {
-    let f = &st.findings;
+    source: Source,
+) -> Verdict {
     let (mut status, mut summary) = match acct.state.as_str() {
-        "COMPLETED" if acct.exit_code == "0:0" => ("PASSED", "the job completed with exit code 0".to_string()),
-        "COMPLETED" => ("FAILED", format!("the job completed with exit code {}", acct.exit_code)),
-        "FAILED" => ("FAILED", format!("the job failed with exit code {} (exit:signal)", acct.exit_code)),
-        "TIMEOUT" => ("TIMEOUT", "the job reached its time limit".to_string()),
-        "OUT_OF_MEMORY" => ("OUT_OF_MEMORY", "the job ran out of memory".to_string()),
+        "COMPLETED" if acct.exit_code == "0:0" => (Status::Passed, "the job completed with exit code 0".to_string()),
+        "COMPLETED" => (Status::Failed, format!("the job completed with exit code {}", acct.exit_code)),
+        "FAILED" => (Status::Failed, format!("the job failed with exit code {} (exit:signal)", acct.exit_code)),
+        "TIMEOUT" => (Status::Timeout, "the job reached its time limit".to_string()),
+        "OUT_OF_MEMORY" => (Status::OutOfMemory, "the job ran out of memory".to_string()),
         "CANCELLED" => (
-            "CANCELLED",
+            Status::Cancelled,
             match &cancelled_by {
                 Some(who) => format!("the job was cancelled by {who}"),
                 None => "the job was cancelled".to_string(),
             },
         ),
-        other => ("ERROR", format!("the job ended {other} (an infrastructure end: node failure, preemption or similar)")),
+        other => (Status::Error, format!("the job ended {other} (an infrastructure end: node failure, preemption or similar)")),
     };
-    if let (Some(line), "PASSED" | "FAILED" | "CANCELLED") = (&f.oom, status) {
-        status = "OUT_OF_MEMORY";
+    if let (Some(line), Status::Passed | Status::Failed | Status::Cancelled) = (&f.oom, status) {
+        status = Status::OutOfMemory;
         summary = format!("the job was hit by the OOM killer: {line}");
     }
     let mut missing: Vec<String> = Vec::new();
-    if status == "PASSED" {
+    if status == Status::Passed {
         if !f.failures.is_empty() {
-            status = "FAILED";
+            status = Status::Failed;
             summary = format!(
                 "exit code 0, but the log has failure pattern(s): {}",
                 f.failures.join(", ")
@@ -595,7 +606,7 @@ fn final_verdict(
                 .cloned()
                 .collect();
             if !missing.is_empty() {
-                status = "FAILED";
+                status = Status::Failed;
                 summary = format!(
                     "exit code 0, but success pattern(s) not found: {}",
                     missing.join(", ")
@@ -603,20 +614,27 @@ fn final_verdict(
             }
         }
     }
-    if job.kind == "build" && matches!(status, "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY") {
+    if kind == JobKind::Build
+        && matches!(
+            status,
+            Status::Failed | Status::Timeout | Status::OutOfMemory
+        )
+    {
         summary = format!("the build failed: {summary}");
-        status = "BUILD_FAILED";
+        status = Status::BuildFailed;
     }
-    json!({
-        "status": status,
-        "slurm_state": acct.state,
-        "exit_code": acct.exit_code,
-        "elapsed": acct.elapsed,
-        "summary": summary,
-        "source": source,
-        "cancelled_by": cancelled_by,
-        "success_patterns_missing": missing,
-    })
+    Verdict {
+        status,
+        slurm_state: acct.state.clone(),
+        exit_code: Some(acct.exit_code.clone()),
+        elapsed: Some(acct.elapsed.clone()),
+        summary,
+        source,
+        cancelled_by,
+        success_patterns_missing: Some(missing),
+        hang_line: None,
+        excerpt_lines: None,
+    }
 }
 
 fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {
@@ -635,7 +653,7 @@ fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {
     Ok(())
 }
 
-fn hang_detected(ctx: &Context, ssh: &Ssh, job: &Job, st: &State, line: &str) -> Value {
+fn hang_detected(ctx: &Context, ssh: &Ssh, job: &Job, st: &State, line: &str) -> Verdict {
     let cancelled = cancel(ssh, job);
     let mut summary = format!("hang pattern found: {line:?}; job {} cancelled", job.id);
     if let Err(e) = &cancelled {
@@ -645,16 +663,27 @@ fn hang_detected(ctx: &Context, ssh: &Ssh, job: &Job, st: &State, line: &str) ->
         ));
         summary = format!("hang pattern found: {line:?}; scancel FAILED, the job may still run");
     }
-    json!({
-        "status": "HANG_DETECTED",
-        "slurm_state": if cancelled.is_ok() { "CANCELLED" } else { "UNKNOWN" },
-        "exit_code": null,
-        "elapsed": st.last_queue.as_ref().and_then(|q| q.used).map(slurm::format_duration),
-        "summary": summary,
-        "source": "watch",
-        "hang_line": line,
-        "excerpt_lines": 200,
-    })
+    Verdict {
+        status: Status::HangDetected,
+        slurm_state: if cancelled.is_ok() {
+            "CANCELLED"
+        } else {
+            "UNKNOWN"
+        }
+        .to_string(),
+        exit_code: None,
+        elapsed: st
+            .last_queue
+            .as_ref()
+            .and_then(|q| q.used)
+            .map(slurm::format_duration),
+        summary,
+        source: Source::Watch,
+        cancelled_by: None,
+        success_patterns_missing: None,
+        hang_line: Some(line.to_string()),
+        excerpt_lines: Some(200),
+    }
 }
 
 fn monitor_timed_out(
@@ -664,7 +693,7 @@ fn monitor_timed_out(
     job: &Job,
     st: &State,
     limit: i64,
-) -> Value {
+) -> Verdict {
     let kept = cli.keep_on_timeout;
     let mut summary = format!("monitor_timeout_seconds ({limit} s) reached");
     let mut state = st
@@ -688,45 +717,63 @@ fn monitor_timed_out(
             }
         }
     }
-    json!({"status": "TIMEOUT", "slurm_state": state, "exit_code": null, "elapsed": null, "summary": summary, "source": "watch"})
+    Verdict {
+        status: Status::Timeout,
+        slurm_state: state,
+        exit_code: None,
+        elapsed: None,
+        summary,
+        source: Source::Watch,
+        cancelled_by: None,
+        success_patterns_missing: None,
+        hang_line: None,
+        excerpt_lines: None,
+    }
 }
 
-/// Excerpts, the local copy, and the bookkeeping every report has.
+/// The whole report: the verdict, excerpts, the local copy, and the bookkeeping every report has.
 fn finish_report(
     ctx: &Context,
     job: &Job,
     st: &State,
-    r: &mut Value,
+    v: Verdict,
     started: Instant,
-) -> Result<()> {
-    let status = r["status"].as_str().unwrap_or("").to_string();
-    let (out_n, err_n) = match status.as_str() {
-        "PASSED" => (20, 0),
-        "HANG_DETECTED" => (200, 200),
+) -> Result<Report> {
+    let (out_n, err_n) = match v.status {
+        Status::Passed => (20, 0),
+        Status::HangDetected => (200, 200),
         _ => (100, 50),
     };
-    r["job_id"] = json!(job.id);
-    r["kind"] = json!(job.kind);
-    r["remote_log"] = json!(job.out);
-    r["remote_err_log"] = json!(job.err);
-    r["excerpt"] = json!(st.streams[0].last_lines(out_n));
-    r["excerpt_err"] = json!(if job.out == job.err {
-        Vec::new()
-    } else {
-        st.streams[1].last_lines(err_n)
-    });
-    r["failure_patterns_found"] = json!(st.findings.failures);
-    r["hang_line"] = r.get("hang_line").cloned().unwrap_or(Value::Null);
-    r["polls"] = json!(st.polls);
-    r["bytes_scanned"] = json!(st.bytes);
-    r["watch_seconds"] = json!((started.elapsed().as_secs_f64() * 10.0).round() / 10.0);
-    if !st.streams[0].seen {
-        r["log_seen"] = json!(false);
-    }
-    let (local, complete) = local_copy(ctx, job, st)?;
-    r["local_log"] = json!(local);
-    r["local_log_complete"] = json!(complete);
-    Ok(())
+    let (local_log, local_log_complete) = local_copy(ctx, job, st)?;
+    Ok(Report {
+        status: v.status,
+        job_id: job.id.clone(),
+        kind: job.kind,
+        slurm_state: v.slurm_state,
+        exit_code: v.exit_code,
+        elapsed: v.elapsed,
+        summary: v.summary,
+        source: v.source,
+        cancelled_by: v.cancelled_by,
+        success_patterns_missing: v.success_patterns_missing,
+        failure_patterns_found: st.findings.failures.clone(),
+        hang_line: v.hang_line,
+        excerpt_lines: v.excerpt_lines,
+        remote_log: job.out.clone(),
+        remote_err_log: job.err.clone(),
+        local_log,
+        local_log_complete,
+        log_seen: (!st.streams[0].seen).then_some(false),
+        excerpt: st.streams[0].last_lines(out_n),
+        excerpt_err: if job.out == job.err {
+            Vec::new()
+        } else {
+            st.streams[1].last_lines(err_n)
+        },
+        polls: st.polls,
+        bytes_scanned: st.bytes,
+        watch_seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+    })
 }
 
 /// The log, as streamed, into the local `work_dir` (whole when it fit in memory, else its tail).

@@ -123,17 +123,25 @@ pub struct Reply {
     pub queue: Option<String>,
     pub queue_error: Option<String>,
     pub accounting: Option<String>,
-    pub accounting_empty: bool,
     pub accounting_error: Option<String>,
     pub accounting_disabled: bool,
     pub scontrol: Option<String>,
     pub cancelled_by: Option<String>,
     /// The end marker exists.
     pub marker: bool,
-    pub missing: Vec<String>,
-    pub truncated: Vec<String>,
-    /// (stream, offset, bytes, size of the file)
-    pub chunks: Vec<(String, u64, Vec<u8>, u64)>,
+    pub chunks: Vec<Chunk>,
+}
+
+/// New bytes of one log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// `out` or `err`.
+    pub name: String,
+    /// Where in the file `data` starts.
+    pub offset: u64,
+    pub data: Vec<u8>,
+    /// The file's size when it was read (more than `offset + data.len()`: capped, read on).
+    pub size: u64,
 }
 
 /// Parse a reply; `None` when it is not whole (cut short: the poll is simply repeated).
@@ -158,7 +166,6 @@ pub fn parse_at(bytes: &[u8]) -> Option<(Reply, usize)> {
             "Q" => r.queue = Some(rest.to_string()),
             "QERR" => r.queue_error = Some(rest.to_string()),
             "A" => r.accounting = Some(rest.to_string()),
-            "A_EMPTY" => r.accounting_empty = true,
             "AERR" => r.accounting_error = Some(rest.to_string()),
             "ACCT_DISABLED" => r.accounting_disabled = true,
             "SC" => r.scontrol = Some(rest.to_string()),
@@ -170,8 +177,6 @@ pub fn parse_at(bytes: &[u8]) -> Option<(Reply, usize)> {
                     name.to_string()
                 });
             }
-            "MISSING" => r.missing.push(rest.to_string()),
-            "TRUNCATED" => r.truncated.push(rest.to_string()),
             "CHUNK" => {
                 let f: Vec<&str> = rest.split(' ').collect();
                 let (name, off, len, size) = (
@@ -182,7 +187,12 @@ pub fn parse_at(bytes: &[u8]) -> Option<(Reply, usize)> {
                 );
                 let data = bytes.get(at..at + len)?.to_vec();
                 at += len;
-                r.chunks.push((name.to_string(), off, data, size));
+                r.chunks.push(Chunk {
+                    name: name.to_string(),
+                    offset: off,
+                    data,
+                    size,
+                });
             }
             _ => {}
         }
@@ -201,9 +211,14 @@ mod tests {
         assert_eq!(r.queue.as_deref(), Some("RUNNING|None|1|0:01|1:00|0:59"));
         assert_eq!(
             r.chunks[0],
-            ("out".to_string(), 0, b"a\nb\nc\n".to_vec(), 6)
+            Chunk {
+                name: "out".to_string(),
+                offset: 0,
+                data: b"a\nb\nc\n".to_vec(),
+                size: 6
+            }
         );
-        assert_eq!(r.chunks[1].2, b"");
+        assert_eq!(r.chunks[1].data, b"");
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //! what Slurm's submission errors mean, and parsers for squeue/sacct/scontrol output
 //! (Slurm 22.05 wording; research/ecosystem.md §2).
 
+mod settings;
+pub use settings::{mounts, Settings, DISTRIBUTED_ENV};
+
 use crate::doc::field_error;
 use crate::error::{ErrorKind, Result, ToolError};
 
@@ -104,6 +107,33 @@ pub fn cuda_arch(device_type: Option<&str>) -> &'static str {
 
 /// A value that goes into a Slurm option: no newline or control characters (squeue and sacct
 /// print line-based output, and Slurm itself rejects them), not empty.
+/// A Slurm job id: digits, or `<array id>_<task>` (both parts digits). Checked before an id from a
+/// document or a remote answer goes anywhere.
+pub fn is_job_id(id: &str) -> bool {
+    let mut parts = id.splitn(2, '_');
+    let digits =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let first = parts.next();
+    match parts.next() {
+        None => digits(first),
+        Some(task) => digits(first) && digits(Some(task)),
+    }
+}
+
+/// A job id from a document, checked: an error naming `field` when it is not one.
+pub fn check_job_id(field: &str, id: &str) -> Result<()> {
+    if is_job_id(id) {
+        return Ok(());
+    }
+    Err(field_error(
+        field,
+        &format!("has job_id {id:?}, which is not a Slurm job id"),
+    )
+    .with_hint(format!(
+        "`{field}` is written by a slurm-tools tool: rerun it rather than editing the id"
+    )))
+}
+
 pub fn check_slurm_value(field: &str, v: &str) -> Result<()> {
     if v.is_empty() || v.chars().any(|c| c.is_control()) {
         return Err(field_error(
@@ -175,6 +205,20 @@ pub fn submission_error(stderr: &str) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn job_ids() {
+        for ok in ["1", "123456", "12_3"] {
+            assert!(is_job_id(ok), "{ok}");
+        }
+        for bad in ["", "_", "1_", "_1", "1_2_3", "12a", "1;rm", "-1", " 1"] {
+            assert!(!is_job_id(bad), "{bad}");
+        }
+        assert_eq!(
+            check_job_id("job", "x").unwrap_err().field.as_deref(),
+            Some("job")
+        );
+    }
 
     #[test]
     fn time_limits() {

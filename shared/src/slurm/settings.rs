@@ -1,0 +1,223 @@
+//! The Slurm settings of a job document, parsed and checked once, for every tool that submits or
+//! allocates (slurm-submit and slurm-alloc), and the argv words they become.
+//!
+//! Every option takes the `--opt=value` form, so a value starting with `-` can never become an
+//! option, and every word is quoted once when it becomes shell text.
+
+use super::{check_slurm_value, check_time_limit, enroot_image};
+use crate::doc::{field_error, wrong_type};
+use crate::schema::{Recipe, Resolve};
+use crate::{Document, Result};
+use serde_json::Value;
+
+/// The Slurm settings shared by every job, read and checked from the document.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Settings {
+    pub job_name: Option<String>,
+    pub account: Option<String>,
+    pub partition: Option<String>,
+    pub time_limit: Option<String>,
+    /// `node_count`, default 1.
+    pub nodes: i64,
+    /// `required_devices_per_node`.
+    pub per_node: Option<i64>,
+    pub gpus_per_node: Option<i64>,
+    pub container_image: Option<String>,
+    /// `mounts`, as a string `src:dst[,src:dst]` or a list of `src:dst`, joined with `,`.
+    pub mounts: Option<String>,
+    /// From the catalog (`resolve.flags`): `network` (or `sharp: true`), `constraint`,
+    /// `comment`, `gpu_clocks`.
+    pub network: Option<String>,
+    pub constraint: Option<String>,
+    pub comment: Option<String>,
+    pub gpu_clocks: Option<String>,
+}
+
+/// The launcher variables of the distributed recipe (and `slurm-alloc exec --mode distributed`).
+pub const DISTRIBUTED_ENV: &str =
+    "export RANK=\"$SLURM_PROCID\" LOCAL_RANK=\"$SLURM_LOCALID\" WORLD_SIZE=\"$SLURM_NTASKS\"\n";
+
+/// `mounts`: a string or a list of strings, each checked; `None` when absent.
+pub fn mounts(doc: &Document) -> Result<Option<String>> {
+    let m = match doc.get("mounts") {
+        None => return Ok(None),
+        Some(Value::String(m)) => m.clone(),
+        Some(Value::Array(_)) => {
+            let list = doc.str_list_opt("mounts")?.unwrap_or_default();
+            for (i, item) in list.iter().enumerate() {
+                if item.is_empty() || item.contains(',') {
+                    return Err(field_error(
+                        "mounts",
+                        &format!("item {i} is {item:?}; each list item is one `src:dst` mount"),
+                    )
+                    .with_hint("e.g. [\"/data:/data\", \"/scratch:/scratch:ro\"]"));
+                }
+            }
+            list.join(",")
+        }
+        Some(other) => return Err(wrong_type("mounts", "a string or a list of strings", other)),
+    };
+    if m.is_empty() {
+        return Ok(None);
+    }
+    check_slurm_value("mounts", &m)?;
+    Ok(Some(m))
+}
+
+impl Settings {
+    pub fn from_doc(doc: &Document) -> Result<Settings> {
+        let s = |k: &str| -> Result<Option<String>> {
+            let v = doc.str_opt(k)?.map(str::to_string);
+            if let Some(v) = &v {
+                check_slurm_value(k, v)?;
+            }
+            Ok(v)
+        };
+        let time_limit = match doc.str_opt("time_limit")? {
+            Some(t) => Some(check_time_limit(t)?.to_string()),
+            None => None,
+        };
+        let resolve = doc.section_as::<Resolve>("resolve")?;
+        let flags = resolve.as_ref().map(|r| &r.flags);
+        let flag = |k: &str| -> Result<Option<String>> {
+            let v = match flags.and_then(|f| f.get(k)) {
+                None | Some(Value::Null) | Some(Value::Bool(false)) => None,
+                Some(Value::Bool(true)) if k == "network" || k == "sharp" => {
+                    Some("sharp".to_string())
+                }
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(other) => Some(other.to_string()),
+            };
+            if let Some(v) = &v {
+                check_slurm_value(&format!("resolve.flags.{k}"), v)?;
+            }
+            Ok(v)
+        };
+        Ok(Settings {
+            job_name: s("job_name")?,
+            account: s("account")?,
+            partition: s("partition")?,
+            time_limit,
+            nodes: doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1),
+            per_node: doc.int_opt("required_devices_per_node", 1, 4096)?,
+            gpus_per_node: doc.int_opt("gpus_per_node", 1, 4096)?,
+            container_image: s("container_image")?,
+            mounts: mounts(doc)?,
+            network: flag("network")?.or(flag("sharp")?),
+            constraint: flag("constraint")?,
+            comment: flag("comment")?,
+            gpu_clocks: flag("gpu_clocks")?,
+        })
+    }
+
+    /// `--account`, `--partition`, `--gpus-per-node` and the catalog's cluster flags.
+    pub fn common(&self, argv: &mut Vec<String>) {
+        if let Some(a) = &self.account {
+            argv.push(format!("--account={a}"));
+        }
+        if let Some(p) = &self.partition {
+            argv.push(format!("--partition={p}"));
+        }
+        if let Some(g) = self.gpus_per_node {
+            argv.push(format!("--gpus-per-node={g}"));
+        }
+        if let Some(n) = &self.network {
+            argv.push(format!("--network={n}"));
+        }
+        if let Some(c) = &self.constraint {
+            argv.push(format!("--constraint={c}"));
+        }
+    }
+
+    /// `--comment`: the catalog's comment (e.g. `metrics`) and our lookup token.
+    pub fn comment(&self, token: &str) -> String {
+        match &self.comment {
+            Some(c) => format!("--comment={c};{token}"),
+            None => format!("--comment={token}"),
+        }
+    }
+
+    /// `--container-image` (enroot's form) and `--container-mounts`.
+    pub fn container(&self, argv: &mut Vec<String>) {
+        if let Some(i) = &self.container_image {
+            argv.push(format!("--container-image={}", enroot_image(i)));
+            self.container_mounts(argv);
+        }
+    }
+
+    /// `--container-mounts`, when `mounts` is set.
+    pub fn container_mounts(&self, argv: &mut Vec<String>) {
+        if let Some(m) = &self.mounts {
+            argv.push(format!("--container-mounts={m}"));
+        }
+    }
+
+    /// Tasks per node for a recipe: `required_devices_per_node`, else `gpus_per_node`, else 1.
+    pub fn tasks_per_node(&self, recipe: Recipe) -> i64 {
+        match recipe {
+            Recipe::Single | Recipe::Launcher | Recipe::Batch => 1,
+            Recipe::Mpi | Recipe::Distributed => self.devices_per_node(),
+        }
+    }
+
+    /// Devices (GPUs) per node the work uses: `required_devices_per_node`, else
+    /// `gpus_per_node`, else 1.
+    pub fn devices_per_node(&self) -> i64 {
+        self.per_node.or(self.gpus_per_node).unwrap_or(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(s: &str) -> Result<Settings> {
+        Settings::from_doc(&Document::parse(s.as_bytes(), "test").unwrap())
+    }
+
+    #[test]
+    fn mounts_as_string_or_list_give_the_same_flag() {
+        let a = settings(r#"{"container_image":"r/i:1","mounts":"/a:/a,/b:/b"}"#).unwrap();
+        let b = settings(r#"{"container_image":"r/i:1","mounts":["/a:/a","/b:/b"]}"#).unwrap();
+        assert_eq!(a, b);
+        let mut argv = vec![];
+        a.container(&mut argv);
+        assert_eq!(
+            argv,
+            ["--container-image=r/i:1", "--container-mounts=/a:/a,/b:/b"]
+        );
+        for bad in [
+            r#"{"mounts":7}"#,
+            r#"{"mounts":["/a:/a",3]}"#,
+            r#"{"mounts":["/a:/a,/b:/b"]}"#,
+            r#"{"mounts":"/a:/a\n"}"#,
+        ] {
+            let e = settings(bad).unwrap_err();
+            assert!(
+                e.field.as_deref().is_some_and(|f| f.starts_with("mounts")),
+                "{bad}: {e:?}"
+            );
+        }
+        assert_eq!(settings(r#"{"mounts":[]}"#).unwrap().mounts, None);
+    }
+
+    #[test]
+    fn catalog_flags_become_options() {
+        let st = settings(r#"{"account":"a","partition":"p","gpus_per_node":4,"resolve":{"cluster_name":"c","selected_by":"explicit","derived":[],"catalog":null,"candidates":[],"partitions":[],"flags":{"sharp":true,"constraint":"h100","comment":"metrics"}}}"#).unwrap();
+        let mut argv = vec![];
+        st.common(&mut argv);
+        assert_eq!(
+            argv,
+            [
+                "--account=a",
+                "--partition=p",
+                "--gpus-per-node=4",
+                "--network=sharp",
+                "--constraint=h100"
+            ]
+        );
+        assert_eq!(st.comment("tag"), "--comment=metrics;tag");
+        assert_eq!(st.tasks_per_node(Recipe::Mpi), 4);
+        assert_eq!(st.tasks_per_node(Recipe::Launcher), 1);
+    }
+}
