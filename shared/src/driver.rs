@@ -57,6 +57,34 @@ pub fn command<C: ToolCli>() -> clap::Command {
     cmd.long_about(about.replace(ADDS_MARKER, &adds.join("\n")))
 }
 
+/// For each tool's unit test: its long help has the generated "Adds" text for every section it
+/// writes, every field named, and no marker left. Panics with what is wrong.
+pub fn assert_help_names_its_sections<C: ToolCli>() {
+    let help = command::<C>().render_long_help().to_string();
+    assert!(
+        !help.contains(ADDS_MARKER),
+        "the {ADDS_MARKER} marker was not replaced:\n{help}"
+    );
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for section in C::SECTIONS {
+        let fields = crate::schema::sections()
+            .into_iter()
+            .find(|(n, _)| n == section)
+            .unwrap_or_else(|| panic!("no schema type for section `{section}`"))
+            .1;
+        assert!(
+            flat.contains(&format!("Adds the `{section}` section")),
+            "--help does not say it adds `{section}`:\n{help}"
+        );
+        for f in fields {
+            assert!(
+                flat.contains(&format!(" {f},")) || flat.contains(&format!(" {f}.")),
+                "--help does not name `{section}.{f}`:\n{help}"
+            );
+        }
+    }
+}
+
 /// Words joined into lines of at most `width` columns.
 fn wrap(text: &str, width: usize) -> String {
     let mut out = String::new();

@@ -11,6 +11,7 @@
 //! - [`ssh`]: the ssh argv builder (the only one) and the one way to run a remote script.
 //! - [`control_socket`]: checks of the ControlMaster socket path (length, owner).
 //! - [`quote`]: the only place a value becomes shell text.
+//! - [`remote_exit`]: the remote scripts' exit codes, named once for the shell and the Rust.
 //! - [`slurm`]: Slurm settings (parsed once for submit and alloc), job ids, squeue/sacct parsers.
 //! - [`process`]: running external programs with deadlines and bounded output.
 //!
@@ -34,6 +35,7 @@ pub mod journal;
 pub mod layout;
 pub mod process;
 pub mod quote;
+pub mod remote_exit;
 pub mod schema;
 pub mod slurm;
 pub mod snapshot;

@@ -13,7 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// The most stdout kept from one command (more is an error: no remote read should be unbounded).
+/// The most stdout kept from one command: more is read and discarded (so the child never blocks
+/// on a full pipe) and is not in [`Output::stdout`]. No remote read of ours should come near it;
+/// whatever may be large (logs, file contents) is read in bounded chunks instead.
 pub const STDOUT_CAP: usize = 64 * 1024 * 1024;
 /// How much of the end of stderr is kept for error reports.
 pub const STDERR_TAIL: usize = 8 * 1024;

@@ -629,6 +629,56 @@ pub fn check(doc: &Value) -> Result<JobDocument, String> {
     serde_json::from_value(doc.clone()).map_err(|e| e.to_string())
 }
 
+/// Check every section of `doc` against its type, unknown fields denied. With `input`, only the
+/// sections that differ from the input's (the ones a tool wrote) are checked; sections passed on
+/// untouched (even malformed ones a test fed in) are not the tool's.
+pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> {
+    fn one<T: DeserializeOwned>(name: &str, v: &Value) -> Result<(), String> {
+        T::deserialize(v)
+            .map(|_| ())
+            .map_err(|e| format!("section `{name}`: {e}"))
+    }
+    for name in SECTION_NAMES {
+        let Some(v) = doc.get(name).filter(|v| !v.is_null()) else {
+            continue;
+        };
+        if input.and_then(|i| i.get(name)) == Some(v) {
+            continue;
+        }
+        match name {
+            "resolve" => one::<Resolve>(name, v),
+            "preflight" => one::<Preflight>(name, v),
+            "sync_tracked" => one::<SyncTracked>(name, v),
+            "sync_untracked" => one::<SyncUntracked>(name, v),
+            "job" => one::<Job>(name, v),
+            "build" => one::<Build>(name, v),
+            "report" => one::<Report>(name, v),
+            "allocation" => one::<Allocation>(name, v),
+            "error" => one::<ErrorSection>(name, v),
+            _ => unreachable!("every section name has its type"),
+        }?;
+    }
+    match doc.get("contract_version") {
+        None => Ok(()),
+        Some(v) if v == &Value::from(CONTRACT_VERSION) => Ok(()),
+        Some(v) if input.and_then(|i| i.get("contract_version")) == Some(v) => Ok(()),
+        Some(v) => Err(format!("contract_version is {v}, not {CONTRACT_VERSION}")),
+    }
+}
+
+/// The sections the tools write.
+pub const SECTION_NAMES: [&str; 9] = [
+    "resolve",
+    "preflight",
+    "sync_tracked",
+    "sync_untracked",
+    "job",
+    "build",
+    "report",
+    "allocation",
+    "error",
+];
+
 /// A section's field names, in the order the type declares them (for the tools' `--help` and the
 /// contract check).
 pub fn section_fields<T: JsonSchema>() -> Vec<String> {
@@ -731,6 +781,60 @@ mod tests {
     fn unknown_fields_in_a_section_are_refused() {
         let e = serde_json::from_str::<Stash>(r#"{"commit":"a","message":"b","extra":1}"#);
         assert!(e.unwrap_err().to_string().contains("extra"));
+    }
+
+    fn tree() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                rust_files(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn no_tool_builds_json_by_hand() {
+        // Sections go through these types; `json!` in a tool would bypass them.
+        let mut files = Vec::new();
+        rust_files(&tree().join("tools"), &mut files);
+        assert!(files.len() >= 8, "found the tools' sources");
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            assert!(
+                !text.contains("json!"),
+                "{} builds JSON with json!: write the section through shared::schema",
+                f.display()
+            );
+        }
+    }
+
+    #[test]
+    fn the_contract_names_every_field_of_every_section() {
+        let contract = std::fs::read_to_string(tree().join("docs/contract.md")).unwrap();
+        for (name, fields) in sections() {
+            // `build` is described with `job`, whose two sections it holds.
+            let heading = if name == "build" { "job" } else { name };
+            let start = contract
+                .find(&format!("### `{heading}`"))
+                .unwrap_or_else(|| panic!("docs/contract.md has no section `{heading}`"));
+            let rest = &contract[start + 4..];
+            let end = rest.find("\n#").unwrap_or(rest.len());
+            let text = &rest[..end];
+            for f in fields {
+                assert!(
+                    text.contains(&format!("`{f}`")),
+                    "docs/contract.md's `{heading}` section does not name `{f}`"
+                );
+            }
+        }
+        assert!(contract.contains(&format!("(version {CONTRACT_VERSION})")));
+        assert!(contract.contains("`contract_version`"));
     }
 
     #[test]

@@ -29,6 +29,43 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Whether this process runs as root (the local cluster, its daemons and its fault injection
+/// need it).
+pub fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// Whether a test that needs the local cluster can run here. As a normal user it cannot: the test
+/// says so on stderr and is skipped (it returns at once). As root the cluster must be up, and a
+/// test fails loudly when it is not (`scripts/test`, which CI runs, brings it up).
+pub fn cluster_available() -> bool {
+    static ROOT: OnceLock<bool> = OnceLock::new();
+    if *ROOT.get_or_init(is_root) {
+        return true;
+    }
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("this test")
+        .to_string();
+    eprintln!(
+        "skipped {name}: it needs root and the local cluster (run `sudo scripts/test`, which brings the cluster up; `cargo test --lib --bins` is the quick tier that needs neither)"
+    );
+    false
+}
+
+/// The first line of a test that needs the local cluster: skips it, saying so, for a normal user.
+#[macro_export]
+macro_rules! needs_cluster {
+    () => {
+        if !$crate::harness::cluster_available() {
+            return;
+        }
+    };
+}
+
 /// The running local cluster. Panics (the test fails, it is not skipped) when it is not up.
 pub fn testbed() -> &'static Testbed {
     static TB: OnceLock<Testbed> = OnceLock::new();
@@ -68,12 +105,43 @@ pub fn bin(tool: &str) -> &'static str {
     }
 }
 
-/// A tool as a process with a hermetic environment: no catalog from the person's config.
+/// This test process's own home: a temporary directory standing in for `HOME` and the XDG
+/// directories, so the developer's own state, catalog and git config cannot change a result.
+/// One per test process (a resumed submission must find the record the interrupted one left).
+pub fn test_home() -> &'static Path {
+    static HOME: OnceLock<tempfile::TempDir> = OnceLock::new();
+    HOME.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("st-home-")
+            .tempdir()
+            .unwrap()
+    })
+    .path()
+}
+
+/// A tool as a process with a hermetic environment: a cleared environment plus `PATH`, `USER`,
+/// `LANG`/`TZ` as fixed values, a temporary `HOME` and XDG directories, `GIT_CONFIG_GLOBAL` and
+/// `GIT_CONFIG_SYSTEM` off. What a test needs beyond that, it sets itself.
 pub fn tool(tool: &str) -> Command {
     let mut c = Command::new(bin(tool));
-    c.env_remove("SLURM_TOOLS_CATALOG")
-        .env_remove("SLURM_TOOLS_TRACE")
-        .env("XDG_CONFIG_HOME", "/nonexistent/slurm-tools-test-config");
+    let home = test_home();
+    c.env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("USER", "slurm-tools-test")
+        .env("LANG", "C.UTF-8")
+        .env("TZ", "UTC")
+        .env("HOME", home)
+        .env("XDG_STATE_HOME", home.join("state"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1");
+    if let Some(tmp) = std::env::var_os("TMPDIR") {
+        c.env("TMPDIR", tmp);
+    }
     c
 }
 
@@ -93,7 +161,17 @@ impl Run {
     }
 }
 
-/// Run with `input` on stdin; stdout must be exactly one JSON object and a newline.
+/// Every section a tool wrote (one that differs from the input's) has its shared::schema type,
+/// unknown fields denied: so no tool can write a field the contract does not declare.
+pub fn assert_own_sections(input: &[u8], output: &Value) {
+    let input: Value = serde_json::from_slice(input).unwrap_or(Value::Null);
+    if let Err(e) = shared::schema::check_sections(output, Some(&input)) {
+        panic!("a section this tool wrote does not match shared::schema: {e}\n{output:#}");
+    }
+}
+
+/// Run with `input` on stdin; stdout must be exactly one JSON object and a newline, and every
+/// section the tool wrote must match its type.
 pub fn run_raw(mut cmd: Command, input: &[u8]) -> Run {
     let out = pipe(&mut cmd, input);
     let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
@@ -105,6 +183,7 @@ pub fn run_raw(mut cmd: Command, input: &[u8]) -> Run {
     let doc: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{stdout}"));
     assert!(doc.is_object());
+    assert_own_sections(input, &doc);
     Run {
         code: out.status.code().expect("exited"),
         doc,
@@ -251,4 +330,16 @@ pub fn assert_no_canary(dir: &std::path::Path) {
         "injection: canary files were created: {fired:?}"
     );
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A `report` section as slurm-watch writes it (every field), for tests that start from a verdict.
+pub fn report_section(status: &str, job_id: &str, kind: &str) -> Value {
+    serde_json::json!({
+        "status": status, "job_id": job_id, "kind": kind, "slurm_state": "FAILED",
+        "exit_code": "3:0", "elapsed": "00:00:05", "summary": "the job failed with exit code 3:0",
+        "source": "sacct", "failure_patterns_found": [], "hang_line": null,
+        "remote_log": "/r/x-42.out", "remote_err_log": "/r/x-42.err", "local_log": null,
+        "local_log_complete": false, "excerpt": ["line a", "line b"], "excerpt_err": ["boom"],
+        "polls": 3, "bytes_scanned": 100, "watch_seconds": 5.0
+    })
 }

@@ -6,10 +6,10 @@ use serde_json::json;
 #[test]
 fn slurm_report_renders_a_verdict_and_passes_the_document_on() {
     let doc = json!({
-        "ssh_host": "h", "resolve": {"cluster_name": "c"},
-        "report": {"status": "FAILED", "job_id": "42", "kind": "run", "summary": "the job failed with exit code 3:0",
-                   "slurm_state": "FAILED", "exit_code": "3:0", "elapsed": "00:00:05", "remote_log": "/r/x-42.out",
-                   "excerpt": ["line a", "line b"], "excerpt_err": ["boom"]}
+        "ssh_host": "h",
+        "resolve": {"cluster_name": "c", "selected_by": "explicit", "derived": [], "catalog": null,
+                    "candidates": [], "partitions": [], "flags": {}},
+        "report": report_section("FAILED", "42", "run"),
     });
     let r = run("slurm-report", &[], &doc);
     assert_eq!(r.code, 1, "not PASSED");
@@ -20,6 +20,7 @@ fn slurm_report_renders_a_verdict_and_passes_the_document_on() {
         "| line b",
         "| boom",
         "/r/x-42.out",
+        "c via h (no preflight)",
     ] {
         assert!(r.stderr.contains(want), "{want} not in:\n{}", r.stderr);
     }
@@ -67,6 +68,7 @@ fn the_checked_in_man_pages_and_tool_pages_match_the_clap_definitions() {
         "slurm-submit",
         "slurm-watch",
         "slurm-report",
+        "slurm-alloc",
     ] {
         let out = tool(t).env("SLURM_TOOLS_GENERATE", "man").output().unwrap();
         assert!(out.status.success());
@@ -86,6 +88,7 @@ fn the_checked_in_man_pages_and_tool_pages_match_the_clap_definitions() {
 
 #[test]
 fn make_targets_run_and_rerun_single_steps_on_the_saved_document() {
+    crate::needs_cluster!();
     let dir = tempdir();
     let d = dir.path().display().to_string();
     let make = |target: &str| {

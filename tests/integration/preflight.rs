@@ -14,6 +14,7 @@ fn with(mut d: Value, k: &str, v: Value) -> Value {
 
 #[test]
 fn the_direct_host_passes_and_reports_the_remote() {
+    crate::needs_cluster!();
     let d = with(doc_for("direct_host"), "mfa_style", json!(false));
     let r = preflight(d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -31,6 +32,7 @@ fn the_direct_host_passes_and_reports_the_remote() {
 
 #[test]
 fn a_missing_remote_cwd_is_created() {
+    crate::needs_cluster!();
     let dir = format!(
         "{}/preflight-created-{}",
         testbed().remote_root(),
@@ -50,6 +52,7 @@ fn a_missing_remote_cwd_is_created() {
 
 #[test]
 fn a_wrong_port_exits_4_and_does_not_mention_mfa() {
+    crate::needs_cluster!();
     let d = with(
         with(doc_for("direct_host"), "mfa_style", json!(false)),
         "ssh_options",
@@ -71,6 +74,7 @@ fn a_wrong_port_exits_4_and_does_not_mention_mfa() {
 
 #[test]
 fn a_wrong_host_exits_4_and_does_not_mention_mfa() {
+    crate::needs_cluster!();
     let d = with(
         with(doc_for("direct_host"), "mfa_style", json!(false)),
         "ssh_host",
@@ -92,6 +96,7 @@ fn a_wrong_host_exits_4_and_does_not_mention_mfa() {
 
 #[test]
 fn an_mfa_host_with_mfa_style_false_is_a_configuration_problem_not_a_prompt() {
+    crate::needs_cluster!();
     let d = with(doc_for("mfa_host"), "mfa_style", json!(false));
     let d = with(d, "control_path", json!(control_path("cfgprob")));
     let r = preflight(d, &[]);
@@ -101,6 +106,7 @@ fn an_mfa_host_with_mfa_style_false_is_a_configuration_problem_not_a_prompt() {
 
 #[test]
 fn the_mfa_host_without_a_master_exits_3_with_the_command_then_passes_after_login() {
+    crate::needs_cluster!();
     let _guard = mfa_lock();
     let tb = testbed();
     let cp = control_path("mfa");
@@ -152,6 +158,7 @@ fn the_mfa_host_without_a_master_exits_3_with_the_command_then_passes_after_logi
 
 #[test]
 fn mfa_style_null_takes_the_mfa_path_on_the_mfa_host_and_records_it() {
+    crate::needs_cluster!();
     let _guard = mfa_lock();
     let cp = control_path("null");
     mfa_login(&cp);
@@ -171,6 +178,7 @@ fn mfa_style_null_takes_the_mfa_path_on_the_mfa_host_and_records_it() {
 
 #[test]
 fn mfa_style_null_takes_the_direct_path_on_the_direct_host() {
+    crate::needs_cluster!();
     let r = preflight(doc_for("direct_host"), &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.doc["preflight"]["ssh_path"], "direct");
@@ -181,6 +189,7 @@ fn mfa_style_null_takes_the_direct_path_on_the_direct_host() {
 
 #[test]
 fn mfa_style_null_without_a_master_ends_on_the_mfa_path_asking_for_login() {
+    crate::needs_cluster!();
     let _guard = mfa_lock();
     let cp = control_path("nullnomaster");
     mfa_logout(&cp);
@@ -192,6 +201,7 @@ fn mfa_style_null_without_a_master_ends_on_the_mfa_path_asking_for_login() {
 
 #[test]
 fn establish_opens_the_master_with_the_password_through_askpass_never_argv() {
+    crate::needs_cluster!();
     let _guard = mfa_lock();
     let tb = testbed();
     let cp = control_path("establish");
@@ -236,6 +246,7 @@ fn establish_opens_the_master_with_the_password_through_askpass_never_argv() {
 
 #[test]
 fn a_control_path_longer_than_a_socket_allows_is_a_clear_error() {
+    crate::needs_cluster!();
     let long = format!("/tmp/{}-%r@%h:%p", "x".repeat(90));
     let d = with(doc_for("direct_host"), "control_path", json!(long));
     let r = preflight(d, &[]);
@@ -250,6 +261,7 @@ fn a_control_path_longer_than_a_socket_allows_is_a_clear_error() {
 
 #[test]
 fn a_control_directory_writable_by_others_is_refused() {
+    crate::needs_cluster!();
     use std::os::unix::fs::PermissionsExt;
     let dir = tempdir();
     let open = dir.path().join("open");
@@ -267,6 +279,7 @@ fn a_control_directory_writable_by_others_is_refused() {
 
 #[test]
 fn a_control_directory_owned_by_someone_else_is_refused() {
+    crate::needs_cluster!();
     let tb = testbed();
     let dir = tempdir();
     let theirs = dir.path().join("theirs");
@@ -293,6 +306,7 @@ fn a_control_directory_owned_by_someone_else_is_refused() {
 
 #[test]
 fn a_symlinked_socket_path_is_refused() {
+    crate::needs_cluster!();
     let dir = tempdir();
     let link = dir.path().join("sock-2222");
     std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
@@ -308,6 +322,7 @@ fn a_symlinked_socket_path_is_refused() {
 
 #[test]
 fn a_missing_remote_cwd_field_names_it() {
+    crate::needs_cluster!();
     let mut d = doc_for("direct_host");
     d.as_object_mut().unwrap().remove("remote_cwd");
     let r = preflight(d, &[]);
@@ -317,6 +332,7 @@ fn a_missing_remote_cwd_field_names_it() {
 
 #[test]
 fn a_container_image_needs_container_flags_on_srun_which_the_testbed_has() {
+    crate::needs_cluster!();
     let d = with(
         doc_for("direct_host"),
         "container_image",
@@ -329,6 +345,7 @@ fn a_container_image_needs_container_flags_on_srun_which_the_testbed_has() {
 
 #[test]
 fn resolve_then_preflight_on_the_sample_job() {
+    crate::needs_cluster!();
     let tb = testbed();
     let input: Value =
         serde_json::from_str(&std::fs::read_to_string(tb.s("sample_job")).unwrap()).unwrap();

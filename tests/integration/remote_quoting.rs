@@ -99,6 +99,7 @@ fn round_trip(ssh: &Ssh, values: &[String]) -> Vec<String> {
 
 #[test]
 fn hostile_values_arrive_literally_through_the_key_based_sshd() {
+    crate::needs_cluster!();
     let canary = canary_dir("direct");
     let corpus = hostile_corpus(canary.to_str().unwrap());
     assert!(corpus.len() >= 30);
@@ -115,6 +116,7 @@ fn hostile_values_arrive_literally_through_the_key_based_sshd() {
 
 #[test]
 fn hostile_values_arrive_literally_through_the_mfa_sshd_master() {
+    crate::needs_cluster!();
     let _guard = mfa_lock();
     let cp = control_path("quoting");
     mfa_login(&cp);
@@ -134,6 +136,7 @@ fn hostile_values_arrive_literally_through_the_mfa_sshd_master() {
 
 #[test]
 fn a_payload_after_the_script_reaches_the_scripts_last_command_intact() {
+    crate::needs_cluster!();
     // dash's `sh -s` reads ahead 8 KiB and would swallow the start of a payload; the entry's
     // length prefix must not.
     let ssh = ssh_for("direct_host", None);
@@ -158,6 +161,7 @@ fn a_payload_after_the_script_reaches_the_scripts_last_command_intact() {
 
 #[test]
 fn nul_is_refused_before_anything_is_sent() {
+    crate::needs_cluster!();
     let mut s = Script::new();
     let e = s.arg("a\0b").unwrap_err();
     assert!(e.message.contains("NUL"), "{}", e.message);
@@ -166,6 +170,7 @@ fn nul_is_refused_before_anything_is_sent() {
 
 #[test]
 fn the_login_shell_never_sees_the_values() {
+    crate::needs_cluster!();
     // A value that would break a login shell parsing a joined command line arrives intact even
     // when it is the whole script's only content.
     let ssh = ssh_for("direct_host", None);

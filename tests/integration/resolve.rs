@@ -352,6 +352,7 @@ fn an_unknown_mfa_style_value_is_refused() {
 
 #[test]
 fn the_testbed_catalog_resolves_the_sample_job() {
+    crate::needs_cluster!();
     let tb = testbed();
     let input: Value =
         serde_json::from_str(&std::fs::read_to_string(tb.s("sample_job")).unwrap()).unwrap();

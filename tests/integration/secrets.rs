@@ -67,6 +67,7 @@ fn grep_tree(root: &std::path::Path, needle: &str) -> Vec<String> {
 
 #[test]
 fn a_canary_password_given_to_every_tool_never_appears_anywhere() {
+    crate::needs_cluster!();
     let canary = format!("CanaryPw-{}-7f3a", std::process::id());
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = proc_sampler(canary.clone(), stop.clone());

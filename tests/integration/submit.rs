@@ -11,6 +11,7 @@ fn submit(doc: &Value, args: &[&str]) -> Run {
 
 #[test]
 fn every_recipe_runs_with_the_documents_settings_and_container_flags() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("recipes");
     let cases = [
         ("single", "echo task $SLURM_PROCID of $SLURM_NTASKS", 1, 1),
@@ -107,6 +108,7 @@ fn every_recipe_runs_with_the_documents_settings_and_container_flags() {
 
 #[test]
 fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("inject");
     let canary = format!("/tmp/slurm-tools-submit-canary-{}", std::process::id());
     let _ = std::fs::remove_file(&canary);
@@ -156,6 +158,7 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
 
 #[test]
 fn the_command_runs_exactly_as_written() {
+    crate::needs_cluster!();
     let (_fx, mut d) = synced("exact");
     let command = "echo \"double 'single' inside\" 'single \"double\" inside'\ncat <<'EOF'\nheredoc $HOME `not run`\nEOF\necho trailing \\\n  continued";
     d["command"] = json!(command);
@@ -170,18 +173,27 @@ fn the_command_runs_exactly_as_written() {
 
 #[test]
 fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
+    crate::needs_cluster!();
     let (_fx, mut d) = synced("survive");
     d["command"] = json!("sleep 6; echo survived");
     d["recipe"] = json!("single");
+    // A mark in this submission's ssh argv only (an environment variable the server ignores),
+    // so its processes are told apart from those of tests running alongside.
+    let mark = format!("SLURM_TOOLS_TEST_MARK=survive-{}", std::process::id());
+    d["ssh_options"] = json!(["-o", format!("SetEnv={mark}")]);
     let r = submit(&d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
     // The submitting ssh has exited; no ssh process of ours is left.
     let ours = std::process::Command::new("pgrep")
-        .args(["-f", &format!("ssh.*{}", testbed().s("direct_host"))])
+        .args(["-f", &mark])
         .output()
         .unwrap();
-    assert!(ours.stdout.is_empty() || String::from_utf8_lossy(&ours.stdout).lines().count() < 10);
+    assert!(
+        ours.stdout.is_empty(),
+        "ssh processes of the submission are left: {}",
+        String::from_utf8_lossy(&ours.stdout)
+    );
     // Running (or waiting for a free node) after the submitting ssh has gone.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -209,6 +221,7 @@ fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
 
 #[test]
 fn a_lost_reply_is_retried_with_the_same_tag_and_never_submitted_twice() {
+    crate::needs_cluster!();
     let (_fx, mut d) = synced("nodup");
     d["command"] = json!("echo once");
     d["recipe"] = json!("batch");
@@ -243,6 +256,7 @@ fn a_lost_reply_is_retried_with_the_same_tag_and_never_submitted_twice() {
 
 #[test]
 fn dry_run_prints_the_exact_command_and_submits_nothing() {
+    crate::needs_cluster!();
     let (_fx, mut d) = synced("dry");
     d["recipe"] = json!("mpi");
     d["command"] = json!("./app --flag");
@@ -284,6 +298,7 @@ fn dry_run_prints_the_exact_command_and_submits_nothing() {
 
 #[test]
 fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
+    crate::needs_cluster!();
     let (_fx, mut d) = synced("build");
     d["build_command"] = json!("echo '[ 50%] Building CXX object x.o'; echo '[100%] Linking CXX executable x'; echo Successfully built");
     let r = submit(&d, &["--build"]);
@@ -313,9 +328,10 @@ fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
 
 #[test]
 fn a_failed_build_stops_the_run_submission() {
+    crate::needs_cluster!();
     let (_fx, mut d) = synced("buildfail");
     d["job"] = json!({"kind": "build", "job_id": "1"});
-    d["report"] = json!({"status": "BUILD_FAILED", "job_id": "1"});
+    d["report"] = report_section("BUILD_FAILED", "1", "build");
     d["command"] = json!("echo never");
     let r = submit(&d, &[]);
     assert_eq!(r.code, 1);
@@ -324,6 +340,7 @@ fn a_failed_build_stops_the_run_submission() {
 
 #[test]
 fn bad_input_is_refused_naming_the_field() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("badsubmit");
     let cases: Vec<(&str, Value, &str, i32)> = vec![
         (
@@ -383,6 +400,7 @@ fn bad_input_is_refused_naming_the_field() {
 
 #[test]
 fn hostile_file_names_partitions_and_accounts_arrive_literally_or_are_refused() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("inject-files");
     let canary = format!("/tmp/slurm-tools-files-canary-{}", std::process::id());
     let _ = std::fs::remove_file(&canary);

@@ -53,6 +53,7 @@ fn pipeline(doc: Value, tracked_args: &[&str]) -> (Run, Run) {
 
 #[test]
 fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
+    crate::needs_cluster!();
     let fx = Fixture::new("messy");
     fx.make_messy();
     let before = local_state(&fx.local);
@@ -98,6 +99,7 @@ fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
 
 #[test]
 fn a_clean_tree_still_syncs_as_a_commit_equal_to_head() {
+    crate::needs_cluster!();
     let fx = Fixture::new("clean");
     let (t, u) = pipeline(fx.doc(), &[]);
     assert_eq!(t.code, 0, "{}", t.stderr);
@@ -112,6 +114,7 @@ fn a_clean_tree_still_syncs_as_a_commit_equal_to_head() {
 
 #[test]
 fn via_direct_leaves_origin_untouched() {
+    crate::needs_cluster!();
     let fx = Fixture::new("direct");
     fx.make_messy();
     let before = local_state(&fx.local);
@@ -158,6 +161,7 @@ fn assert_failed_sync_loses_nothing(fx: &Fixture, doc: Value, expect_in_message:
 
 #[test]
 fn an_unreachable_origin_fails_cleanly() {
+    crate::needs_cluster!();
     let fx = Fixture::new("no-origin-reach");
     let mut d = fx.doc();
     d["repo_url"] = json!("/nonexistent/origin.git");
@@ -166,6 +170,7 @@ fn an_unreachable_origin_fails_cleanly() {
 
 #[test]
 fn an_unreachable_remote_fails_cleanly_and_deletes_the_temp_branch() {
+    crate::needs_cluster!();
     let fx = Fixture::new("no-remote");
     let mut d = fx.doc();
     d["ssh_options"] = json!(["-o", "Port=1"]);
@@ -174,6 +179,7 @@ fn an_unreachable_remote_fails_cleanly_and_deletes_the_temp_branch() {
 
 #[test]
 fn a_rejected_push_fails_cleanly() {
+    crate::needs_cluster!();
     let fx = Fixture::new("rejected");
     let hook = fx.origin.join("hooks/pre-receive");
     std::fs::write(&hook, "#!/bin/sh\necho 'denied by policy' >&2\nexit 1\n").unwrap();
@@ -190,6 +196,7 @@ fn a_rejected_push_fails_cleanly() {
 
 #[test]
 fn a_second_sync_while_one_runs_is_refused() {
+    crate::needs_cluster!();
     let fx = Fixture::new("locked");
     let (t, _) = pipeline(fx.doc(), &[]);
     assert_eq!(t.code, 0, "{}", t.stderr);
@@ -221,6 +228,7 @@ fn a_second_sync_while_one_runs_is_refused() {
 
 #[test]
 fn cluster_side_edits_are_stashed_and_reported() {
+    crate::needs_cluster!();
     let fx = Fixture::new("stash");
     let (t, _) = pipeline(fx.doc(), &[]);
     assert_eq!(t.code, 0, "{}", t.stderr);
@@ -257,6 +265,7 @@ fn cluster_side_edits_are_stashed_and_reported() {
 
 #[test]
 fn refresh_paths_remove_stale_build_output_and_can_be_disabled() {
+    crate::needs_cluster!();
     let fx = Fixture::new("refresh");
     let (t, _) = pipeline(fx.doc(), &[]);
     assert_eq!(t.code, 0, "{}", t.stderr);
@@ -280,6 +289,7 @@ fn refresh_paths_remove_stale_build_output_and_can_be_disabled() {
 
 #[test]
 fn detached_head_works_and_is_said() {
+    crate::needs_cluster!();
     let fx = Fixture::new("detached");
     git(&fx.local, &["checkout", "-q", "--detach", "HEAD"]);
     write(&fx.local.join("README.md"), "detached edit\n");
@@ -295,6 +305,7 @@ fn detached_head_works_and_is_said() {
 
 #[test]
 fn an_unborn_branch_is_a_clear_error() {
+    crate::needs_cluster!();
     let dir = tempdir();
     git(dir.path(), &["init", "-q"]);
     let mut d = doc_for("direct_host");
@@ -311,6 +322,7 @@ fn an_unborn_branch_is_a_clear_error() {
 
 #[test]
 fn no_origin_and_no_repo_url_is_a_clear_error() {
+    crate::needs_cluster!();
     let fx = Fixture::new("noorigin");
     git(&fx.local, &["remote", "remove", "origin"]);
     let mut d = fx.doc();
@@ -322,6 +334,7 @@ fn no_origin_and_no_repo_url_is_a_clear_error() {
 
 #[test]
 fn index_lock_intent_to_add_and_skip_worktree_are_handled_and_said() {
+    crate::needs_cluster!();
     let fx = Fixture::new("flags");
     write(&fx.local.join("ita.txt"), "intent to add\n");
     git(&fx.local, &["add", "-N", "ita.txt"]);
@@ -354,6 +367,7 @@ fn index_lock_intent_to_add_and_skip_worktree_are_handled_and_said() {
 
 #[test]
 fn index_version_4_is_read_for_the_notes_too() {
+    crate::needs_cluster!();
     let fx = Fixture::new("indexv4");
     git(&fx.local, &["update-index", "--index-version", "4"]);
     write(&fx.local.join("src/ita-v4.txt"), "ita\n");
@@ -372,6 +386,7 @@ fn index_version_4_is_read_for_the_notes_too() {
 
 #[test]
 fn hostile_file_names_arrive_intact() {
+    crate::needs_cluster!();
     let fx = Fixture::new("names");
     let names: Vec<Vec<u8>> = vec![
         b"-rf".to_vec(),
@@ -416,6 +431,7 @@ fn hostile_file_names_arrive_intact() {
 
 #[test]
 fn a_symlink_to_a_secret_uploads_the_link_not_the_secret() {
+    crate::needs_cluster!();
     let dir = tempdir();
     let secret = dir.path().join("secret.txt");
     std::fs::write(&secret, "TOP-SECRET-CANARY").unwrap();
@@ -436,6 +452,7 @@ fn a_symlink_to_a_secret_uploads_the_link_not_the_secret() {
 
 #[test]
 fn a_stale_remote_symlink_is_never_written_through() {
+    crate::needs_cluster!();
     let fx = Fixture::new("stale-link");
     let outside = tempdir();
     use std::os::unix::fs::PermissionsExt;
@@ -464,6 +481,7 @@ fn a_stale_remote_symlink_is_never_written_through() {
 
 #[test]
 fn gzip_stream_arrives_the_same() {
+    crate::needs_cluster!();
     let fx = Fixture::new("gzip");
     fx.make_messy();
     let t = run("slurm-sync-tracked", &[], &fx.doc());
@@ -475,6 +493,7 @@ fn gzip_stream_arrives_the_same() {
 
 #[test]
 fn one_ssh_execution_per_tool_with_the_push_on_the_side() {
+    crate::needs_cluster!();
     let fx = Fixture::new("count");
     fx.make_messy();
     let trace = tempdir();
@@ -499,6 +518,7 @@ fn one_ssh_execution_per_tool_with_the_push_on_the_side() {
 
 #[test]
 fn bad_refresh_paths_and_relative_remote_paths_are_refused_before_anything_runs() {
+    crate::needs_cluster!();
     let fx = Fixture::new("badinput");
     for bad in [
         json!(["../x"]),
@@ -522,6 +542,7 @@ fn bad_refresh_paths_and_relative_remote_paths_are_refused_before_anything_runs(
 
 #[test]
 fn a_remote_clone_whose_origin_differs_from_repo_url_still_gets_the_snapshot() {
+    crate::needs_cluster!();
     let fx = Fixture::new("moved-origin");
     let t = run("slurm-sync-tracked", &[], &fx.doc());
     assert_eq!(t.code, 0, "{}", t.stderr);
@@ -586,6 +607,7 @@ fn tool_bound_by_modes(name: &str) -> std::process::Command {
 
 #[test]
 fn unreadable_files_and_directories_are_skipped_by_name_or_refused_and_nothing_is_lost() {
+    crate::needs_cluster!();
     let fx = Fixture::new("unreadable");
     let l = &fx.local;
     write(&l.join("readable.txt"), "fine\n");
@@ -668,4 +690,56 @@ fn unreadable_files_and_directories_are_skipped_by_name_or_refused_and_nothing_i
     for p in ["locked.txt", "locked-dir"] {
         std::fs::set_permissions(l.join(p), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+}
+
+#[test]
+fn a_remote_root_in_the_cluster_home_lands_there_or_is_refused_before_preflight() {
+    crate::needs_cluster!();
+    let fx = Fixture::new("tilde");
+    let leaf = format!("st-tilde-{}", std::process::id());
+    let mut d = fx.doc();
+    d.as_object_mut().unwrap().remove("remote_repo_path");
+    d["default_user_root_dir"] = json!(format!("~/{leaf}"));
+    d["command"] = json!("true");
+    let home = testbed().s("cluster_home");
+    let landed = format!("{home}/{leaf}");
+    let _ = std::fs::remove_dir_all(&landed);
+    let origin_before = fx.origin_refs();
+
+    // Without preflight the home is unknown: refused, naming the field, nothing pushed.
+    let early = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(early.code, 2, "{}", early.stderr);
+    assert_eq!(early.doc["error"]["field"], "default_user_root_dir");
+    assert!(
+        early.stderr.contains("slurm-ssh-preflight"),
+        "{}",
+        early.stderr
+    );
+    assert_eq!(fx.origin_refs(), origin_before, "nothing was pushed");
+    assert!(!std::path::Path::new(&landed).exists());
+
+    // After preflight, `~/` is the cluster user's home: the checkout lands there.
+    let p = run("slurm-ssh-preflight", &[], &d);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    assert_eq!(p.doc["preflight"]["remote"]["home"], home.as_str());
+    let t = run("slurm-sync-tracked", &[], &p.doc);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let repo = t.doc["sync_tracked"]["remote_repo_path"].as_str().unwrap();
+    assert!(repo.starts_with(&format!("{landed}/")), "{repo}");
+    assert_eq!(t.doc["remote_repo_path"], repo, "derived once, expanded");
+    assert!(
+        std::path::Path::new(repo).join(".git").is_dir(),
+        "the clone is in the home"
+    );
+    assert!(
+        !std::path::Path::new(repo).to_string_lossy().contains('~'),
+        "no literal ~ directory"
+    );
+    let submitted = run("slurm-submit", &["--dry-run"], &t.doc);
+    assert_eq!(submitted.code, 0, "{}", submitted.stderr);
+    assert!(submitted.doc["job"]["stdout_path"]
+        .as_str()
+        .unwrap()
+        .starts_with(&format!("{repo}/work_dirs/")));
+    let _ = std::fs::remove_dir_all(&landed);
 }

@@ -100,11 +100,13 @@ fn check_cluster_through(ssh: &Ssh) {
 
 #[test]
 fn the_cluster_works_through_the_key_based_sshd() {
+    crate::needs_cluster!();
     check_cluster_through(&ssh("direct_host", None));
 }
 
 #[test]
 fn the_cluster_works_through_the_mfa_sshd_with_one_authentication() {
+    crate::needs_cluster!();
     let _guard = mfa_lock();
     let tb = testbed();
     let cp = control_path("testbed");
@@ -122,6 +124,7 @@ fn the_cluster_works_through_the_mfa_sshd_with_one_authentication() {
 
 #[test]
 fn the_mfa_sshd_refuses_batch_logins_without_a_master() {
+    crate::needs_cluster!();
     let tb = testbed();
     let out = std::process::Command::new("ssh")
         .args([
@@ -144,6 +147,7 @@ fn the_mfa_sshd_refuses_batch_logins_without_a_master() {
 
 #[test]
 fn status_reports_every_part_running() {
+    crate::needs_cluster!();
     let out = std::process::Command::new(repo_root().join("scripts/local-cluster"))
         .arg("status")
         .output()
@@ -169,6 +173,7 @@ fn status_reports_every_part_running() {
 
 #[test]
 fn a_second_up_changes_nothing() {
+    crate::needs_cluster!();
     let out = std::process::Command::new(repo_root().join("scripts/local-cluster"))
         .arg("up")
         .output()

@@ -34,6 +34,7 @@ fn report(r: &Run) -> &Value {
 
 #[test]
 fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
+    crate::needs_cluster!();
     let (fx, base) = synced("w-pass");
     let w = submit_and_watch(
         &base,
@@ -62,6 +63,7 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
 
 #[test]
 fn a_failing_job_is_failed_with_its_exit_code_and_excerpts() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-fail");
     let w = submit_and_watch(
         &base,
@@ -82,6 +84,7 @@ fn a_failing_job_is_failed_with_its_exit_code_and_excerpts() {
 
 #[test]
 fn the_walltime_ends_in_timeout() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-walltime");
     let w = submit_and_watch(
         &base,
@@ -97,6 +100,7 @@ fn the_walltime_ends_in_timeout() {
 
 #[test]
 fn monitor_timeout_cancels_the_job_unless_told_to_keep_it() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-montime");
     let w = submit_and_watch(
         &base,
@@ -134,6 +138,7 @@ fn monitor_timeout_cancels_the_job_unless_told_to_keep_it() {
 
 #[test]
 fn a_job_cancelled_from_outside_is_cancelled_and_says_by_whom() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-cancel");
     let mut d = base.clone();
     d["recipe"] = json!("batch");
@@ -158,6 +163,7 @@ fn a_job_cancelled_from_outside_is_cancelled_and_says_by_whom() {
 
 #[test]
 fn a_hang_is_detected_within_one_interval_and_the_job_is_cancelled() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-hang");
     let started = Instant::now();
     let w = submit_and_watch(
@@ -181,6 +187,7 @@ fn a_hang_is_detected_within_one_interval_and_the_job_is_cancelled() {
 
 #[test]
 fn a_hang_pattern_in_err_only_and_split_across_polls_is_found() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-split");
     // The pattern arrives in two halves, seconds apart, on stderr only.
     let cmd = "printf 'custom stall he' >&2; sleep 4; printf 're now\\n' >&2; sleep 60";
@@ -201,6 +208,7 @@ fn a_hang_pattern_in_err_only_and_split_across_polls_is_found() {
 
 #[test]
 fn failure_and_success_patterns_refine_a_passing_job() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-patterns");
     let w = submit_and_watch(
         &base,
@@ -233,6 +241,7 @@ fn failure_and_success_patterns_refine_a_passing_job() {
 
 #[test]
 fn a_failed_build_is_build_failed_and_stops_the_flow() {
+    crate::needs_cluster!();
     let (_fx, mut base) = synced("w-build");
     base["build_command"] =
         json!("echo '[ 10%] Building CXX object a.o'; echo 'a.cpp:1: error: nope' >&2; exit 2");
@@ -250,6 +259,7 @@ fn a_failed_build_is_build_failed_and_stops_the_flow() {
 
 #[test]
 fn the_whole_flow_build_watch_submit_watch_passes() {
+    crate::needs_cluster!();
     let (_fx, mut base) = synced("w-flow");
     base["build_command"] = json!("echo '[ 50%] Building' && echo '[100%] Built'");
     base["command"] = json!("echo run after build");
@@ -280,6 +290,7 @@ fn the_whole_flow_build_watch_submit_watch_passes() {
 
 #[test]
 fn one_ssh_execution_for_the_whole_watch_and_a_trace_event_per_poll() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-count");
     let mut d = base.clone();
     d["recipe"] = json!("single");
@@ -303,6 +314,7 @@ fn one_ssh_execution_for_the_whole_watch_and_a_trace_event_per_poll() {
 
 #[test]
 fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
+    crate::needs_cluster!();
     let (_fx, base) = synced("w-hostile");
     let canary = format!("/tmp/slurm-tools-watch-canary-{}", std::process::id());
     let _ = std::fs::remove_file(&canary);

@@ -4,6 +4,7 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use shared::layout::{self, Layout};
 use shared::quote::Script;
+use shared::remote_exit::{self, Alloc as Exit, ExitCodes};
 use shared::schema::{Allocation, AllocationState, ExecMode, LastExec, Negotiation};
 use shared::slurm::{self, check_slurm_value, enroot_image, format_duration, Settings};
 use shared::ssh::Ssh;
@@ -210,7 +211,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     let doc = &ctx.doc;
     let need = need(doc)?;
     let st = Settings::from_doc(doc)?;
-    let (nodes, gpus) = (st.nodes, st.gpus_per_node);
+    let gpus = st.gpus_per_node;
     let image = st.container_image.clone();
     let packages = doc.str_list_opt("packages")?.unwrap_or_default();
     if let Some(p) = packages.iter().find(|p| p.starts_with('-')) {
@@ -227,6 +228,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     // One round trip: reuse what exists, else start salloc in tmux at the partition's maximum.
     let mut s = Script::new();
     s.raw("set -u\n");
+    remote_exit::assign::<Exit>(&mut s)?;
     s.assign("name", &a.job_name)?;
     s.assign("session", &a.session)?;
     s.assign("tag", &a.tag)?;
@@ -242,13 +244,7 @@ echo "MAXTIME ${max:-UNLIMITED}"
 "#,
     );
     // The salloc command line, held by tmux; the limit is filled in by the script.
-    let mut salloc = vec![
-        "salloc".to_string(),
-        format!("--job-name={}", a.job_name),
-        format!("--nodes={nodes}"),
-        format!("--comment={}", a.tag),
-    ];
-    st.common(&mut salloc);
+    let salloc = salloc_argv(&st, &a.job_name, &a.tag);
     let mut quoted = String::new();
     for w in &salloc {
         quoted.push_str(&shared::quote::quote(w)?);
@@ -257,16 +253,16 @@ echo "MAXTIME ${max:-UNLIMITED}"
     s.assign("salloc_words", &quoted)?;
     s.raw(
         r#"case "$max" in ""|UNLIMITED|INVALID) limit="" ;; *) limit="--time=$max" ;; esac
-tmux new-session -d -s "$session" "$salloc_words $limit" || exit 35
+tmux new-session -d -s "$session" "$salloc_words $limit" || exit "$E_TMUX_START"
 echo "SESSION $session"
 i=0
 while [ "$i" -lt 300 ]; do
   id=$(squeue -h -u "$me" --states=all -o '%i %k' 2>/dev/null | awk -v t="$tag" '$2 == t { print $1; exit }')
   if [ -n "$id" ]; then echo "CREATED $id"; exit 0; fi
-  tmux has-session -t "$session" 2>/dev/null || { echo "SALLOC_EXITED"; exit 36; }
+  tmux has-session -t "$session" 2>/dev/null || { echo "SALLOC_EXITED"; exit "$E_SALLOC_EXITED"; }
   sleep 0.1; i=$((i + 1))
 done
-exit 37
+exit "$E_NO_JOB_ID"
 "#,
     );
     let out = run(&a, &s, 90)?;
@@ -321,12 +317,11 @@ exit 37
             Some("PENDING") => {
                 let q = q.expect("pending");
                 let now = shared::clock::unix_now();
-                let far = q.start.is_none_or(|s| s > now + 600);
+                let far = starts_far_away(q.start, now);
                 if far && !negotiated {
                     negotiated = true;
                     let current = q.limit.unwrap_or(u64::MAX);
-                    let new = need.div_ceil(3600) * 3600;
-                    if new < current {
+                    if let Some(new) = reduced_limit(need, current) {
                         set_limit(&a, &job, new)?;
                         let msg = format!(
                             "reduced walltime from {} to {} for faster scheduling",
@@ -390,12 +385,13 @@ exit 37
     let container = format!("trtllm-{job}");
     if let (Some(img), false) = (&image, set_up_before) {
         let mut s = Script::new();
+        remote_exit::assign::<Exit>(&mut s)?;
         s.raw("srun")
             .arg(&format!("--jobid={job}"))?
             .arg("--ntasks-per-node=1")?;
         s.arg(&format!("--container-image={}", enroot_image(img)))?
             .arg(&format!("--container-name={container}"))?;
-        s.raw(" true || exit 40\n");
+        s.raw(" true || exit \"$E_IMPORT\"\n");
         if !packages.is_empty() {
             s.raw("srun")
                 .arg(&format!("--jobid={job}"))?
@@ -406,11 +402,11 @@ exit 37
             for p in &packages {
                 s.arg(p)?;
             }
-            s.raw(" || exit 41\n");
+            s.raw(" || exit \"$E_PACKAGES\"\n");
         }
         let out = run(&a, &s, 3600)?;
         if !out.success() {
-            let what = if out.code == Some(41) {
+            let what = if Exit::from_status(out.code) == Some(Exit::Packages) {
                 "installing `packages` in"
             } else {
                 "importing"
@@ -459,6 +455,31 @@ exit 37
     ));
     ctx.doc.set_section("allocation", &sec);
     Ok(Outcome::Done)
+}
+
+/// The salloc argv held in tmux (the time limit is added by the script, from the partition).
+fn salloc_argv(st: &Settings, job_name: &str, tag: &str) -> Vec<String> {
+    let mut argv = vec![
+        "salloc".to_string(),
+        format!("--job-name={job_name}"),
+        format!("--nodes={}", st.nodes),
+        format!("--comment={tag}"),
+    ];
+    st.common(&mut argv);
+    argv
+}
+
+/// PROCEDURE "Walltime": a pending allocation whose estimated start is unknown or more than ten
+/// minutes away is worth a shorter limit.
+fn starts_far_away(estimated_start: Option<u64>, now: u64) -> bool {
+    estimated_start.is_none_or(|s| s > now + 600)
+}
+
+/// The limit to lower to: what the work needs, rounded up to the hour, when that is less than
+/// the current limit (`u64::MAX`: unlimited).
+fn reduced_limit(need: u64, current: u64) -> Option<u64> {
+    let new = need.div_ceil(3600) * 3600;
+    (new < current).then_some(new)
 }
 
 fn hours(secs: u64) -> String {
@@ -612,4 +633,74 @@ exit 0
     sec.released = Some(did.iter().map(|d| d.to_string()).collect());
     ctx.doc.set_section("allocation", &sec);
     Ok(Outcome::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_salloc_line_carries_the_settings_and_the_tag() {
+        let doc = Document::parse(
+            br#"{"account":"a","partition":"p","node_count":2,"gpus_per_node":4,"mounts":["/x:/x"]}"#,
+            "test",
+        )
+        .unwrap();
+        let st = Settings::from_doc(&doc).unwrap();
+        assert_eq!(
+            salloc_argv(&st, "m.alloc", "slurm-tools-alloc-m"),
+            [
+                "salloc",
+                "--job-name=m.alloc",
+                "--nodes=2",
+                "--comment=slurm-tools-alloc-m",
+                "--account=a",
+                "--partition=p",
+                "--gpus-per-node=4"
+            ]
+        );
+        assert_eq!(st.mounts.as_deref(), Some("/x:/x"));
+    }
+
+    #[test]
+    fn the_walltime_is_lowered_only_when_the_start_is_far_and_the_need_is_shorter() {
+        let now = 1_000_000;
+        for (start, far) in [
+            (None, true),
+            (Some(now + 601), true),
+            (Some(now + 600), false),
+            (Some(now), false),
+        ] {
+            assert_eq!(starts_far_away(start, now), far, "{start:?}");
+        }
+        // (need, current limit, lowered to)
+        for (need, current, new) in [
+            (30 * 60, 4 * 3600, Some(3600)),
+            (2 * 3600, u64::MAX, Some(2 * 3600)),
+            (2 * 3600 + 1, 4 * 3600, Some(3 * 3600)),
+            (4 * 3600, 4 * 3600, None),
+            (5 * 3600, 4 * 3600, None),
+        ] {
+            assert_eq!(reduced_limit(need, current), new, "{need} {current}");
+        }
+        assert_eq!(hours(u64::MAX), "unlimited");
+        assert_eq!(hours(5400), "2h");
+    }
+
+    #[test]
+    fn tagged_lines_are_found_by_their_whole_tag() {
+        let text = "MAXTIME 04:00:00\nSESSION trtllm-x\nCREATED 42\n";
+        assert_eq!(tagged(text, "CREATED"), Some("42"));
+        assert_eq!(tagged(text, "MAXTIME"), Some("04:00:00"));
+        assert_eq!(tagged(text, "REUSE"), None);
+        assert_eq!(tagged("CREATEDX 1\n", "CREATED"), None);
+    }
+}
+
+#[cfg(test)]
+mod help {
+    #[test]
+    fn help_names_every_field_of_the_sections_it_writes() {
+        shared::driver::assert_help_names_its_sections::<super::Cli>();
+    }
 }

@@ -255,3 +255,81 @@ pub fn apply_pattern(
         .replace("{slurm_user}", user.unwrap_or(""))
         .replace("{cluster_name}", cluster))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn catalog(text: &str) -> Result<Catalog> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("clusters.json");
+        std::fs::write(&p, text).unwrap();
+        Catalog::load(&p)
+    }
+
+    #[test]
+    fn the_catalog_match_takes_device_gpus_and_size_into_account() {
+        let cat = catalog(
+            r#"{"clusters": [
+                {"cluster_name": "a", "device_types": ["H100"], "gpus_per_node": 8, "nodes": 2},
+                {"cluster_name": "b", "device_types": ["A100", "h100"], "gpus_per_node": 4},
+                {"cluster_name": "c", "device_types": ["H100"]}
+            ]}"#,
+        )
+        .unwrap();
+        let e = |n: &str| cat.find(n).unwrap();
+        // (cluster, device, per node, total, rejected because)
+        type Row<'a> = (&'a str, &'a str, i64, Option<i64>, Option<&'a str>);
+        let table: &[Row] = &[
+            ("a", "h100", 8, None, None),
+            ("a", "H100", 8, Some(16), None),
+            (
+                "a",
+                "H100",
+                8,
+                Some(17),
+                Some("2 nodes x 8 GPUs = 16 < total_required_devices 17"),
+            ),
+            (
+                "a",
+                "B200",
+                1,
+                None,
+                Some("device type B200 not offered (it has: H100)"),
+            ),
+            (
+                "b",
+                "H100",
+                8,
+                None,
+                Some("4 GPUs per node < required_devices_per_node 8"),
+            ),
+            ("b", "H100", 4, Some(1000), None),
+            (
+                "c",
+                "H100",
+                1,
+                None,
+                Some("the catalog does not say its gpus_per_node"),
+            ),
+        ];
+        for (name, device, per_node, total, why) in table {
+            assert_eq!(
+                e(name).rejection(device, *per_node, *total).as_deref(),
+                *why,
+                "{name} {device} {per_node} {total:?}"
+            );
+        }
+        assert_eq!(cat.names(), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_bad_catalog_entry_is_named_with_its_field() {
+        let e =
+            catalog(r#"{"clusters": [{"cluster_name": "a", "gpus_per_node": "8"}]}"#).unwrap_err();
+        assert!(e.message.contains("gpus_per_node"), "{}", e.message);
+        assert!(e.message.contains('a'), "{}", e.message);
+        let e = catalog("{").unwrap_err();
+        assert!(e.message.contains("line"), "{}", e.message);
+    }
+}

@@ -356,3 +356,11 @@ fn derive_fields(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod help {
+    #[test]
+    fn help_names_every_field_of_the_sections_it_writes() {
+        shared::driver::assert_help_names_its_sections::<super::Cli>();
+    }
+}

@@ -353,3 +353,11 @@ fn establish(
     ctx.note(format!("ControlMaster running at {control_path}"));
     Ok(out)
 }
+
+#[cfg(test)]
+mod help {
+    #[test]
+    fn help_names_every_field_of_the_sections_it_writes() {
+        shared::driver::assert_help_names_its_sections::<super::Cli>();
+    }
+}

@@ -7,6 +7,7 @@ use shared::archive::{self, Item, Stats};
 use shared::error::render_argv;
 use shared::layout::{self, join, Layout};
 use shared::quote::{quote, Script};
+use shared::remote_exit::{ExitCodes, Submit as Exit};
 use shared::schema::{self, Job, JobKind, Recipe, Report, Status};
 use shared::slurm::Settings;
 use shared::ssh::Ssh;
@@ -514,6 +515,7 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
     let token = plan.token.as_str();
     let mut s = Script::new();
     s.raw("set -u\n");
+    shared::remote_exit::assign::<Exit>(&mut s)?;
     s.assign("dir", &plan.upload_dir)?;
     s.assign("state", &plan.state_dir)?;
     s.assign("repo", repo)?;
@@ -525,16 +527,16 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
     s.assign("thorough", if thorough { "yes" } else { "no" })?;
     s.raw(FIND_JOB);
     s.raw(
-        r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit 30
+        r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit "$E_UPLOAD_DIR"
 if command -v flock >/dev/null 2>&1; then
-  exec 9>>"$state/$token.lock" || exit 30
-  flock -w 120 9 || exit 39
+  exec 9>>"$state/$token.lock" || exit "$E_UPLOAD_DIR"
+  flock -w 120 9 || exit "$E_LOCK_TIMEOUT"
 fi
 id=
 if [ "$thorough" = yes ] || [ -s "$jobid_file" ]; then id=$(find_job); fi
 if [ -n "$id" ]; then cat >/dev/null; echo "RESUMED"; echo "JOBID $id"; exit 0; fi
-tar -x --no-same-owner -f - -C "$dir" || exit 31
-cd -- "$repo" || exit 32
+tar -x --no-same-owner -f - -C "$dir" || exit "$E_EXTRACT"
+cd -- "$repo" || exit "$E_NO_CHECKOUT"
 "#,
     );
     match (&plan.tmux_session, &plan.wrapper) {
@@ -547,23 +549,23 @@ cd -- "$repo" || exit 32
             )?;
             s.assign("wrapper_cmd", &format!("sh {}", quote(wrapper)?))?;
             s.raw(
-                r#"command -v tmux >/dev/null 2>&1 || exit 38
+                r#"command -v tmux >/dev/null 2>&1 || exit "$E_NO_TMUX"
 if tmux has-session -t "=$session" 2>/dev/null; then
   echo "RESUMED"
 else
   rm -f -- "$exit_file" "$srun_log"
-  tmux new-session -d -s "$session" "$wrapper_cmd" || exit 35
+  tmux new-session -d -s "$session" "$wrapper_cmd" || exit "$E_TMUX_START"
 fi
 echo "TMUX $session"
 i=0
 while [ "$i" -lt 600 ]; do
   id=$(find_job)
   if [ -n "$id" ]; then echo "JOBID $id"; exit 0; fi
-  if [ -s "$exit_file" ]; then echo "SRUN_EXIT $(cat "$exit_file")"; cat "$srun_log" >&2; exit 36; fi
+  if [ -s "$exit_file" ]; then echo "SRUN_EXIT $(cat "$exit_file")"; cat "$srun_log" >&2; exit "$E_SRUN_EXITED"; fi
   sleep 0.1
   i=$((i + 1))
 done
-exit 37
+exit "$E_NO_JOB_ID"
 "#,
             );
         }
@@ -573,7 +575,7 @@ exit 37
                 s.arg(w)?;
             }
             s.raw(
-                r#" 2>"$state/$token.submit.err") || { cat "$state/$token.submit.err" >&2; exit 33; }
+                r#" 2>"$state/$token.submit.err") || { cat "$state/$token.submit.err" >&2; exit "$E_SUBMIT"; }
 id=${out%%;*}
 printf '%s\n' "$id" >"$jobid_file"
 echo "JOBID $id"
@@ -645,19 +647,45 @@ fn submit_once(
 fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
     let token = &plan.token;
     let record = out.record();
-    let e = match out.code {
-        Some(33) | Some(36) => shared::slurm::submission_error(&out.stderr_tail),
-        Some(30) | Some(31) => ToolError::remote(format!("could not upload the job's files into {} on {}", plan.upload_dir, ssh.host))
+    let e = match Exit::from_status(out.code) {
+        Some(Exit::SubmitFailed | Exit::SrunExited) => shared::slurm::submission_error(&out.stderr_tail),
+        Some(Exit::UploadDir | Exit::Extract) => ToolError::remote(format!("could not upload the job's files into {} on {}", plan.upload_dir, ssh.host))
             .with_hint("check that the directory is writable and the disk is not full"),
-        Some(32) => ToolError::remote(format!("the remote checkout does not exist on {}", ssh.host)).with_field("remote_repo_path")
+        Some(Exit::NoCheckout) => ToolError::remote(format!("the remote checkout does not exist on {}", ssh.host)).with_field("remote_repo_path")
             .with_hint("run slurm-sync-tracked first"),
-        Some(35) | Some(38) => ToolError::remote(format!("could not start a tmux session on {} to hold the srun", ssh.host))
+        Some(Exit::TmuxStart | Exit::NoTmux) => ToolError::remote(format!("could not start a tmux session on {} to hold the srun", ssh.host))
             .with_hint("check that tmux works on the login node (`tmux new -d true`), or use the batch recipe"),
-        Some(39) => ToolError::remote(format!("another submission with tag {token} held its lock on {} for two minutes", ssh.host))
+        Some(Exit::LockTimeout) => ToolError::remote(format!("another submission with tag {token} held its lock on {} for two minutes", ssh.host))
             .with_hint("another slurm-submit on the same input is still submitting; wait for it, then rerun"),
-        Some(37) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
+        Some(Exit::NoJobId) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
             .with_hint(format!("look with: squeue -u $USER -o '%i %k' | grep {token}; attach with: tmux attach -t {token}")),
-        other => ToolError::remote(format!("submission on {} failed ({}) without a job id", ssh.host, shared::process::describe_exit(other))).with_hint("see the command's stderr in this error"),
+        None => ToolError::remote(format!("submission on {} failed ({}) without a job id", ssh.host, shared::process::describe_exit(out.code))).with_hint("see the command's stderr in this error"),
     };
     e.with_command(record)
+}
+
+#[cfg(test)]
+mod help {
+    #[test]
+    fn help_names_every_field_of_the_sections_it_writes() {
+        shared::driver::assert_help_names_its_sections::<super::Cli>();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_job_id_comes_only_from_a_jobid_line_that_is_a_job_id() {
+        for (text, id) in [
+            ("TMUX t\nJOBID 42\n", Some("42")),
+            ("RESUMED\nJOBID 7_3\n", Some("7_3")),
+            ("JOBID \n", None),
+            ("JOBID 42;cluster\n", None),
+            ("SRUN_EXIT 1\n", None),
+        ] {
+            assert_eq!(job_id_of(text).as_deref(), id, "{text:?}");
+        }
+    }
 }

@@ -114,3 +114,147 @@ pub fn build_argv(st: &Settings, token: &str, repo: &str, log: &str) -> Vec<Stri
     argv.push(st.comment(token));
     argv
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        Settings {
+            job_name: Some("exp 1".into()),
+            account: Some("acct".into()),
+            partition: Some("gpu".into()),
+            time_limit: Some("00:30:00".into()),
+            nodes: 2,
+            per_node: Some(4),
+            gpus_per_node: Some(8),
+            container_image: Some("reg:5000/ns/img:1".into()),
+            mounts: Some("/d:/d".into()),
+            ..Settings::default()
+        }
+    }
+
+    #[test]
+    fn each_recipe_gets_its_launcher_nodes_and_tasks() {
+        let st = settings();
+        // (recipe, program, --nodes, --ntasks-per-node, extra flag present)
+        let table: &[(Recipe, &str, &str, &str, Option<&str>)] = &[
+            (
+                Recipe::Single,
+                "srun",
+                "--nodes=1",
+                "--ntasks-per-node=1",
+                None,
+            ),
+            (
+                Recipe::Mpi,
+                "srun",
+                "--nodes=2",
+                "--ntasks-per-node=4",
+                Some("--mpi=pmix"),
+            ),
+            (
+                Recipe::Distributed,
+                "srun",
+                "--nodes=2",
+                "--ntasks-per-node=4",
+                None,
+            ),
+            (
+                Recipe::Launcher,
+                "srun",
+                "--nodes=2",
+                "--ntasks-per-node=1",
+                None,
+            ),
+            (
+                Recipe::Batch,
+                "sbatch",
+                "--nodes=2",
+                "--ntasks-per-node=1",
+                Some("--parsable"),
+            ),
+        ];
+        for (recipe, program, nodes, tasks, extra) in table {
+            let argv = run_argv(*recipe, &st, "tag", "/r", "/w/o-%j.out", "/w/o-%j.err");
+            assert_eq!(argv[0], *program, "{recipe}");
+            for want in [
+                *nodes,
+                *tasks,
+                "--job-name=exp 1",
+                "--time=00:30:00",
+                "--account=acct",
+                "--partition=gpu",
+                "--gpus-per-node=8",
+                "--chdir=/r",
+                "--output=/w/o-%j.out",
+                "--error=/w/o-%j.err",
+                "--comment=tag",
+                "--container-image=reg:5000#ns/img:1",
+                "--container-mounts=/d:/d",
+            ] {
+                assert!(
+                    argv.iter().any(|a| a == want),
+                    "{recipe}: {want} not in {argv:?}"
+                );
+            }
+            if let Some(x) = extra {
+                assert!(argv.iter().any(|a| a == x), "{recipe}: {x} not in {argv:?}");
+            }
+            // Every option is `--opt=value`: a value can never become an option of its own.
+            assert!(argv[1..].iter().all(|a| a.starts_with("--")), "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn the_build_job_is_one_node_one_task_two_hours() {
+        let argv = build_argv(&settings(), "tag", "/r", "/s/log/build_%j.srun.log");
+        for want in [
+            "sbatch",
+            "--parsable",
+            "--nodes=1",
+            "--ntasks=1",
+            "--job-name=acct-trtllm.build",
+            "--time=02:00:00",
+            "--output=/s/log/build_%j.srun.log",
+        ] {
+            assert!(argv.iter().any(|a| a == want), "{want} not in {argv:?}");
+        }
+        assert!(
+            !argv.iter().any(|a| a.starts_with("--container")),
+            "{argv:?}"
+        );
+    }
+
+    #[test]
+    fn the_job_script_keeps_the_command_and_sets_the_launcher_variables() {
+        let st = settings();
+        let d = command_file(
+            Recipe::Distributed,
+            &st,
+            "python train.py 'a b'",
+            "/s/t.jobid",
+            "/s/t.end",
+        )
+        .unwrap();
+        assert!(d.contains(DISTRIBUTED_ENV), "{d}");
+        assert!(d.contains("MASTER_ADDR="), "{d}");
+        assert!(d.ends_with("python train.py 'a b'\n"), "{d}");
+        let l = command_file(Recipe::Launcher, &st, "train.py", "/s/t.jobid", "/s/t.end").unwrap();
+        assert!(
+            l.contains("exec torchrun --nnodes=\"$SLURM_NNODES\""),
+            "{l}"
+        );
+        assert!(l.contains("--nproc-per-node=4"), "{l}");
+        let b = command_file(Recipe::Batch, &st, "true", "/s/t.jobid", "/s/t.end").unwrap();
+        assert!(
+            b.contains("trap 'date +%s >\"$slurm_tools_end\"' EXIT"),
+            "{b}"
+        );
+        let s = command_file(Recipe::Single, &st, "true", "/s/t.jobid", "/s/t.end").unwrap();
+        assert!(
+            !s.contains("trap") && !s.contains("torchrun") && !s.contains("RANK"),
+            "{s}"
+        );
+    }
+}

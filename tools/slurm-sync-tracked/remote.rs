@@ -7,6 +7,7 @@
 //! exit codes, mapped to messages by [`failure`].
 
 use shared::quote::Script;
+use shared::remote_exit::{self, ExitCodes, SyncTracked as Exit};
 use shared::{Result, ToolError};
 
 pub struct Plan<'a> {
@@ -20,6 +21,7 @@ pub struct Plan<'a> {
 fn header(p: &Plan) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
+    remote_exit::assign::<Exit>(&mut s)?;
     s.assign("repo", p.repo)?;
     s.assign("url", p.url)?;
     s.assign("temp", p.temp)?;
@@ -40,12 +42,12 @@ take_lock() {
     if mkdir -- "$lock" 2>/dev/null; then printf '%s\n' "$token" > "$lock/owner"; return 0; fi
   fi
   echo "LOCKED $(head -n 1 "$lock/owner" 2>/dev/null)"
-  exit 10
+  exit "$E_LOCKED"
 }
 release_lock() {
   if [ "$(head -n 1 "$lock/owner" 2>/dev/null)" = "$token" ]; then rm -rf -- "$lock"; fi
 }
-mkdir -p -- "$(dirname -- "$repo")" || exit 15
+mkdir -p -- "$(dirname -- "$repo")" || exit "$E_MKDIR"
 "#,
     );
     Ok(s)
@@ -53,43 +55,43 @@ mkdir -p -- "$(dirname -- "$repo")" || exit 15
 
 const ENSURE_CLONE_OR_INIT: &str = r#"
 if [ ! -d "$repo/.git" ]; then
-  if [ -e "$repo" ] && [ -n "$(ls -A -- "$repo" 2>/dev/null)" ]; then echo "NOT_A_REPO"; exit 18; fi
+  if [ -e "$repo" ] && [ -n "$(ls -A -- "$repo" 2>/dev/null)" ]; then echo "NOT_A_REPO"; exit "$E_NOT_A_REPO"; fi
   if [ "$via" = origin ]; then
-    git clone -q -- "$url" "$repo" >&2 || exit 11
+    git clone -q -- "$url" "$repo" >&2 || exit "$E_CLONE"
   else
-    git init -q -- "$repo" >&2 || exit 11
+    git init -q -- "$repo" >&2 || exit "$E_CLONE"
   fi
   echo CREATED
 fi
 "#;
 
 const CHECKOUT: &str = r#"
-cd -- "$repo" || exit 16
+cd -- "$repo" || exit "$E_ENTER"
 mkdir -p .git/info
 grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
 if [ -n "$(git status --porcelain --untracked-files=all 2>/dev/null | head -n 1)" ]; then
-  git stash push -u -q -m "auto-stash before remote sync $temp" >&2 || exit 17
+  git stash push -u -q -m "auto-stash before remote sync $temp" >&2 || exit "$E_STASH"
   echo "STASHED $(git rev-parse -q --verify refs/stash) auto-stash before remote sync $temp"
 fi
 if [ "$via" = origin ]; then
   if [ "$(git remote get-url origin 2>/dev/null)" = "$url" ]; then
-    git fetch -q --prune origin >&2 || exit 12
+    git fetch -q --prune origin >&2 || exit "$E_FETCH"
   else
     # The clone's origin is not where the snapshot was pushed: fetch the branch from there.
     echo "ORIGIN_DIFFERS $(git remote get-url origin 2>/dev/null)"
-    git fetch -q -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit 12
+    git fetch -q -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit "$E_FETCH"
   fi
-  git checkout -q -B "$temp" "refs/remotes/origin/$temp" >&2 || exit 13
+  git checkout -q -B "$temp" "refs/remotes/origin/$temp" >&2 || exit "$E_CHECKOUT"
 else
-  git checkout -q "$temp" >&2 || exit 13
+  git checkout -q "$temp" >&2 || exit "$E_CHECKOUT"
 fi
 for p do
   if git cat-file -e "HEAD:$p" 2>/dev/null; then
-    rm -rf -- "$p" && git checkout -q HEAD -- "$p" >&2 || exit 14
+    rm -rf -- "$p" && git checkout -q HEAD -- "$p" >&2 || exit "$E_REFRESH"
     echo "REFRESHED $p"
   fi
 done
-mkdir -p -- "$work" || exit 15
+mkdir -p -- "$work" || exit "$E_MKDIR"
 echo "HEAD $(git rev-parse HEAD)"
 "#;
 
@@ -116,7 +118,7 @@ pub fn direct_prepare_script(p: &Plan) -> Result<Script> {
 pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
     s.raw(
-        "via=direct\nif [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit 19; fi\ntrap release_lock EXIT\n",
+        "via=direct\nif [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit \"$E_LOST_LOCK\"; fi\ntrap release_lock EXIT\n",
     );
     s.raw(CHECKOUT);
     Ok(s)
@@ -164,54 +166,109 @@ pub fn parse(text: &str) -> Report {
 
 /// The error for a script's non-zero exit.
 pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> ToolError {
-    let (msg, hint) = match code {
-        Some(10) => (
+    let (msg, hint) = match Exit::from_status(code) {
+        Some(Exit::Locked) => (
             format!(
                 "another sync into {repo} on {host} is running (lock held by {})",
                 report.locked_by.as_deref().filter(|s| !s.is_empty()).unwrap_or("an unknown run")
             ),
             format!("wait for it to finish and rerun; a lock left by a killed run ({repo}.slurm-tools-sync.lock) is broken automatically after 30 minutes, or remove it by hand"),
         ),
-        Some(11) => (
+        Some(Exit::Clone) => (
             format!("could not create the remote clone {repo} on {host}"),
             "check that the cluster can reach `repo_url` with your credentials there (git's stderr is in this error)".to_string(),
         ),
-        Some(12) => (
+        Some(Exit::Fetch) => (
             format!("git fetch in {repo} on {host} failed"),
             "check that the cluster can reach origin (git's stderr is in this error)".to_string(),
         ),
-        Some(13) => (
+        Some(Exit::Checkout) => (
             format!("git checkout of the snapshot in {repo} on {host} failed"),
             "see git's stderr in this error; the remote clone's edits, if any, were stashed first".to_string(),
         ),
-        Some(14) => (
+        Some(Exit::Refresh) => (
             format!("re-checking out a refresh path in {repo} on {host} failed"),
             "check `refresh_paths`".to_string(),
         ),
-        Some(15) => (
+        Some(Exit::Mkdir) => (
             format!("could not create the directories for {repo} on {host}"),
             "check `default_user_root_dir`/`remote_repo_path`/`remote_work_dir` and the remote disk".to_string(),
         ),
-        Some(16) => (format!("cannot enter {repo} on {host}"), "check `remote_repo_path`".to_string()),
-        Some(17) => (
+        Some(Exit::Enter) => (format!("cannot enter {repo} on {host}"), "check `remote_repo_path`".to_string()),
+        Some(Exit::Stash) => (
             format!("could not stash the cluster-side changes in {repo} on {host}"),
             "resolve the state of the remote clone by hand (`git status` there); nothing was checked out".to_string(),
         ),
-        Some(18) => (
+        Some(Exit::NotARepo) => (
             format!("{repo} on {host} exists, is not empty, and is not a git repository"),
             "move it away or set `remote_repo_path` to another directory".to_string(),
         ),
-        Some(19) => (
+        Some(Exit::LostLock) => (
             format!("the sync lock for {repo} on {host} was taken over by another run"),
             "rerun the sync".to_string(),
         ),
-        other => (
+        None => (
             format!(
                 "the remote checkout in {repo} on {host} failed ({})",
-                shared::process::describe_exit(other)
+                shared::process::describe_exit(code)
             ),
             "see the command's stderr in this error".to_string(),
         ),
     };
     ToolError::remote(msg).with_hint(hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tagged_lines_become_the_report() {
+        let r = parse("CREATED\nSTASHED abc123 auto-stash before remote sync t\nREFRESHED cpp\nORIGIN_DIFFERS /o.git\nBROKE_STALE_LOCK old\nHEAD def456\nnoise\n");
+        assert!(r.created);
+        assert_eq!(
+            r.stash,
+            Some(("abc123".into(), "auto-stash before remote sync t".into()))
+        );
+        assert_eq!(r.refreshed, ["cpp"]);
+        assert_eq!(r.origin_differs.as_deref(), Some("/o.git"));
+        assert_eq!(r.broke_stale_lock.as_deref(), Some("old"));
+        assert_eq!(r.head.as_deref(), Some("def456"));
+    }
+
+    #[test]
+    fn each_exit_code_is_one_message_and_the_script_knows_every_name() {
+        let p = Plan {
+            repo: "/r",
+            url: "u",
+            temp: "t",
+            work: "/r/w",
+            refresh: &[],
+        };
+        let script = origin_script(&p).unwrap();
+        let locked = Report {
+            locked_by: Some("t2".into()),
+            ..Report::default()
+        };
+        let mut messages = std::collections::BTreeSet::new();
+        for c in Exit::ALL {
+            assert!(
+                script
+                    .as_str()
+                    .contains(&format!("{}={}", c.var(), c.code())),
+                "{c:?}"
+            );
+            let e = failure(Some(c.code()), &locked, "h", "/r");
+            assert!(
+                messages.insert(e.message.clone()),
+                "{c:?} repeats a message"
+            );
+        }
+        assert!(failure(Some(10), &locked, "h", "/r")
+            .message
+            .contains("lock held by t2"));
+        assert!(failure(Some(99), &locked, "h", "/r")
+            .message
+            .contains("exit 99"));
+    }
 }

@@ -5,6 +5,7 @@ use clap::Parser;
 use shared::archive::{self, Item, Stats};
 use shared::git::{run_git, LocalRepo};
 use shared::quote::Script;
+use shared::remote_exit::{ExitCodes, SyncUntracked as UntrackedExit};
 use shared::schema::{Preflight, Skipped, SyncUntracked};
 use shared::ssh::Ssh;
 use shared::ui::{human_bytes, Progress};
@@ -119,8 +120,8 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             .collect();
         if !out.success() {
             let s = stats.lock().unwrap();
-            let (msg, hint) = match out.code {
-                Some(20) => (format!("the remote checkout {repo_path} does not exist on {}", ssh.host), "run slurm-sync-tracked first (it creates the checkout)".to_string()),
+            let (msg, hint) = match UntrackedExit::from_status(out.code) {
+                Some(UntrackedExit::NoCheckout) => (format!("the remote checkout {repo_path} does not exist on {}", ssh.host), "run slurm-sync-tracked first (it creates the checkout)".to_string()),
                 _ => (
                     format!("extracting the untracked files on {} failed (remote tar: {}) after {} file(s), {}", ssh.host, out.exit_text(), s.files, human_bytes(s.bytes)),
                     "see tar's stderr in this error: a full remote disk or quota is the usual cause; rerun the sync once fixed (it sends everything again)".to_string(),
@@ -241,8 +242,9 @@ fn extract_script(repo: &str, items: &[Item], gzip: bool, gnu: bool) -> Result<S
     dirs.sort_by_key(|d| d.iter().filter(|b| **b == b'/').count());
     let mut s = Script::new();
     s.raw("set -u\n");
+    shared::remote_exit::assign::<UntrackedExit>(&mut s)?;
     s.assign("repo", repo)?;
-    s.raw("cd -- \"$repo\" 2>/dev/null || exit 20\nset --");
+    s.raw("cd -- \"$repo\" 2>/dev/null || exit \"$E_NO_CHECKOUT\"\nset --");
     for d in &dirs {
         let d = std::str::from_utf8(d).map_err(|_| {
             ToolError::bad_input("an untracked directory name is not valid UTF-8 and cannot be checked on the remote side")
@@ -267,4 +269,12 @@ done
     }
     s.raw(" -f -\n");
     Ok(s)
+}
+
+#[cfg(test)]
+mod help {
+    #[test]
+    fn help_names_every_field_of_the_sections_it_writes() {
+        shared::driver::assert_help_names_its_sections::<super::Cli>();
+    }
 }

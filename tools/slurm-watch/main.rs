@@ -3,6 +3,7 @@
 
 mod poll;
 mod scan;
+mod verdict;
 
 use clap::Parser;
 use scan::{Findings, Patterns, Stream};
@@ -13,6 +14,7 @@ use shared::ssh::Ssh;
 use shared::ui::Progress;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::{Duration, Instant};
+use verdict::{final_verdict, Verdict};
 
 /// Watch the submitted job until it ends, and say how it ended.
 ///
@@ -545,98 +547,6 @@ fn from_scontrol(line: &str) -> Option<AccountingEntry> {
     })
 }
 
-/// What the watch found when it stopped: the verdict's own fields, before the bookkeeping every
-/// report has ([`finish_report`]).
-#[derive(Debug, Clone, PartialEq)]
-struct Verdict {
-    status: Status,
-    slurm_state: String,
-    exit_code: Option<String>,
-    elapsed: Option<String>,
-    summary: String,
-    source: Source,
-    cancelled_by: Option<String>,
-    success_patterns_missing: Option<Vec<String>>,
-    hang_line: Option<String>,
-    excerpt_lines: Option<u32>,
-}
-
-/// The verdict for a job that left the queue: Slurm's end (sacct or scontrol), refined by what
-/// the logs showed. Pure: table-tested below.
-fn final_verdict(
-    kind: JobKind,
-    f: &Findings,
-    patterns: &Patterns,
-    acct: &AccountingEntry,
-    cancelled_by: Option<String>,
-    source: Source,
-) -> Verdict {
-    let (mut status, mut summary) = match acct.state.as_str() {
-        "COMPLETED" if acct.exit_code == "0:0" => (Status::Passed, "the job completed with exit code 0".to_string()),
-        "COMPLETED" => (Status::Failed, format!("the job completed with exit code {}", acct.exit_code)),
-        "FAILED" => (Status::Failed, format!("the job failed with exit code {} (exit:signal)", acct.exit_code)),
-        "TIMEOUT" => (Status::Timeout, "the job reached its time limit".to_string()),
-        "OUT_OF_MEMORY" => (Status::OutOfMemory, "the job ran out of memory".to_string()),
-        "CANCELLED" => (
-            Status::Cancelled,
-            match &cancelled_by {
-                Some(who) => format!("the job was cancelled by {who}"),
-                None => "the job was cancelled".to_string(),
-            },
-        ),
-        other => (Status::Error, format!("the job ended {other} (an infrastructure end: node failure, preemption or similar)")),
-    };
-    if let (Some(line), Status::Passed | Status::Failed | Status::Cancelled) = (&f.oom, status) {
-        status = Status::OutOfMemory;
-        summary = format!("the job was hit by the OOM killer: {line}");
-    }
-    let mut missing: Vec<String> = Vec::new();
-    if status == Status::Passed {
-        if !f.failures.is_empty() {
-            status = Status::Failed;
-            summary = format!(
-                "exit code 0, but the log has failure pattern(s): {}",
-                f.failures.join(", ")
-            );
-        } else {
-            missing = patterns
-                .success
-                .iter()
-                .filter(|p| !f.successes.contains(p))
-                .cloned()
-                .collect();
-            if !missing.is_empty() {
-                status = Status::Failed;
-                summary = format!(
-                    "exit code 0, but success pattern(s) not found: {}",
-                    missing.join(", ")
-                );
-            }
-        }
-    }
-    if kind == JobKind::Build
-        && matches!(
-            status,
-            Status::Failed | Status::Timeout | Status::OutOfMemory
-        )
-    {
-        summary = format!("the build failed: {summary}");
-        status = Status::BuildFailed;
-    }
-    Verdict {
-        status,
-        slurm_state: acct.state.clone(),
-        exit_code: Some(acct.exit_code.clone()),
-        elapsed: Some(acct.elapsed.clone()),
-        summary,
-        source,
-        cancelled_by,
-        success_patterns_missing: Some(missing),
-        hang_line: None,
-        excerpt_lines: None,
-    }
-}
-
 fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {
     let mut s = Script::new();
     s.raw("scancel").arg(&job.id)?.raw("\n");
@@ -807,5 +717,13 @@ fn local_copy(ctx: &Context, job: &Job, st: &State) -> Result<(Option<String>, b
             ));
             Ok((None, false))
         }
+    }
+}
+
+#[cfg(test)]
+mod help {
+    #[test]
+    fn help_names_every_field_of_the_sections_it_writes() {
+        shared::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

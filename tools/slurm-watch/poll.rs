@@ -38,6 +38,7 @@ pub fn request(wait: f64, watch_marker: bool, out_offset: u64, err_offset: u64) 
 pub fn script(t: &Target) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
+    shared::remote_exit::assign::<shared::remote_exit::Watch>(&mut s)?;
     s.assign("job", t.job_id)?;
     s.assign("out_path", t.out)?;
     s.assign("err_path", t.err.unwrap_or(""))?;
@@ -107,7 +108,7 @@ poll() {
   echo END
 }
 while IFS=' ' read -r verb quarters mark o e; do
-  [ "$verb" = W ] || exit 40
+  [ "$verb" = W ] || exit "$E_BAD_REQUEST"
   pause "$quarters" "$mark"
   echo WOKE
   poll "$o" "$e" </dev/null

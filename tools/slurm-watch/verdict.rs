@@ -1,0 +1,299 @@
+//! The verdict: how a job ended, from what Slurm says (sacct or scontrol) and what the logs
+//! showed. Pure, so every combination is table-tested here, without a cluster.
+
+use crate::scan::{Findings, Patterns};
+use shared::schema::{JobKind, Source, Status};
+use shared::slurm::AccountingEntry;
+
+/// What the watch found when it stopped: the verdict's own fields, before the bookkeeping every
+/// report has ([`finish_report`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub status: Status,
+    pub slurm_state: String,
+    pub exit_code: Option<String>,
+    pub elapsed: Option<String>,
+    pub summary: String,
+    pub source: Source,
+    pub cancelled_by: Option<String>,
+    pub success_patterns_missing: Option<Vec<String>>,
+    pub hang_line: Option<String>,
+    pub excerpt_lines: Option<u32>,
+}
+
+/// The verdict for a job that left the queue: Slurm's end (sacct or scontrol), refined by what
+/// the logs showed. Pure: table-tested below.
+pub fn final_verdict(
+    kind: JobKind,
+    f: &Findings,
+    patterns: &Patterns,
+    acct: &AccountingEntry,
+    cancelled_by: Option<String>,
+    source: Source,
+) -> Verdict {
+    let (mut status, mut summary) = match acct.state.as_str() {
+        "COMPLETED" if acct.exit_code == "0:0" => (Status::Passed, "the job completed with exit code 0".to_string()),
+        "COMPLETED" => (Status::Failed, format!("the job completed with exit code {}", acct.exit_code)),
+        "FAILED" => (Status::Failed, format!("the job failed with exit code {} (exit:signal)", acct.exit_code)),
+        "TIMEOUT" => (Status::Timeout, "the job reached its time limit".to_string()),
+        "OUT_OF_MEMORY" => (Status::OutOfMemory, "the job ran out of memory".to_string()),
+        "CANCELLED" => (
+            Status::Cancelled,
+            match &cancelled_by {
+                Some(who) => format!("the job was cancelled by {who}"),
+                None => "the job was cancelled".to_string(),
+            },
+        ),
+        other => (Status::Error, format!("the job ended {other} (an infrastructure end: node failure, preemption or similar)")),
+    };
+    if let (Some(line), Status::Passed | Status::Failed | Status::Cancelled) = (&f.oom, status) {
+        status = Status::OutOfMemory;
+        summary = format!("the job was hit by the OOM killer: {line}");
+    }
+    let mut missing: Vec<String> = Vec::new();
+    if status == Status::Passed {
+        if !f.failures.is_empty() {
+            status = Status::Failed;
+            summary = format!(
+                "exit code 0, but the log has failure pattern(s): {}",
+                f.failures.join(", ")
+            );
+        } else {
+            missing = patterns
+                .success
+                .iter()
+                .filter(|p| !f.successes.contains(p))
+                .cloned()
+                .collect();
+            if !missing.is_empty() {
+                status = Status::Failed;
+                summary = format!(
+                    "exit code 0, but success pattern(s) not found: {}",
+                    missing.join(", ")
+                );
+            }
+        }
+    }
+    if kind == JobKind::Build
+        && matches!(
+            status,
+            Status::Failed | Status::Timeout | Status::OutOfMemory
+        )
+    {
+        summary = format!("the build failed: {summary}");
+        status = Status::BuildFailed;
+    }
+    Verdict {
+        status,
+        slurm_state: acct.state.clone(),
+        exit_code: Some(acct.exit_code.clone()),
+        elapsed: Some(acct.elapsed.clone()),
+        summary,
+        source,
+        cancelled_by,
+        success_patterns_missing: Some(missing),
+        hang_line: None,
+        excerpt_lines: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acct(state: &str, exit: &str) -> AccountingEntry {
+        AccountingEntry {
+            state: state.into(),
+            cancelled_by_uid: None,
+            exit_code: exit.into(),
+            elapsed: "00:00:07".into(),
+        }
+    }
+
+    fn findings(failures: &[&str], successes: &[&str], oom: Option<&str>) -> Findings {
+        Findings {
+            failures: failures.iter().map(|s| s.to_string()).collect(),
+            successes: successes.iter().map(|s| s.to_string()).collect(),
+            oom: oom.map(str::to_string),
+            ..Findings::default()
+        }
+    }
+
+    #[test]
+    fn every_end_maps_to_one_status() {
+        let patterns = Patterns {
+            hang: "hang detected".into(),
+            failure: vec!["nan loss".into()],
+            success: vec!["done".into(), "saved".into()],
+        };
+        let ok = findings(&[], &["done", "saved"], None);
+        let run = JobKind::Run;
+        let build = JobKind::Build;
+        // (kind, sacct state, exit code, findings, status, summary contains)
+        let table: Vec<(JobKind, &str, &str, Findings, Status, &str)> = vec![
+            (
+                run,
+                "COMPLETED",
+                "0:0",
+                findings(&[], &["done", "saved"], None),
+                Status::Passed,
+                "exit code 0",
+            ),
+            (
+                run,
+                "COMPLETED",
+                "0:0",
+                findings(&["nan loss"], &["done", "saved"], None),
+                Status::Failed,
+                "failure pattern(s): nan loss",
+            ),
+            (
+                run,
+                "COMPLETED",
+                "0:0",
+                findings(&[], &["done"], None),
+                Status::Failed,
+                "not found: saved",
+            ),
+            (
+                run,
+                "COMPLETED",
+                "3:0",
+                findings(&[], &["done", "saved"], None),
+                Status::Failed,
+                "exit code 3:0",
+            ),
+            (
+                run,
+                "FAILED",
+                "1:0",
+                findings(&[], &[], None),
+                Status::Failed,
+                "failed with exit code 1:0",
+            ),
+            (
+                run,
+                "FAILED",
+                "0:9",
+                findings(&[], &[], Some("Killed process 7")),
+                Status::OutOfMemory,
+                "OOM killer",
+            ),
+            (
+                run,
+                "TIMEOUT",
+                "0:15",
+                findings(&[], &[], None),
+                Status::Timeout,
+                "time limit",
+            ),
+            (
+                run,
+                "OUT_OF_MEMORY",
+                "0:125",
+                findings(&[], &[], None),
+                Status::OutOfMemory,
+                "out of memory",
+            ),
+            (
+                run,
+                "CANCELLED",
+                "0:15",
+                findings(&[], &[], None),
+                Status::Cancelled,
+                "cancelled",
+            ),
+            (
+                run,
+                "NODE_FAIL",
+                "0:0",
+                findings(&[], &[], None),
+                Status::Error,
+                "NODE_FAIL",
+            ),
+            (
+                run,
+                "PREEMPTED",
+                "0:0",
+                findings(&[], &[], None),
+                Status::Error,
+                "PREEMPTED",
+            ),
+            (
+                build,
+                "COMPLETED",
+                "0:0",
+                findings(&[], &[], None),
+                Status::Passed,
+                "exit code 0",
+            ),
+            (
+                build,
+                "FAILED",
+                "2:0",
+                findings(&[], &[], None),
+                Status::BuildFailed,
+                "the build failed",
+            ),
+            (
+                build,
+                "TIMEOUT",
+                "0:15",
+                findings(&[], &[], None),
+                Status::BuildFailed,
+                "time limit",
+            ),
+            (
+                build,
+                "CANCELLED",
+                "0:15",
+                findings(&[], &[], None),
+                Status::Cancelled,
+                "cancelled",
+            ),
+        ];
+        for (kind, state, exit, f, status, summary) in table {
+            // A build job is judged by its exit: slurm-watch gives it no workload patterns.
+            let p = if kind == JobKind::Build {
+                Patterns {
+                    hang: patterns.hang.clone(),
+                    failure: vec![],
+                    success: vec![],
+                }
+            } else {
+                Patterns {
+                    hang: patterns.hang.clone(),
+                    failure: patterns.failure.clone(),
+                    success: patterns.success.clone(),
+                }
+            };
+            let v = final_verdict(kind, &f, &p, &acct(state, exit), None, Source::Sacct);
+            assert_eq!(v.status, status, "{kind} {state} {exit}: {}", v.summary);
+            assert!(v.summary.contains(summary), "{kind} {state}: {}", v.summary);
+            assert_eq!(v.slurm_state, state);
+            assert_eq!(v.exit_code.as_deref(), Some(exit));
+        }
+        let _ = ok;
+    }
+
+    #[test]
+    fn who_cancelled_is_said_and_the_source_is_kept() {
+        let p = Patterns {
+            hang: String::new(),
+            failure: vec![],
+            success: vec![],
+        };
+        let v = final_verdict(
+            JobKind::Run,
+            &Findings::default(),
+            &p,
+            &acct("CANCELLED", "0:15"),
+            Some("alice".into()),
+            Source::Scontrol,
+        );
+        assert_eq!(v.summary, "the job was cancelled by alice");
+        assert_eq!(v.cancelled_by.as_deref(), Some("alice"));
+        assert_eq!(v.source, Source::Scontrol);
+        assert_eq!(v.success_patterns_missing, Some(vec![]));
+    }
+}
