@@ -64,6 +64,10 @@ pub struct Stats {
 /// Called with (files done, bytes done) as the stream is written.
 pub type ProgressFn = Box<dyn FnMut(u64, u64) + Send>;
 
+/// Entries made once the files are written, from what happened to them (e.g. a manifest of
+/// what was really sent): appended last, not counted in the stats.
+pub type TailFn = Box<dyn FnOnce(&Stats) -> Vec<(OsString, Vec<u8>)> + Send>;
+
 /// Write the archive of `items` to `out`. Returns the shared stats (also filled when the write
 /// fails half-way, so the caller can say how far it got).
 pub fn write_archive(
@@ -71,15 +75,27 @@ pub fn write_archive(
     out: &mut dyn Write,
     gzip: bool,
     stats: &Arc<Mutex<Stats>>,
+    progress: Option<ProgressFn>,
+) -> std::io::Result<()> {
+    write_archive_then(items, out, gzip, stats, progress, None)
+}
+
+/// [`write_archive`], then the entries `tail` makes from the stats.
+pub fn write_archive_then(
+    items: &[Item],
+    out: &mut dyn Write,
+    gzip: bool,
+    stats: &Arc<Mutex<Stats>>,
     mut progress: Option<ProgressFn>,
+    tail: Option<TailFn>,
 ) -> std::io::Result<()> {
     let buffered = std::io::BufWriter::with_capacity(1 << 20, out);
     if gzip {
         let enc = flate2::write::GzEncoder::new(buffered, flate2::Compression::fast());
-        let enc = append_all(items, enc, stats, &mut progress)?;
+        let enc = append_all(items, enc, stats, &mut progress, tail)?;
         enc.finish()?.flush()
     } else {
-        append_all(items, buffered, stats, &mut progress)?.flush()
+        append_all(items, buffered, stats, &mut progress, tail)?.flush()
     }
 }
 
@@ -88,6 +104,7 @@ fn append_all<W: Write>(
     w: W,
     stats: &Arc<Mutex<Stats>>,
     progress: &mut Option<ProgressFn>,
+    tail: Option<TailFn>,
 ) -> std::io::Result<W> {
     let mut builder = tar::Builder::new(w);
     builder.follow_symlinks(false);
@@ -191,6 +208,17 @@ fn append_all<W: Write>(
         if let Some(p) = progress.as_mut() {
             let s = stats.lock().unwrap();
             p(s.files + s.symlinks, s.bytes);
+        }
+    }
+    if let Some(tail) = tail {
+        let extra = tail(&stats.lock().unwrap());
+        for (name, data) in extra {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_mode(0o644);
+            header.set_size(data.len() as u64);
+            header.set_mtime(crate::clock::unix_now());
+            builder.append_data(&mut header, Path::new(&name), data.as_slice())?;
         }
     }
     builder.into_inner()

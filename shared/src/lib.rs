@@ -18,6 +18,7 @@
 //! The local side:
 //! - [`git`], [`snapshot`]: the local repository, and the zero-disturbance snapshot commit.
 //! - [`archive`]: the tar stream of files sent to the cluster.
+//! - [`manifest`]: what the last untracked sync sent, for incremental re-syncs.
 //! - [`journal`]: slurm-submit's record that lets a rerun find what an interrupted run submitted.
 //! - [`tempdir`]: private temporary directories, swept when their process died.
 //! - [`clock`]: Unix time and UTC stamps.
@@ -33,6 +34,7 @@ pub mod error;
 pub mod git;
 pub mod journal;
 pub mod layout;
+pub mod manifest;
 pub mod process;
 pub mod quote;
 pub mod remote_exit;

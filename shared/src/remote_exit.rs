@@ -74,6 +74,7 @@ remote_exit_codes! {
         Extract = 31 => "E_EXTRACT",
         NoCheckout = 32 => "E_NO_CHECKOUT",
         SubmitFailed = 33 => "E_SUBMIT",
+        Tree = 34 => "E_TREE",
         TmuxStart = 35 => "E_TMUX_START",
         SrunExited = 36 => "E_SRUN_EXITED",
         NoJobId = 37 => "E_NO_JOB_ID",

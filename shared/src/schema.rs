@@ -342,6 +342,17 @@ pub struct SyncUntracked {
     pub compressed: bool,
     pub remote_repo_path: String,
     pub unlinked: Vec<String>,
+    /// A manifest of the last sync was found: only new and changed files were sent.
+    #[serde(default)]
+    pub incremental: bool,
+    /// Files left as they were (unchanged since the last sync), and their bytes.
+    #[serde(default)]
+    pub unchanged_files: u64,
+    #[serde(default)]
+    pub unchanged_bytes: u64,
+    /// Deleted in the remote checkout because they were deleted locally.
+    #[serde(default)]
+    pub deleted: Vec<String>,
 }
 
 /// A path not sent, and why.
@@ -405,6 +416,16 @@ pub struct Job {
     /// srun exit file); slurm-watch ends a wait early when it appears.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_marker: Option<String>,
+    /// The job's own code tree: the snapshot it was submitted with and its untracked files,
+    /// which no later sync changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    /// The snapshot commit the tree holds (absent: the clone's HEAD at submission).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_commit: Option<String>,
+    /// Disk used by all job trees of this clone after old ones were removed, in KiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trees_disk_kb: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

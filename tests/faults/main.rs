@@ -12,6 +12,7 @@ mod harness;
 use fixture::{synced, wait_done};
 use harness::*;
 use serde_json::json;
+use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -381,11 +382,9 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     );
 }
 
-#[test]
-fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
-    crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // Fill the node so the allocation pends with a start far away.
+/// A job of the cluster user that takes every CPU of the node for up to 40 minutes, running once
+/// this returns: whatever is submitted next waits in the queue (cancel it to let them run).
+fn fill_node() -> String {
     let filler = Command::new("runuser")
         .args([
             "-u",
@@ -423,6 +422,75 @@ fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    filler
+}
+
+#[test]
+fn a_queued_job_runs_the_code_it_was_submitted_with_not_a_later_syncs() {
+    crate::needs_cluster!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let fx = fixture::Fixture::new("f-own-tree");
+    let mut d = fx.doc();
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["time_limit"] = json!("00:05:00");
+    d["job_name"] = json!("st-own-tree");
+    d["recipe"] = json!("batch");
+    d["command"] = json!("cat README.md untracked-data.txt");
+    let submit_version = |v: &str| {
+        // A tracked edit and an untracked file, both uncommitted: the snapshot carries them.
+        write(&fx.local.join("README.md"), &format!("tracked {v}\n"));
+        write(
+            &fx.local.join("untracked-data.txt"),
+            &format!("untracked {v}\n"),
+        );
+        let t = run("slurm-sync-tracked", &[], &d);
+        assert_eq!(t.code, 0, "{}", t.stderr);
+        let u = run("slurm-sync-untracked", &[], &t.doc);
+        assert_eq!(u.code, 0, "{}", u.stderr);
+        let s = run("slurm-submit", &[], &u.doc);
+        assert_eq!(s.code, 0, "{}", s.stderr);
+        s.doc["job"].clone()
+    };
+    let filler = fill_node();
+    let a = submit_version("v1");
+    let a_id = a["job_id"].as_str().unwrap().to_string();
+    let sq = Command::new("squeue")
+        .args(["-h", "-j", &a_id, "-o", "%T"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&sq.stdout).trim(),
+        "PENDING",
+        "A waits behind the filler"
+    );
+    // The person edits, syncs and submits again while A still waits.
+    let b = submit_version("v2");
+    assert_ne!(a["tree"], b["tree"], "each job has its own tree");
+    let _ = Command::new("scancel").arg(&filler).status();
+    let b_id = b["job_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_done(&a_id, 120).0, "COMPLETED");
+    assert_eq!(wait_done(&b_id, 120).0, "COMPLETED");
+    let out = |job: &serde_json::Value| fixture::read(job["stdout_path"].as_str().unwrap());
+    assert_eq!(
+        out(&a),
+        "tracked v1\nuntracked v1\n",
+        "A ran the code it was submitted with"
+    );
+    assert_eq!(out(&b), "tracked v2\nuntracked v2\n");
+    // The clone itself has the latest sync, as before.
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
+        "tracked v2\n"
+    );
+}
+
+#[test]
+fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
+    crate::needs_cluster!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // Fill the node so the allocation pends with a start far away.
+    let filler = fill_node();
     let mut d = alloc_doc(
         "direct_host",
         &format!("st-negotiate-{}", std::process::id()),
@@ -790,10 +858,11 @@ fn accounting_down_when_the_job_ends_gives_no_verdict_until_it_is_back() {
     let w = watcher.join().unwrap();
     assert_eq!(w.code, 1, "{}", w.stderr);
     assert_eq!(w.doc["report"]["status"], "FAILED", "{}", w.doc["report"]);
-    // The exit code is the job's own (exit 6), as accounting recorded it once it was back.
+    // The exit code is accounting's. Measured on Slurm 22.05: a job that ends while slurmdbd is
+    // down is recorded FAILED with ExitCode 0:0 (its own `exit 6` does not reach the database),
+    // so the report can only repeat what sacct says, and must not invent the 6.
     let job = w.doc["report"]["job_id"].as_str().unwrap();
-    assert_eq!(w.doc["report"]["exit_code"], "6:0", "{}", w.doc["report"]);
-    assert_eq!(wait_done(job, 30).1, "6:0", "sacct agrees");
+    assert_eq!(w.doc["report"]["exit_code"], wait_done(job, 30).1.as_str());
 }
 
 #[test]

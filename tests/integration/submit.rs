@@ -3,6 +3,7 @@
 use crate::fixture::*;
 use crate::harness::*;
 use serde_json::{json, Value};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn submit(doc: &Value, args: &[&str]) -> Run {
@@ -445,4 +446,168 @@ fn hostile_file_names_partitions_and_accounts_arrive_literally_or_are_refused() 
         assert_eq!(r.doc["error"]["field"], field);
     }
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
+}
+
+/// The trees of one clone's jobs (names of the folders in `.trees`).
+fn trees_of(fx: &Fixture) -> Vec<String> {
+    let dir = Path::new(&fx.remote_repo).join("work_dirs/.trees");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn tree_name(job: &Value) -> String {
+    job["tree"]
+        .as_str()
+        .unwrap()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never() {
+    crate::needs_cluster!();
+    let (fx, mut d) = synced("trees");
+    d["recipe"] = json!("batch");
+    d["command"] = json!("sleep 25");
+    let long = submit(&d, &[]);
+    assert_eq!(long.code, 0, "{}", long.stderr);
+    d["command"] = json!("true");
+    let mut finished = Vec::new();
+    for _ in 0..2 {
+        let r = submit(&d, &[]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            wait_done(r.doc["job"]["job_id"].as_str().unwrap(), 60).0,
+            "COMPLETED"
+        );
+        finished.push(tree_name(&r.doc["job"]));
+    }
+    assert_eq!(
+        trees_of(&fx).len(),
+        3,
+        "one tree per job: {:?}",
+        trees_of(&fx)
+    );
+    let long_id = long.doc["job"]["job_id"].as_str().unwrap();
+    let sq = std::process::Command::new("squeue")
+        .args(["-h", "-j", long_id, "-o", "%T"])
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&sq.stdout).trim().is_empty(),
+        "the long job is still queued or running"
+    );
+
+    // Keep none: the finished jobs' trees go, the running job's and the new one's stay.
+    let last = submit(&d, &["--keep-trees", "0"]);
+    assert_eq!(last.code, 0, "{}", last.stderr);
+    let left = trees_of(&fx);
+    let mut want = vec![tree_name(&long.doc["job"]), tree_name(&last.doc["job"])];
+    want.sort();
+    assert_eq!(left, want, "finished {finished:?} removed");
+    assert!(
+        last.stderr.contains("removed 2 finished job tree(s)"),
+        "{}",
+        last.stderr
+    );
+    assert!(last.doc["job"]["trees_disk_kb"]
+        .as_u64()
+        .is_some_and(|kb| kb > 0));
+    // Nothing of the removed trees is left in the clone's git metadata.
+    let worktrees = git(Path::new(&fx.remote_repo), &["worktree", "list"]);
+    for f in &finished {
+        assert!(!worktrees.contains(f.as_str()), "{worktrees}");
+    }
+    assert_eq!(
+        wait_done(long_id, 60).0,
+        "COMPLETED",
+        "the running job was not disturbed"
+    );
+}
+
+#[test]
+fn a_second_build_after_a_one_file_change_rebuilds_only_that_file() {
+    crate::needs_cluster!();
+    let fx = Fixture::new("warm");
+    // A project whose build takes a few seconds: each object costs two seconds to "compile".
+    let l = &fx.local;
+    for i in 0..4 {
+        write(
+            &l.join(format!("m{i}.c")),
+            &format!("int f{i}(void) {{ return {i}; }}\n"),
+        );
+    }
+    write(
+        &l.join("main.c"),
+        "#include <stdio.h>\nint f0(void);int f1(void);int f2(void);int f3(void);\nint main(void){printf(\"sum %d\\n\", f0()+f1()+f2()+f3());return 0;}\n",
+    );
+    write(
+        &l.join("Makefile"),
+        "OBJ = main.o m0.o m1.o m2.o m3.o\nprog: $(OBJ)\n\tcc -o prog $(OBJ)\n%.o: %.c\n\t@echo compiling $<; sleep 2; cc -c $< -o $@\n",
+    );
+    write(&l.join(".gitignore"), "*.o\nprog\n");
+    git(l, &["add", "."]);
+    git(l, &["commit", "-q", "-m", "a project with a slow build"]);
+    let mut d = fx.doc();
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["build_command"] = json!("make");
+    let build = |d: &Value| {
+        let t = run("slurm-sync-tracked", &[], d);
+        assert_eq!(t.code, 0, "{}", t.stderr);
+        let u = run("slurm-sync-untracked", &[], &t.doc);
+        assert_eq!(u.code, 0, "{}", u.stderr);
+        let b = submit(&u.doc, &["--build"]);
+        assert_eq!(b.code, 0, "{}", b.stderr);
+        let w = run("slurm-watch", &["--interval", "1"], &b.doc);
+        assert_eq!(w.code, 0, "{}", w.stderr);
+        assert_eq!(w.doc["report"]["status"], "PASSED");
+        let log = read(b.doc["job"]["stdout_path"].as_str().unwrap());
+        let secs =
+            shared::slurm::parse_slurm_duration(w.doc["report"]["elapsed"].as_str().unwrap())
+                .unwrap();
+        (w.doc, log, secs)
+    };
+    let (_, first_log, first) = build(&d);
+    assert_eq!(first_log.matches("compiling").count(), 5, "{first_log}");
+    write(&l.join("m2.c"), "int f2(void) { return 20; }\n");
+    let (built, second_log, second) = build(&d);
+    assert_eq!(
+        second_log.matches("compiling").count(),
+        1,
+        "only the changed file: {second_log}"
+    );
+    assert!(second_log.contains("compiling m2.c"), "{second_log}");
+    assert!(
+        first >= 10,
+        "the first build compiles everything: {first} s"
+    );
+    assert!(
+        second * 2 < first,
+        "second build {second} s, first {first} s"
+    );
+
+    // The run job of the same snapshot gets that build's outputs in its own tree.
+    let mut r = built;
+    r["command"] = json!("./prog");
+    r["recipe"] = json!("single");
+    let s = submit(&r, &[]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert!(s.stderr.contains("outputs of the build"), "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap();
+    assert_eq!(wait_done(id, 60).0, "COMPLETED");
+    assert_eq!(
+        read(s.doc["job"]["stdout_path"].as_str().unwrap()),
+        "sum 24\n"
+    );
 }

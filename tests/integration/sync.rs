@@ -743,3 +743,117 @@ fn a_remote_root_in_the_cluster_home_lands_there_or_is_refused_before_preflight(
         .starts_with(&format!("{repo}/work_dirs/")));
     let _ = std::fs::remove_dir_all(&landed);
 }
+
+/// The remote clone's stash, one line per entry.
+fn remote_stashes(fx: &Fixture) -> usize {
+    git(Path::new(&fx.remote_repo), &["stash", "list"])
+        .lines()
+        .count()
+}
+
+#[test]
+fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went() {
+    crate::needs_cluster!();
+    let fx = Fixture::new("resync");
+    fx.make_messy();
+    let d = fx.doc();
+    let (t, u) = pipeline(d.clone(), &[]);
+    assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
+    let first = &u.doc["sync_untracked"];
+    let sent = first["files"].as_u64().unwrap();
+    assert!(sent >= 2, "{first}");
+    assert_eq!(
+        first["incremental"], false,
+        "no manifest before the first sync"
+    );
+    let stashes = remote_stashes(&fx);
+
+    // Three syncs with no change: nothing sent, nothing stashed, nothing called cluster-side.
+    for i in 0..3 {
+        let (t, u) = pipeline(d.clone(), &[]);
+        assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
+        assert!(
+            t.doc["sync_tracked"]["stash"].is_null(),
+            "sync {i}: {}",
+            t.doc["sync_tracked"]
+        );
+        assert!(!t.stderr.contains("cluster-side"), "sync {i}: {}", t.stderr);
+        let s = &u.doc["sync_untracked"];
+        assert_eq!(s["incremental"], true, "{s}");
+        assert_eq!(s["files"], 0, "sync {i}: nothing new to send: {s}");
+        assert_eq!(
+            s["unchanged_files"].as_u64(),
+            Some(sent + 1),
+            "files and the symlink: {s}"
+        );
+        assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+    }
+    assert_eq!(remote_stashes(&fx), stashes, "the stash list did not grow");
+
+    // One untracked file changed, one deleted, one new: exactly those travel.
+    write(&fx.local.join("untracked.txt"), "untracked, changed\n");
+    std::fs::remove_file(fx.local.join("data/nested/u.bin")).unwrap();
+    write(&fx.local.join("brand-new.txt"), "new\n");
+    let (t, u) = pipeline(d.clone(), &[]);
+    assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
+    let s = &u.doc["sync_untracked"];
+    assert_eq!(s["files"], 2, "the changed and the new file: {s}");
+    assert_eq!(s["deleted"], json!(["data/nested/u.bin"]), "{s}");
+    assert!(
+        !Path::new(&fx.remote_repo).join("data/nested").exists(),
+        "its emptied directories go too"
+    );
+    assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+    assert!(t.doc["sync_tracked"]["stash"].is_null());
+    assert_eq!(remote_stashes(&fx), stashes);
+
+    // Real cluster-side changes are still kept and reported: a tracked edit and an untracked
+    // file no sync sent; our own files stay where they are.
+    let remote = Path::new(&fx.remote_repo);
+    let mut s = shared::quote::Script::new();
+    s.raw("cd -- ")
+        .arg(&fx.remote_repo)
+        .unwrap()
+        .raw(" && echo 'edited on the cluster' >> README.md && echo mine > cluster-only.txt\n");
+    let ssh = shared::ssh::Ssh::from_doc(
+        &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
+    )
+    .unwrap();
+    assert!(ssh
+        .run_script(&s, None, std::time::Duration::from_secs(30))
+        .unwrap()
+        .success());
+    let (t, u) = pipeline(d.clone(), &[]);
+    assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
+    assert!(
+        t.doc["sync_tracked"]["stash"].is_object(),
+        "{}",
+        t.doc["sync_tracked"]
+    );
+    assert!(t.stderr.contains("cluster-side changes"), "{}", t.stderr);
+    assert_eq!(remote_stashes(&fx), stashes + 1);
+    let stashed = git(
+        remote,
+        &[
+            "stash",
+            "show",
+            "--include-untracked",
+            "--name-only",
+            "stash@{0}",
+        ],
+    );
+    assert!(
+        stashed.contains("README.md") && stashed.contains("cluster-only.txt"),
+        "{stashed}"
+    );
+    assert!(
+        !stashed.contains("untracked.txt") && !stashed.contains("brand-new.txt"),
+        "ours are not stashed: {stashed}"
+    );
+    assert_eq!(
+        u.doc["sync_untracked"]["files"], 0,
+        "ours were left in place: {}",
+        u.doc["sync_untracked"]
+    );
+    assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+}

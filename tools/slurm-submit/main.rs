@@ -66,6 +66,11 @@ struct Cli {
     /// Print the document with the exact command that would run; run nothing.
     #[arg(long)]
     dry_run: bool,
+
+    /// How many finished jobs' code trees to keep (besides those of jobs still pending or
+    /// running, which are never removed). Older ones are removed at each submission.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    keep_trees: u32,
 }
 
 impl ToolCli for Cli {
@@ -96,6 +101,44 @@ struct Plan {
     state_dir: String,
     /// The unique tag in the job's --comment (and the names of its files).
     token: String,
+    tree: Trees,
+}
+
+/// Where each job's own code lives (see [`TREE`]).
+struct Trees {
+    /// The folder of every job's tree: `<parent of remote_work_dir>/.trees`.
+    dir: String,
+    /// This job's own tree (the snapshot it was submitted with, and its untracked files).
+    job: String,
+    /// The snapshot commit (`sync_tracked.commit`); empty: the clone's HEAD.
+    commit: String,
+    /// The branch's warm build tree, where build jobs build (outputs survive between builds).
+    warm: String,
+    keep: u32,
+}
+
+impl Trees {
+    fn of(doc: &shared::Document, repo: &str, token: &str, keep: u32) -> Result<Trees> {
+        let work = Layout::of(doc)?.work_dir(repo)?.path;
+        let parent = work
+            .trim_end_matches('/')
+            .rsplit_once('/')
+            .map_or("/", |(p, _)| if p.is_empty() { "/" } else { p })
+            .to_string();
+        let dir = join(&parent, ".trees");
+        let synced = doc.section_as::<schema::SyncTracked>("sync_tracked")?;
+        let branch = synced
+            .as_ref()
+            .and_then(|t| t.branch.clone())
+            .unwrap_or_else(|| "detached".into());
+        Ok(Trees {
+            job: join(&dir, token),
+            warm: join(&dir, &format!("build-{}", layout::sanitize(&branch, true))),
+            commit: synced.map(|t| t.commit).unwrap_or_default(),
+            dir,
+            keep,
+        })
+    }
 }
 
 fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
@@ -131,9 +174,11 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             );
             return Ok(Outcome::Done);
         }
-        build_plan(ctx, &st, &repo, &token)?
+        let trees = Trees::of(&ctx.doc, &repo, &token, cli.keep_trees)?;
+        build_plan(ctx, &st, &token, trees)?
     } else {
-        run_plan(ctx, &st, &repo, &token)?
+        let trees = Trees::of(&ctx.doc, &repo, &token, cli.keep_trees)?;
+        run_plan(ctx, &st, &repo, &token, trees)?
     };
     let ssh = if cli.dry_run {
         None
@@ -189,7 +234,8 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             Err(e) => ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display())),
         }
     }
-    let job_id = submit_once(ctx, &ssh, &plan, &repo, script)?;
+    let (job_id, said) = submit_once(ctx, &ssh, &plan, &repo, script)?;
+    let trees_kb = tree_notes(ctx, &plan, &said);
     shared::testhook::pause("submit:accepted");
     if let Some(entry) = journal {
         ctx.after_written(move || entry.finish());
@@ -202,6 +248,9 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     section.stderr_path = Some(err);
     section.submitted_at = Some(shared::clock::unix_now());
     section.state_dir = Some(plan.state_dir.clone());
+    section.tree = Some(plan.tree.job.clone());
+    section.trees_disk_kb = trees_kb;
+    section.tree_commit = (!plan.tree.commit.is_empty()).then(|| plan.tree.commit.clone());
     section.end_marker = plan
         .recipe
         .map(|recipe| end_marker(&plan.state_dir, &token, recipe));
@@ -313,7 +362,13 @@ fn local_file(field: &str, path: &str) -> Result<std::path::PathBuf> {
     Ok(p.to_path_buf())
 }
 
-fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result<Plan> {
+fn run_plan(
+    ctx: &mut Context,
+    st: &Settings,
+    repo: &str,
+    token: &str,
+    tree: Trees,
+) -> Result<Plan> {
     let doc = &ctx.doc;
     let recipe = match doc.str_opt("recipe")? {
         Some(r) => Recipe::parse(r)?,
@@ -383,7 +438,8 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
         true,
     ));
     let cmd_path = join(&work, &cmd_name);
-    let argv = recipe::run_argv(recipe, st, token, repo, &stdout_path, &stderr_path);
+    // The job runs in its own tree: no later sync changes the code it was submitted with.
+    let argv = recipe::run_argv(recipe, st, token, &tree.job, &stdout_path, &stderr_path);
     if recipe == Recipe::Batch {
         let tail = vec![cmd_path];
         return Ok(Plan {
@@ -399,6 +455,7 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
             wrapper: None,
             state_dir,
             token: token.to_string(),
+            tree,
         });
     }
     let tail = vec!["bash".to_string(), cmd_path];
@@ -407,7 +464,7 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
     let srun_log = join(&state_dir, &format!("{token}.srun.log"));
     let mut w = Script::new();
     w.raw("#!/bin/sh\n# Written by slurm-submit: holds the srun of one job in tmux.\ncd --")
-        .arg(repo)?;
+        .arg(&tree.job)?;
     w.raw(" || { echo 126 >")
         .arg(&exit_file)?
         .raw("; exit 0; }\n");
@@ -434,10 +491,11 @@ fn run_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result
         wrapper: Some(join(&work, &wrapper_name)),
         state_dir,
         token: token.to_string(),
+        tree,
     })
 }
 
-fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Result<Plan> {
+fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Result<Plan> {
     let doc = &ctx.doc;
     let root = Layout::of(doc)?.root()?.ok_or_else(|| {
         shared::doc::missing(
@@ -461,7 +519,12 @@ fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Resu
         image,
         root.clone(),
         scripts.clone(),
-        repo.to_string(),
+        // The build builds in the branch's warm tree, brought to this job's own tree when it
+        // starts (unchanged files keep their mtimes, so outputs from the last build stay valid).
+        tree.warm.clone(),
+        "--sync-from".into(),
+        tree.job.clone(),
+        tree.commit.clone(),
     ];
     match doc.str_opt("build_command")? {
         Some(c) => {
@@ -480,7 +543,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Resu
             tail.push("--nvtx".into());
         }
     }
-    let argv = recipe::build_argv(st, token, repo, &log);
+    let argv = recipe::build_argv(st, token, &tree.job, &log);
     Ok(Plan {
         kind: JobKind::Build,
         recipe: None,
@@ -494,8 +557,76 @@ fn build_plan(ctx: &mut Context, st: &Settings, repo: &str, token: &str) -> Resu
         wrapper: None,
         state_dir: join(&scripts, "log"),
         token: token.to_string(),
+        tree,
     })
 }
+
+/// Shell functions for the job's own code tree, in `$trees/<tag>`:
+///
+/// - `make_tree`: a `git worktree` of the clone at the snapshot commit (a `--shared` clone where
+///   git has no worktrees), kept from gc by `refs/slurm-tools/trees/<tag>`, plus the untracked
+///   files the last untracked sync put into the clone (its manifest lists them). A run job that
+///   follows a build of the same commit also gets that build's outputs (everything untracked or
+///   ignored in the warm build tree), copied. A build job's warm tree is created here when new.
+/// - `prune_trees`: removes the trees of all but the newest `$keep` jobs, never one whose job
+///   Slurm still has (one squeue for all), never one whose submission may still be under way
+///   (no job id yet and younger than an hour); then says how much disk the trees use.
+const TREE: &str = r#"gnu_tar() { tar --version 2>/dev/null | grep -q GNU; }
+copy_listed0() { # copy the NUL-separated paths on stdin from $1 to $2
+  if gnu_tar; then (cd -- "$1" && tar --null -T - -cf -) | (cd -- "$2" && tar -xf -)
+  else tr '\000' '\n' | (cd -- "$1" && tar -T - -cf -) | (cd -- "$2" && tar -xf -); fi
+}
+add_tree() { # add_tree DIR COMMIT
+  if git worktree list >/dev/null 2>&1; then
+    git worktree add -q --detach "$1" "$2" >&2
+  else
+    git clone -q --shared --no-checkout . "$1" >&2 && (cd -- "$1" && git checkout -q --detach "$2" >&2)
+  fi
+}
+make_tree() {
+  [ -e "$tree" ] && return 0
+  mkdir -p -- "$trees" || return 1
+  [ -n "$commit" ] || commit=$(git rev-parse HEAD) || return 1
+  git update-ref "refs/slurm-tools/trees/$token" "$commit" || return 1
+  add_tree "$tree" "$commit" || return 1
+  : >"$trees/$token.job"
+  if [ -s "$paths0" ]; then
+    snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)
+    [ "$snap" = "$commit" ] || echo "UNTRACKED_FROM ${snap:-unknown}"
+    copy_listed0 . "$tree" <"$paths0" || return 1
+  fi
+  if [ "$is_build" = yes ]; then
+    [ -e "$warm" ] || add_tree "$warm" "$commit" || return 1
+  elif [ -f "$warm.built" ] && [ "$(cat "$warm.built")" = "$commit" ]; then
+    (cd -- "$warm" && { git ls-files -z --others --directory --exclude-standard; git ls-files -z --others --ignored --exclude-standard --directory; }) | copy_listed0 "$warm" "$tree" || return 1
+    echo "BUILD_OUTPUTS $warm"
+  fi
+  return 0
+}
+prune_trees() {
+  live=$(squeue -h -u "$(id -un)" -o '%i' 2>/dev/null) || return 0
+  n=0
+  for name in $(ls -1t -- "$trees" 2>/dev/null); do
+    case "$name" in build-*|*.job|*.built|*.lock) continue ;; esac
+    [ -d "$trees/$name" ] || continue
+    n=$((n + 1))
+    [ "$n" -gt "$keep" ] || continue
+    [ "$name" = "$token" ] && continue
+    jid=$(head -n 1 "$trees/$name.job" 2>/dev/null)
+    if [ -n "$jid" ]; then
+      printf '%s\n' "$live" | grep -qx -- "$jid" && continue
+    elif [ -n "$(find "$trees/$name" -maxdepth 0 -mmin -60 2>/dev/null)" ]; then
+      continue
+    fi
+    git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "$trees/$name"
+    rm -f -- "$trees/$name.job"
+    git update-ref -d "refs/slurm-tools/trees/$name" 2>/dev/null
+    echo "PRUNED $name"
+  done
+  git worktree prune >/dev/null 2>&1
+  echo "TREES_KB $(du -sk -- "$trees" 2>/dev/null | cut -f1)"
+}
+"#;
 
 /// Shell function: the job's id, from the file the job writes when it starts, else from squeue
 /// by the unique tag in its --comment; empty when Slurm does not have it (yet). Needs `token`
@@ -525,7 +656,23 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
         &join(&plan.state_dir, &format!("{token}.jobid")),
     )?;
     s.assign("thorough", if thorough { "yes" } else { "no" })?;
+    s.assign("trees", &plan.tree.dir)?;
+    s.assign("tree", &plan.tree.job)?;
+    s.assign("commit", &plan.tree.commit)?;
+    s.assign("warm", &plan.tree.warm)?;
+    s.assign("keep", &plan.tree.keep.to_string())?;
+    s.assign(
+        "is_build",
+        if plan.kind == JobKind::Build {
+            "yes"
+        } else {
+            "no"
+        },
+    )?;
+    s.assign("manifest", shared::manifest::MANIFEST)?;
+    s.assign("paths0", shared::manifest::PATHS0)?;
     s.raw(FIND_JOB);
+    s.raw(TREE);
     s.raw(
         r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit "$E_UPLOAD_DIR"
 if command -v flock >/dev/null 2>&1; then
@@ -537,6 +684,9 @@ if [ "$thorough" = yes ] || [ -s "$jobid_file" ]; then id=$(find_job); fi
 if [ -n "$id" ]; then cat >/dev/null; echo "RESUMED"; echo "JOBID $id"; exit 0; fi
 tar -x --no-same-owner -f - -C "$dir" || exit "$E_EXTRACT"
 cd -- "$repo" || exit "$E_NO_CHECKOUT"
+make_tree || exit "$E_TREE"
+prune_trees
+cd -- "$tree" || exit "$E_TREE"
 "#,
     );
     match (&plan.tmux_session, &plan.wrapper) {
@@ -560,7 +710,7 @@ echo "TMUX $session"
 i=0
 while [ "$i" -lt 600 ]; do
   id=$(find_job)
-  if [ -n "$id" ]; then echo "JOBID $id"; exit 0; fi
+  if [ -n "$id" ]; then printf '%s\n' "$id" >"$trees/$token.job"; echo "JOBID $id"; exit 0; fi
   if [ -s "$exit_file" ]; then echo "SRUN_EXIT $(cat "$exit_file")"; cat "$srun_log" >&2; exit "$E_SRUN_EXITED"; fi
   sleep 0.1
   i=$((i + 1))
@@ -578,12 +728,53 @@ exit "$E_NO_JOB_ID"
                 r#" 2>"$state/$token.submit.err") || { cat "$state/$token.submit.err" >&2; exit "$E_SUBMIT"; }
 id=${out%%;*}
 printf '%s\n' "$id" >"$jobid_file"
+printf '%s\n' "$id" >"$trees/$token.job"
 echo "JOBID $id"
 "#,
             );
         }
     }
     Ok(s)
+}
+
+/// What the cluster-side script said about the job's code tree; the disk all trees use (KiB).
+fn tree_notes(ctx: &Context, plan: &Plan, said: &str) -> Option<u64> {
+    let mut pruned = 0;
+    let mut kb = None;
+    for line in said.lines() {
+        let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match tag {
+            "UNTRACKED_FROM" => ctx.warn(format!(
+                "the untracked files in the remote clone are from the sync of snapshot {rest}, not of this job's snapshot {}: the job's tree has those (run slurm-sync-untracked on this document before submitting to send its own)",
+                plan.tree.commit
+            )),
+            "BUILD_OUTPUTS" => ctx.note(format!(
+                "the job's tree has the outputs of the build of the same snapshot (from {rest})"
+            )),
+            "PRUNED" => pruned += 1,
+            "TREES_KB" => kb = rest.trim().parse().ok(),
+            _ => {}
+        }
+    }
+    ctx.note(format!(
+        "the job runs in its own code tree {} (snapshot {}){}",
+        plan.tree.job,
+        if plan.tree.commit.is_empty() {
+            "of the clone's HEAD"
+        } else {
+            &plan.tree.commit[..plan.tree.commit.len().min(12)]
+        },
+        match (pruned, kb) {
+            (0, Some(kb)) => format!("; job trees use {}", shared::ui::human_bytes(kb * 1024)),
+            (n, Some(kb)) => format!(
+                "; removed {n} finished job tree(s) (keeping {}), job trees use {}",
+                plan.tree.keep,
+                shared::ui::human_bytes(kb * 1024)
+            ),
+            _ => String::new(),
+        }
+    ));
+    kb
 }
 
 fn job_id_of(text: &str) -> Option<String> {
@@ -609,7 +800,7 @@ fn submit_once(
     plan: &Plan,
     repo: &str,
     mut script: Script,
-) -> Result<String> {
+) -> Result<(String, String)> {
     let mut attempt = 0;
     loop {
         attempt += 1;
@@ -623,7 +814,7 @@ fn submit_once(
                     if text.lines().any(|l| l == "RESUMED") {
                         ctx.note(format!("Slurm already had this submission (job {id}, tag {}); not submitting again", plan.token));
                     }
-                    return Ok(id);
+                    return Ok((id, text));
                 }
                 return Err(failure(out, plan, ssh));
             }
@@ -651,6 +842,8 @@ fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
         Some(Exit::SubmitFailed | Exit::SrunExited) => shared::slurm::submission_error(&out.stderr_tail),
         Some(Exit::UploadDir | Exit::Extract) => ToolError::remote(format!("could not upload the job's files into {} on {}", plan.upload_dir, ssh.host))
             .with_hint("check that the directory is writable and the disk is not full"),
+        Some(Exit::Tree) => ToolError::remote(format!("could not make the job's own code tree {} on {}", plan.tree.job, ssh.host))
+            .with_hint("see git's stderr in this error: the disk may be full, or the snapshot commit missing from the clone (rerun slurm-sync-tracked)"),
         Some(Exit::NoCheckout) => ToolError::remote(format!("the remote checkout does not exist on {}", ssh.host)).with_field("remote_repo_path")
             .with_hint("run slurm-sync-tracked first"),
         Some(Exit::TmuxStart | Exit::NoTmux) => ToolError::remote(format!("could not start a tmux session on {} to hold the srun", ssh.host))

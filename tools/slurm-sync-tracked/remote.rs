@@ -26,6 +26,8 @@ fn header(p: &Plan) -> Result<Script> {
     s.assign("url", p.url)?;
     s.assign("temp", p.temp)?;
     s.assign("work", p.work)?;
+    s.assign("ours", shared::manifest::MANIFEST)?;
+    s.assign("ours_exclude", shared::manifest::EXCLUDE)?;
     s.raw("set --");
     for r in p.refresh {
         s.arg(r)?;
@@ -69,8 +71,21 @@ const CHECKOUT: &str = r#"
 cd -- "$repo" || exit "$E_ENTER"
 mkdir -p .git/info
 grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
-if [ -n "$(git status --porcelain --untracked-files=all 2>/dev/null | head -n 1)" ]; then
-  git stash push -u -q -m "auto-stash before remote sync $temp" >&2 || exit "$E_STASH"
+# Cluster-side changes: tracked edits, and untracked files that no untracked sync put here (its
+# manifest lists ours, quoted as git quotes them). Ours are never stashed: while stashing, they
+# are excluded through the patterns the untracked sync left.
+dirty=$(git -c core.quotePath=false status --porcelain --untracked-files=all 2>/dev/null | awk -v ours="$ours" '
+  BEGIN { while ((getline l < ours) > 0) { i = index(l, "\t"); if (i) o[substr(l, i + 1)] = 1 } }
+  /^\?\? / { if (substr($0, 4) in o) next }
+  { print; exit }')
+if [ -n "$dirty" ]; then
+  saved=.git/info/exclude.slurm-tools-saved
+  cp .git/info/exclude "$saved" 2>/dev/null || : > "$saved"
+  if [ -f "$ours_exclude" ]; then cat "$ours_exclude" >> .git/info/exclude; fi
+  git stash push -u -q -m "auto-stash before remote sync $temp" >&2
+  rc=$?
+  cat "$saved" > .git/info/exclude && rm -f "$saved"
+  [ "$rc" = 0 ] || exit "$E_STASH"
   echo "STASHED $(git rev-parse -q --verify refs/stash) auto-stash before remote sync $temp"
 fi
 if [ "$via" = origin ]; then
@@ -81,14 +96,18 @@ if [ "$via" = origin ]; then
     echo "ORIGIN_DIFFERS $(git remote get-url origin 2>/dev/null)"
     git fetch -q -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit "$E_FETCH"
   fi
-  git checkout -q -B "$temp" "refs/remotes/origin/$temp" >&2 || exit "$E_CHECKOUT"
+  git checkout -q -f -B "$temp" "refs/remotes/origin/$temp" >&2 || exit "$E_CHECKOUT"
 else
-  git checkout -q "$temp" >&2 || exit "$E_CHECKOUT"
+  git checkout -q -f "$temp" >&2 || exit "$E_CHECKOUT"
 fi
 for p do
   if git cat-file -e "HEAD:$p" 2>/dev/null; then
     rm -rf -- "$p" && git checkout -q HEAD -- "$p" >&2 || exit "$E_REFRESH"
     echo "REFRESHED $p"
+    # Untracked files of ours under it went with it: the next untracked sync sends them all.
+    if [ -f "$ours" ] && awk -v p="$p/" 'index(l = substr($0, index($0, "\t") + 1), p) == 1 || l ~ /^"/ { f = 1 } END { exit !f }' "$ours"; then
+      rm -f -- "$ours"
+    fi
   fi
 done
 mkdir -p -- "$work" || exit "$E_MKDIR"

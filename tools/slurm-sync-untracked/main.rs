@@ -4,13 +4,14 @@
 use clap::Parser;
 use shared::archive::{self, Item, Stats};
 use shared::git::{run_git, LocalRepo};
+use shared::manifest::{self, Entry, Manifest};
 use shared::quote::Script;
 use shared::remote_exit::{ExitCodes, SyncUntracked as UntrackedExit};
-use shared::schema::{Preflight, Skipped, SyncUntracked};
+use shared::schema::{Preflight, Skipped, SyncTracked, SyncUntracked};
 use shared::ssh::Ssh;
 use shared::ui::{human_bytes, Progress};
 use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex};
@@ -26,6 +27,12 @@ use std::time::{Duration, Instant};
 /// bits are kept, ownership and setuid bits are not. On the remote, extraction stays inside
 /// `remote_repo_path`: symlinks an earlier sync left where a directory now goes are removed
 /// first, so nothing is written through them. Run it after slurm-sync-tracked.
+///
+/// Re-syncs are incremental: the remote checkout keeps a manifest of what the last sync sent
+/// (in .git/slurm-tools/), so only new and changed files travel (size, mtime, mode or kind
+/// differ), files deleted locally are deleted there, and unchanged ones cost nothing but the
+/// local stat. slurm-sync-tracked knows these files as ours: it never stashes them or calls
+/// them cluster-side changes. --full sends everything again.
 ///
 /// Reads: repo_root (default: the repository around the current directory), remote_repo_path
 /// (slurm-sync-tracked derives it), ssh_host and the connection fields.
@@ -43,6 +50,11 @@ struct Cli {
     /// Compress the stream with gzip (for slow links; costs CPU on both sides).
     #[arg(long)]
     gzip: bool,
+
+    /// Send every untracked file, ignoring what the last sync recorded as sent (after files in
+    /// the remote checkout were changed or removed there by hand).
+    #[arg(long)]
+    full: bool,
 }
 
 impl ToolCli for Cli {
@@ -60,6 +72,10 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let started = Instant::now();
     let ssh = Ssh::from_doc(&ctx.doc)?;
     let repo_path = shared::layout::Layout::of(&ctx.doc)?.repo_path_req()?.path;
+    let snapshot = ctx
+        .doc
+        .section_as::<SyncTracked>("sync_tracked")?
+        .map(|t| t.commit);
     let local = LocalRepo::open(&ctx.doc)?;
     let (items, unopened) = untracked(&local)?;
     let gnu_tar = ctx
@@ -68,22 +84,92 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .and_then(|p| p.remote.tar)
         .is_none_or(|t| t.contains("GNU"));
 
+    // What the last sync sent (one short round trip), and what the local files are now.
+    let previous = if cli.full {
+        None
+    } else {
+        read_manifest(&ssh, &repo_path)?
+    };
+    let now: BTreeMap<Vec<u8>, Entry> = items
+        .iter()
+        .filter_map(|it| {
+            let meta = std::fs::symlink_metadata(local.root.join(&it.name)).ok()?;
+            Some((it.name.as_bytes().to_vec(), Entry::of(&meta)?))
+        })
+        .collect();
+    let delta = manifest::delta(previous.as_ref(), &now);
+    let unchanged_bytes: u64 = delta
+        .unchanged
+        .iter()
+        .filter_map(|p| now.get(p))
+        .filter(|e| e.kind == 'f')
+        .map(|e| e.size)
+        .sum();
+    // Files that are not files or symlinks (FIFOs, nested repositories...) go to the archive,
+    // which skips them with their reason.
+    let to_send: Vec<Item> = items
+        .into_iter()
+        .filter(|it| {
+            let name = it.name.as_bytes();
+            !delta.unchanged.iter().any(|u| u.as_slice() == name)
+        })
+        .collect();
+    let (delete, undeletable): (Vec<String>, Vec<Vec<u8>>) = {
+        let mut ok = Vec::new();
+        let mut bad = Vec::new();
+        for p in &delta.delete {
+            match String::from_utf8(p.clone()) {
+                Ok(s) => ok.push(s),
+                Err(_) => bad.push(p.clone()),
+            }
+        }
+        (ok, bad)
+    };
+    for p in &undeletable {
+        ctx.warn(format!(
+            "{:?} was deleted locally, but its name is not UTF-8 and cannot be deleted on the cluster by name; remove it there by hand",
+            String::from_utf8_lossy(p)
+        ));
+    }
+    let snapshot_moved = previous.as_ref().map(|m| &m.snapshot) != Some(&snapshot);
+
     let stats = Arc::new(Mutex::new(Stats {
         skipped: unopened,
         ..Stats::default()
     }));
-    let unlinked = if items.is_empty() {
-        ctx.note("no untracked files to send");
+    let mut deleted = Vec::new();
+    let unlinked = if to_send.is_empty() && delete.is_empty() && !snapshot_moved {
+        if now.is_empty() {
+            ctx.note("no untracked files to send");
+        } else {
+            ctx.note(format!(
+                "{} untracked file(s), {}, unchanged since the last sync: nothing to send",
+                delta.unchanged.len(),
+                human_bytes(unchanged_bytes)
+            ));
+        }
         Vec::new()
     } else {
-        ctx.note(format!(
-            "sending {} untracked entr{} to {}:{repo_path}",
-            items.len(),
-            if items.len() == 1 { "y" } else { "ies" },
-            ssh.host
-        ));
-        let script = extract_script(&repo_path, &items, cli.gzip, gnu_tar)?;
-        let total = items.len() as u64;
+        if !delta.unchanged.is_empty() || !delete.is_empty() {
+            ctx.note(format!(
+                "sending {} new or changed untracked entr{} to {}:{repo_path} ({} unchanged, {} not sent; {} to delete there)",
+                to_send.len(),
+                if to_send.len() == 1 { "y" } else { "ies" },
+                ssh.host,
+                delta.unchanged.len(),
+                human_bytes(unchanged_bytes),
+                delete.len()
+            ));
+        } else {
+            ctx.note(format!(
+                "sending {} untracked entr{} to {}:{repo_path}",
+                to_send.len(),
+                if to_send.len() == 1 { "y" } else { "ies" },
+                ssh.host
+            ));
+        }
+        let script = extract_script(&repo_path, &to_send, &delete, cli.gzip, gnu_tar)?;
+        let total = to_send.len() as u64;
         let progress_started = Instant::now();
         let mut progress = Progress::new(ctx.tool);
         let progress_fn: archive::ProgressFn = Box::new(move |files, bytes| {
@@ -99,10 +185,56 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 progress.finish();
             }
         });
+        // The new manifest, written last in the same stream: the unchanged entries as they were,
+        // and what was really sent now (a file that changed while it was read is recorded so
+        // that the next sync sends it again; a skipped one is not recorded).
+        let tail: archive::TailFn = {
+            let (previous, now, snapshot) = (previous.clone(), now.clone(), snapshot.clone());
+            let unchanged: std::collections::BTreeSet<Vec<u8>> =
+                delta.unchanged.iter().cloned().collect();
+            Box::new(move |st: &Stats| {
+                let skipped: std::collections::BTreeSet<&str> =
+                    st.skipped.iter().map(|k| k.path.as_str()).collect();
+                let changed: std::collections::BTreeSet<&str> = st
+                    .changed_while_reading
+                    .iter()
+                    .map(String::as_str)
+                    .collect();
+                let mut m = Manifest {
+                    snapshot,
+                    entries: BTreeMap::new(),
+                };
+                for (path, e) in now {
+                    let shown = String::from_utf8_lossy(&path).into_owned();
+                    if unchanged.contains(&path) {
+                        let old = previous.as_ref().and_then(|p| p.entries.get(&path));
+                        m.entries.insert(path, old.cloned().unwrap_or(e));
+                    } else if skipped.contains(shown.as_str()) {
+                        continue;
+                    } else if changed.contains(shown.as_str()) {
+                        m.entries.insert(path, Entry { mtime_s: -1, ..e });
+                    } else {
+                        m.entries.insert(path, e);
+                    }
+                }
+                vec![
+                    (manifest::EXCLUDE.into(), m.exclude_patterns()),
+                    (manifest::PATHS0.into(), m.paths0()),
+                    (manifest::MANIFEST.into(), m.render().into_bytes()),
+                ]
+            })
+        };
         let (writer_stats, gzip) = (stats.clone(), cli.gzip);
         let payload: shared::process::StreamWriter = Box::new(move |w: &mut dyn std::io::Write| {
             shared::testhook::pause("sync-untracked:streaming");
-            let r = archive::write_archive(&items, w, gzip, &writer_stats, Some(progress_fn));
+            let r = archive::write_archive_then(
+                &to_send,
+                w,
+                gzip,
+                &writer_stats,
+                Some(progress_fn),
+                Some(tail),
+            );
             if let Err(e) = &r {
                 writer_stats.lock().unwrap().write_error = Some(e.to_string());
             }
@@ -118,13 +250,18 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             })
             .map(str::to_string)
             .collect();
+        deleted = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("DELETED "))
+            .map(str::to_string)
+            .collect();
         if !out.success() {
             let s = stats.lock().unwrap();
             let (msg, hint) = match UntrackedExit::from_status(out.code) {
                 Some(UntrackedExit::NoCheckout) => (format!("the remote checkout {repo_path} does not exist on {}", ssh.host), "run slurm-sync-tracked first (it creates the checkout)".to_string()),
                 _ => (
                     format!("extracting the untracked files on {} failed (remote tar: {}) after {} file(s), {}", ssh.host, out.exit_text(), s.files, human_bytes(s.bytes)),
-                    "see tar's stderr in this error: a full remote disk or quota is the usual cause; rerun the sync once fixed (it sends everything again)".to_string(),
+                    "see tar's stderr in this error: a full remote disk or quota is the usual cause; rerun the sync once fixed (what did not arrive is sent again)".to_string(),
                 ),
             };
             return Err(ToolError::remote(msg)
@@ -155,10 +292,12 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     let secs = started.elapsed().as_secs_f64();
     ctx.note(format!(
-        "sent {} file(s), {} symlink(s), {} in {:.1} s",
+        "sent {} file(s), {} symlink(s), {}; {} unchanged, {} deleted there; in {:.1} s",
         s.files,
         s.symlinks,
         human_bytes(s.bytes),
+        delta.unchanged.len(),
+        deleted.len(),
         secs
     ));
     ctx.doc.set_section(
@@ -173,9 +312,42 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             compressed: cli.gzip,
             remote_repo_path: repo_path,
             unlinked,
+            incremental: previous.is_some(),
+            unchanged_files: delta.unchanged.len() as u64,
+            unchanged_bytes,
+            deleted,
         },
     );
     Ok(Outcome::Done)
+}
+
+/// The manifest the last sync left in the remote checkout (`None`: none, or not readable as
+/// one; then everything is sent).
+fn read_manifest(ssh: &Ssh, repo: &str) -> Result<Option<Manifest>> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    shared::remote_exit::assign::<UntrackedExit>(&mut s)?;
+    s.assign("repo", repo)?;
+    s.assign("manifest", manifest::MANIFEST)?;
+    s.raw("cd -- \"$repo\" 2>/dev/null || exit \"$E_NO_CHECKOUT\"\n[ -f \"$manifest\" ] && cat -- \"$manifest\"\nexit 0\n");
+    let out = ssh.run_script(&s, None, Duration::from_secs(300))?;
+    if UntrackedExit::from_status(out.code) == Some(UntrackedExit::NoCheckout) {
+        return Err(ToolError::remote(format!(
+            "the remote checkout {repo} does not exist on {}",
+            ssh.host
+        ))
+        .with_hint("run slurm-sync-tracked first (it creates the checkout)"));
+    }
+    if !out.success() {
+        return Err(ToolError::remote(format!(
+            "reading the last sync's manifest in {repo} on {} failed ({})",
+            ssh.host,
+            out.exit_text()
+        ))
+        .with_hint("rerun the sync; `--full` sends everything without reading it")
+        .with_command(out.record()));
+    }
+    Ok(Manifest::parse(&out.stdout))
 }
 
 /// The untracked, non-ignored files and symlinks (listed NUL-separated, so every name survives),
@@ -226,12 +398,22 @@ fn unopened_dirs(stderr: &str) -> Vec<Skipped> {
         .collect()
 }
 
-/// The remote side: remove what would make tar write outside the checkout, then extract.
-fn extract_script(repo: &str, items: &[Item], gzip: bool, gnu: bool) -> Result<Script> {
-    // Every directory that will hold a file, shallowest first.
+/// The remote side: delete what was deleted locally (never through a symlink), remove what
+/// would make tar write outside the checkout, then extract (the manifest files come last).
+fn extract_script(
+    repo: &str,
+    items: &[Item],
+    delete: &[String],
+    gzip: bool,
+    gnu: bool,
+) -> Result<Script> {
+    // Every directory that will hold a file, shallowest first (the manifest's own directory too).
     let mut dirs: BTreeSet<Vec<u8>> = BTreeSet::new();
-    for it in items {
-        let name = it.name.as_bytes();
+    let names = items
+        .iter()
+        .map(|it| it.name.as_bytes())
+        .chain([manifest::MANIFEST.as_bytes()]);
+    for name in names {
         for (i, b) in name.iter().enumerate() {
             if *b == b'/' {
                 dirs.insert(name[..i].to_vec());
@@ -244,7 +426,35 @@ fn extract_script(repo: &str, items: &[Item], gzip: bool, gnu: bool) -> Result<S
     s.raw("set -u\n");
     shared::remote_exit::assign::<UntrackedExit>(&mut s)?;
     s.assign("repo", repo)?;
-    s.raw("cd -- \"$repo\" 2>/dev/null || exit \"$E_NO_CHECKOUT\"\nset --");
+    s.raw("cd -- \"$repo\" 2>/dev/null || exit \"$E_NO_CHECKOUT\"\n");
+    if !delete.is_empty() {
+        s.raw("set --");
+        for p in delete {
+            s.arg(p)?;
+        }
+        s.raw(
+            r#"
+for p do
+  case "/$p/" in */../*|*/./*|//*) continue ;; esac
+  d=$p; safe=1
+  while :; do
+    case "$d" in */*) d=${d%/*} ;; *) break ;; esac
+    if [ -L "$d" ]; then safe=0; break; fi
+  done
+  [ "$safe" = 1 ] || continue
+  if [ -L "$p" ] || [ -f "$p" ]; then
+    rm -f -- "$p" && echo "DELETED $p"
+    d=$p
+    while :; do
+      case "$d" in */*) d=${d%/*} ;; *) break ;; esac
+      rmdir -- "$d" 2>/dev/null || break
+    done
+  fi
+done
+"#,
+        );
+    }
+    s.raw("set --");
     for d in &dirs {
         let d = std::str::from_utf8(d).map_err(|_| {
             ToolError::bad_input("an untracked directory name is not valid UTF-8 and cannot be checked on the remote side")

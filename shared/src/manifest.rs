@@ -1,0 +1,350 @@
+//! What the last untracked sync put into the remote checkout, so a re-sync sends only what
+//! changed, deletes what was deleted locally, and the remote side can tell our files from
+//! cluster-side ones (issue: the edit-sync-run loop).
+//!
+//! slurm-sync-untracked keeps three files in the remote clone's `.git/slurm-tools/`, written as
+//! the last entries of its tar stream (so a broken stream leaves the previous, still true, set):
+//! - `untracked.manifest`: a header line, then one line per file or symlink sent:
+//!   `<kind><mode> <size> <mtime s>.<ns>\t<path>`, the path quoted the way git quotes it with
+//!   `core.quotePath=false` (so the remote side compares it with `git status` output as text);
+//! - `untracked.exclude`: the same paths as anchored, escaped gitignore patterns (the tracked
+//!   sync adds them to `.git/info/exclude` only while it stashes cluster-side changes, so our own
+//!   files are never stashed);
+//! - `untracked.paths0`: the raw paths, NUL-separated (for `tar --null -T`, e.g. to copy them
+//!   into a job's own tree).
+//!
+//! The local stat (size, mtime to the nanosecond, executable bit, kind) decides "unchanged";
+//! what the remote side did to a file since is not looked at (a person who edits our copy on
+//! the cluster gets it overwritten on the next change of the local file).
+
+use std::collections::BTreeMap;
+
+/// The remote directory (inside the clone's `.git`) that holds the files above.
+pub const DIR: &str = ".git/slurm-tools";
+pub const MANIFEST: &str = ".git/slurm-tools/untracked.manifest";
+pub const EXCLUDE: &str = ".git/slurm-tools/untracked.exclude";
+pub const PATHS0: &str = ".git/slurm-tools/untracked.paths0";
+
+const HEADER: &str = "# slurm-tools untracked manifest v1";
+
+/// One file or symlink as it was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// `f` (file) or `l` (symlink).
+    pub kind: char,
+    /// 644 or 755 for files (what the archive sends), 777 for symlinks.
+    pub mode: u32,
+    pub size: u64,
+    pub mtime_s: i64,
+    pub mtime_ns: u32,
+}
+
+/// The manifest: raw path bytes to what was sent, and the snapshot the sync belonged to.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Manifest {
+    pub snapshot: Option<String>,
+    pub entries: BTreeMap<Vec<u8>, Entry>,
+}
+
+impl Entry {
+    /// The entry for a local file or symlink, as the archive would send it; `None` for anything
+    /// else (those are skipped, never recorded).
+    pub fn of(meta: &std::fs::Metadata) -> Option<Entry> {
+        use std::os::unix::fs::MetadataExt;
+        let ft = meta.file_type();
+        let (kind, mode) = if ft.is_symlink() {
+            ('l', 0o777)
+        } else if ft.is_file() {
+            (
+                'f',
+                if meta.mode() & 0o111 != 0 {
+                    0o755
+                } else {
+                    0o644
+                },
+            )
+        } else {
+            return None;
+        };
+        Some(Entry {
+            kind,
+            mode,
+            size: meta.len(),
+            mtime_s: meta.mtime(),
+            mtime_ns: meta.mtime_nsec().clamp(0, 999_999_999) as u32,
+        })
+    }
+}
+
+impl Manifest {
+    /// The manifest's text.
+    pub fn render(&self) -> String {
+        let mut s = String::from(HEADER);
+        if let Some(snap) = &self.snapshot {
+            s.push_str(" snapshot=");
+            s.push_str(snap);
+        }
+        s.push('\n');
+        for (path, e) in &self.entries {
+            s.push_str(&format!(
+                "{}{:o} {} {}.{:09}\t{}\n",
+                e.kind,
+                e.mode,
+                e.size,
+                e.mtime_s,
+                e.mtime_ns,
+                git_quote(path)
+            ));
+        }
+        s
+    }
+
+    /// Parse a manifest; `None` when the text is not one (then everything is sent again).
+    pub fn parse(text: &[u8]) -> Option<Manifest> {
+        let text = std::str::from_utf8(text).ok()?;
+        let mut lines = text.lines();
+        let header = lines.next()?;
+        let rest = header.strip_prefix(HEADER)?;
+        let snapshot = rest
+            .trim()
+            .strip_prefix("snapshot=")
+            .map(str::to_string)
+            .filter(|s| !s.is_empty());
+        let mut m = Manifest {
+            snapshot,
+            entries: BTreeMap::new(),
+        };
+        for line in lines {
+            let (meta, quoted) = line.split_once('\t')?;
+            let mut f = meta.split(' ');
+            let km = f.next()?;
+            let kind = km.chars().next().filter(|k| matches!(k, 'f' | 'l'))?;
+            let mode = u32::from_str_radix(&km[1..], 8).ok()?;
+            let size = f.next()?.parse().ok()?;
+            let (s, ns) = f.next()?.split_once('.')?;
+            let entry = Entry {
+                kind,
+                mode,
+                size,
+                mtime_s: s.parse().ok()?,
+                mtime_ns: ns.parse().ok()?,
+            };
+            m.entries.insert(git_unquote(quoted)?, entry);
+        }
+        Some(m)
+    }
+
+    /// Anchored gitignore patterns matching exactly these paths (names with a newline cannot be
+    /// written as a pattern and are left out: such a file may still be stashed).
+    pub fn exclude_patterns(&self) -> Vec<u8> {
+        let mut out = b"# slurm-tools: files the untracked sync put here\n".to_vec();
+        for path in self.entries.keys() {
+            if path.contains(&b'\n') {
+                continue;
+            }
+            out.push(b'/');
+            for &b in path.iter() {
+                if matches!(b, b'\\' | b'*' | b'?' | b'[' | b'!' | b'#' | b' ') {
+                    out.push(b'\\');
+                }
+                out.push(b);
+            }
+            out.push(b'\n');
+        }
+        out
+    }
+
+    /// The paths, each followed by NUL.
+    pub fn paths0(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for path in self.entries.keys() {
+            out.extend_from_slice(path);
+            out.push(0);
+        }
+        out
+    }
+}
+
+/// What a re-sync must do, from the manifest of the last sync and the local files now.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Delta {
+    /// New or changed: sent.
+    pub send: Vec<Vec<u8>>,
+    /// Unchanged: not sent.
+    pub unchanged: Vec<Vec<u8>>,
+    /// In the manifest, gone locally: deleted remotely.
+    pub delete: Vec<Vec<u8>>,
+}
+
+pub fn delta(previous: Option<&Manifest>, now: &BTreeMap<Vec<u8>, Entry>) -> Delta {
+    let mut d = Delta::default();
+    for (path, e) in now {
+        match previous.and_then(|p| p.entries.get(path)) {
+            Some(old) if old == e => d.unchanged.push(path.clone()),
+            _ => d.send.push(path.clone()),
+        }
+    }
+    if let Some(p) = previous {
+        d.delete = p
+            .entries
+            .keys()
+            .filter(|k| !now.contains_key(*k))
+            .cloned()
+            .collect();
+    }
+    d
+}
+
+/// A path as git prints it with `core.quotePath=false` (`git status`, `git ls-files`): as is,
+/// unless it has a `"`, a `\` or a control byte; then in double quotes with C escapes.
+pub fn git_quote(path: &[u8]) -> String {
+    let needs = path
+        .iter()
+        .any(|&b| b == b'"' || b == b'\\' || b < 0x20 || b == 0x7f);
+    if !needs {
+        return String::from_utf8_lossy(path).into_owned();
+    }
+    let mut out = Vec::with_capacity(path.len() + 2);
+    out.push(b'"');
+    for &b in path {
+        match b {
+            b'\x07' => out.extend_from_slice(b"\\a"),
+            b'\x08' => out.extend_from_slice(b"\\b"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\x0b' => out.extend_from_slice(b"\\v"),
+            b'\x0c' => out.extend_from_slice(b"\\f"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b if b < 0x20 || b == 0x7f => out.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            b => out.push(b),
+        }
+    }
+    out.push(b'"');
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The inverse of [`git_quote`].
+pub fn git_unquote(text: &str) -> Option<Vec<u8>> {
+    let Some(inner) = text.strip_prefix('"') else {
+        return Some(text.as_bytes().to_vec());
+    };
+    let inner = inner.strip_suffix('"')?.as_bytes();
+    let mut out = Vec::with_capacity(inner.len());
+    let mut i = 0;
+    while i < inner.len() {
+        let b = inner[i];
+        if b != b'\\' {
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        let e = *inner.get(i + 1)?;
+        i += 2;
+        out.push(match e {
+            b'a' => 7,
+            b'b' => 8,
+            b't' => b'\t',
+            b'n' => b'\n',
+            b'v' => 11,
+            b'f' => 12,
+            b'r' => b'\r',
+            b'"' => b'"',
+            b'\\' => b'\\',
+            b'0'..=b'7' => {
+                let digits = std::str::from_utf8(inner.get(i - 1..i + 2)?).ok()?;
+                i += 2;
+                u8::from_str_radix(digits, 8).ok()?
+            }
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(size: u64, s: i64) -> Entry {
+        Entry {
+            kind: 'f',
+            mode: 0o644,
+            size,
+            mtime_s: s,
+            mtime_ns: 5,
+        }
+    }
+
+    #[test]
+    fn quoting_matches_git_and_round_trips() {
+        for (raw, quoted) in [
+            (&b"plain/name.txt"[..], "plain/name.txt"),
+            (b"sp ace", "sp ace"),
+            ("ünï".as_bytes(), "ünï"),
+            (b"new\nline", "\"new\\nline\""),
+            (b"tab\there", "\"tab\\there\""),
+            (b"q\"uote", "\"q\\\"uote\""),
+            (b"back\\slash", "\"back\\\\slash\""),
+            (b"bell\x07\x01", "\"bell\\a\\001\""),
+        ] {
+            assert_eq!(git_quote(raw), quoted);
+            assert_eq!(git_unquote(quoted).unwrap(), raw);
+        }
+        assert_eq!(git_unquote("\"open"), None);
+    }
+
+    #[test]
+    fn a_manifest_round_trips_and_a_foreign_file_is_not_one() {
+        let mut m = Manifest {
+            snapshot: Some("abc".into()),
+            ..Default::default()
+        };
+        m.entries.insert(b"a b\nc".to_vec(), entry(3, 7));
+        m.entries.insert(
+            b"link".to_vec(),
+            Entry {
+                kind: 'l',
+                mode: 0o777,
+                size: 4,
+                mtime_s: -1,
+                mtime_ns: 0,
+            },
+        );
+        let text = m.render();
+        assert_eq!(Manifest::parse(text.as_bytes()), Some(m));
+        assert_eq!(Manifest::parse(b"hello\n"), None);
+        assert_eq!(Manifest::parse(b""), None);
+    }
+
+    #[test]
+    fn the_delta_sends_new_and_changed_and_deletes_what_went() {
+        let mut old = Manifest::default();
+        old.entries.insert(b"same".to_vec(), entry(1, 1));
+        old.entries.insert(b"changed".to_vec(), entry(1, 1));
+        old.entries.insert(b"gone".to_vec(), entry(1, 1));
+        let mut now = BTreeMap::new();
+        now.insert(b"same".to_vec(), entry(1, 1));
+        now.insert(b"changed".to_vec(), entry(1, 2));
+        now.insert(b"new".to_vec(), entry(1, 1));
+        let d = delta(Some(&old), &now);
+        assert_eq!(d.send, [b"changed".to_vec(), b"new".to_vec()]);
+        assert_eq!(d.unchanged, [b"same".to_vec()]);
+        assert_eq!(d.delete, [b"gone".to_vec()]);
+        let first = delta(None, &now);
+        assert_eq!(first.send.len(), 3);
+        assert!(first.delete.is_empty());
+    }
+
+    #[test]
+    fn exclude_patterns_are_anchored_and_escaped() {
+        let mut m = Manifest::default();
+        for p in [&b"a*b"[..], b"#x", b"dir/f [1].txt", b"nl\nname", b"!bang"] {
+            m.entries.insert(p.to_vec(), entry(1, 1));
+        }
+        let text = String::from_utf8(m.exclude_patterns()).unwrap();
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(lines, ["/\\!bang", "/\\#x", "/a\\*b", "/dir/f\\ \\[1].txt"]);
+    }
+}
