@@ -233,10 +233,13 @@ pub fn run<C: ToolCli>(
         secrets,
         after_written: Vec::new(),
     };
+    let before = ctx.doc.clone();
     let result = step(&cli, &mut ctx);
     let succeeded = result.is_ok();
     let mut doc = ctx.doc;
-    let (code, written) = finish_written(tool, &mut doc, result);
+    // A document the step left as it was (slurm-report) passes on exactly as it came.
+    let changed = doc != before || result.is_err();
+    let (code, written) = finish_written(tool, &mut doc, result, changed);
     if succeeded && written {
         ctx.after_written.into_iter().for_each(|f| f());
     }
@@ -244,7 +247,7 @@ pub fn run<C: ToolCli>(
 }
 
 fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> ExitCode {
-    finish_written(tool, doc, result).0
+    finish_written(tool, doc, result, true).0
 }
 
 /// Write the outcome; the exit code, and whether the output reached stdout.
@@ -252,6 +255,7 @@ fn finish_written(
     tool: &'static str,
     doc: &mut Document,
     result: Result<Outcome>,
+    stamp: bool,
 ) -> (ExitCode, bool) {
     let code = match result {
         Ok(Outcome::Done) => 0,
@@ -271,17 +275,15 @@ fn finish_written(
             e.kind.exit_code()
         }
     };
-    write_stamped(tool, doc, code)
+    if stamp {
+        doc.stamp_contract_version();
+    }
+    write_doc(tool, doc, code)
 }
 
 /// Pass a document on exactly as it came (an upstream error): not even the version is stamped.
 fn write_and_exit(tool: &str, doc: &Document, code: i32) -> ExitCode {
     write_doc(tool, doc, code).0
-}
-
-fn write_stamped(tool: &str, doc: &mut Document, code: i32) -> (ExitCode, bool) {
-    doc.stamp_contract_version();
-    write_doc(tool, doc, code)
 }
 
 fn write_doc(tool: &str, doc: &Document, code: i32) -> (ExitCode, bool) {

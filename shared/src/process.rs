@@ -360,6 +360,53 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Like [`Running::close`], waiting up to `deadline`, and with every stdout byte not yet
+    /// taken by [`Running::recv`] in the output.
+    pub fn close_collect(mut self, deadline: Duration) -> Output {
+        drop(self.stdin.take());
+        let mut stdout = Vec::new();
+        let started = Instant::now();
+        // Drain while waiting, so a child with much to say never blocks on a full pipe.
+        loop {
+            match self.rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(b) => stdout.extend_from_slice(&b),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if started.elapsed() >= deadline {
+                        break;
+                    }
+                }
+            }
+        }
+        let left = deadline.saturating_sub(started.elapsed());
+        let mut out = self.close(left.max(Duration::from_secs(1)));
+        out.stdout = stdout;
+        out
+    }
+}
+
+/// Writes into a running child's stdin (e.g. a tar stream after a conversation's first part).
+pub struct StdinWriter<'a>(pub &'a mut Running);
+
+impl Write for StdinWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let stdin = self
+            .0
+            .stdin
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("stdin already closed"))?;
+        stdin.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self.0.stdin.as_mut() {
+            Some(s) => s.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if !self.closed {

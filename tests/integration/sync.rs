@@ -128,12 +128,22 @@ fn via_direct_leaves_origin_untouched() {
     assert_eq!(t.doc["sync_tracked"]["via"], "direct");
     // A second direct sync into the existing clone works too.
     write(&fx.local.join("README.md"), "second edit\n");
-    let (t2, _) = pipeline(fx.doc(), &["--via", "direct"]);
+    let (t2, u2) = pipeline(fx.doc(), &["--via", "direct"]);
     assert_eq!(t2.code, 0, "{}", t2.stderr);
     assert_eq!(
         std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
         "second edit\n"
     );
+    // The re-sync is incremental and our own untracked files are not stashed, as via origin.
+    assert!(
+        t2.doc["sync_tracked"]["stash"].is_null(),
+        "{}",
+        t2.doc["sync_tracked"]
+    );
+    assert_eq!(u2.doc["sync_untracked"]["incremental"], true);
+    assert_eq!(u2.doc["sync_untracked"]["files"], 0);
+    assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+    assert_eq!(fx.origin_refs(), refs_before, "origin still untouched");
 }
 
 fn assert_failed_sync_loses_nothing(fx: &Fixture, doc: Value, expect_in_message: &str) {
@@ -453,30 +463,41 @@ fn a_symlink_to_a_secret_uploads_the_link_not_the_secret() {
 #[test]
 fn a_stale_remote_symlink_is_never_written_through() {
     crate::needs_cluster!();
-    let fx = Fixture::new("stale-link");
-    let outside = tempdir();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    // First sync: `d` is a symlink pointing outside the checkout.
-    std::os::unix::fs::symlink(outside.path(), fx.local.join("d")).unwrap();
-    let (_, u) = pipeline(fx.doc(), &[]);
-    assert_eq!(u.code, 0, "{}", u.stderr);
-    // Now `d` is a real directory with a file in it. The remote's old link must not be followed.
-    std::fs::remove_file(fx.local.join("d")).unwrap();
-    std::fs::create_dir(fx.local.join("d")).unwrap();
-    write(&fx.local.join("d/f.txt"), "inside\n");
-    let u = run("slurm-sync-untracked", &[], &fx.doc());
-    assert_eq!(u.code, 0, "{}", u.stderr);
-    assert!(
-        !outside.path().join("f.txt").exists(),
-        "wrote through the stale symlink"
-    );
-    assert!(
-        std::fs::symlink_metadata(Path::new(&fx.remote_repo).join("d"))
-            .unwrap()
-            .is_dir()
-    );
-    assert_eq!(u.doc["sync_untracked"]["unlinked"], json!(["d"]));
+    // With the manifest (the link is known as the last sync's, and deleted as such) and without
+    // it (--full: the extraction itself removes the link where a directory now goes).
+    for (args, removed_as) in [(&[][..], "deleted"), (&["--full"][..], "unlinked")] {
+        let fx = Fixture::new(&format!("stale-link-{removed_as}"));
+        let outside = tempdir();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        // First sync: `d` is a symlink pointing outside the checkout.
+        std::os::unix::fs::symlink(outside.path(), fx.local.join("d")).unwrap();
+        let (_, u) = pipeline(fx.doc(), &[]);
+        assert_eq!(u.code, 0, "{}", u.stderr);
+        // Now `d` is a real directory with a file in it. The remote's old link must not be
+        // followed.
+        std::fs::remove_file(fx.local.join("d")).unwrap();
+        std::fs::create_dir(fx.local.join("d")).unwrap();
+        write(&fx.local.join("d/f.txt"), "inside\n");
+        let u = run("slurm-sync-untracked", args, &fx.doc());
+        assert_eq!(u.code, 0, "{}", u.stderr);
+        assert!(
+            !outside.path().join("f.txt").exists(),
+            "wrote through the stale symlink"
+        );
+        assert!(
+            std::fs::symlink_metadata(Path::new(&fx.remote_repo).join("d"))
+                .unwrap()
+                .is_dir()
+        );
+        assert_eq!(
+            u.doc["sync_untracked"][removed_as],
+            json!(["d"]),
+            "{}",
+            u.doc["sync_untracked"]
+        );
+        assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
+    }
 }
 
 #[test]

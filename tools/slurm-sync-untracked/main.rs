@@ -84,12 +84,10 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .and_then(|p| p.remote.tar)
         .is_none_or(|t| t.contains("GNU"));
 
-    // What the last sync sent (one short round trip), and what the local files are now.
-    let previous = if cli.full {
-        None
-    } else {
-        read_manifest(&ssh, &repo_path)?
-    };
+    // One ssh execution, two parts: the remote side first says what the last sync sent, then
+    // (only when there is something to do) takes the deletions and the tar stream.
+    let conversation = ssh.start_script(&manifest_script(&repo_path, cli.full)?)?;
+    let (mut conversation, previous) = read_manifest(conversation, &ssh, &repo_path)?;
     let now: BTreeMap<Vec<u8>, Entry> = items
         .iter()
         .filter_map(|it| {
@@ -139,6 +137,10 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }));
     let mut deleted = Vec::new();
     let unlinked = if to_send.is_empty() && delete.is_empty() && !snapshot_moved {
+        let out = conversation.close(Duration::from_secs(60));
+        if out.code == Some(255) {
+            return Err(ssh.failure_error(&out));
+        }
         if now.is_empty() {
             ctx.note("no untracked files to send");
         } else {
@@ -224,23 +226,26 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 ]
             })
         };
-        let (writer_stats, gzip) = (stats.clone(), cli.gzip);
-        let payload: shared::process::StreamWriter = Box::new(move |w: &mut dyn std::io::Write| {
-            shared::testhook::pause("sync-untracked:streaming");
-            let r = archive::write_archive_then(
-                &to_send,
-                w,
-                gzip,
-                &writer_stats,
-                Some(progress_fn),
-                Some(tail),
-            );
-            if let Err(e) = &r {
-                writer_stats.lock().unwrap().write_error = Some(e.to_string());
-            }
-            r
-        });
-        let out = ssh.run_script(&script, Some(payload), Duration::from_secs(6 * 3600))?;
+        let sent = conversation
+            .send(&shared::ssh::framed(&script))
+            .and_then(|()| {
+                shared::testhook::pause("sync-untracked:streaming");
+                archive::write_archive_then(
+                    &to_send,
+                    &mut shared::process::StdinWriter(&mut conversation),
+                    cli.gzip,
+                    &stats,
+                    Some(progress_fn),
+                    Some(tail),
+                )
+            });
+        if let Err(e) = &sent {
+            stats.lock().unwrap().write_error = Some(e.to_string());
+        }
+        let out = conversation.close_collect(Duration::from_secs(6 * 3600));
+        if out.code == Some(255) {
+            return Err(ssh.failure_error(&out));
+        }
         let text = out.stdout_text();
         let unlinked: Vec<String> = text
             .lines()
@@ -321,16 +326,58 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-/// The manifest the last sync left in the remote checkout (`None`: none, or not readable as
-/// one; then everything is sent).
-fn read_manifest(ssh: &Ssh, repo: &str) -> Result<Option<Manifest>> {
+/// The line that ends the manifest in the conversation (no manifest line starts with `-`).
+const END_OF_MANIFEST: &[u8] = b"--end-of-manifest--\n";
+
+/// The conversation's first part: the manifest (unless `full`), then wait for the second part
+/// (deletions and extraction, framed like every script); a closed stdin means nothing to do.
+fn manifest_script(repo: &str, full: bool) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
     shared::remote_exit::assign::<UntrackedExit>(&mut s)?;
     s.assign("repo", repo)?;
     s.assign("manifest", manifest::MANIFEST)?;
-    s.raw("cd -- \"$repo\" 2>/dev/null || exit \"$E_NO_CHECKOUT\"\n[ -f \"$manifest\" ] && cat -- \"$manifest\"\nexit 0\n");
-    let out = ssh.run_script(&s, None, Duration::from_secs(300))?;
+    s.assign("full", if full { "yes" } else { "no" })?;
+    s.raw(
+        r#"cd -- "$repo" 2>/dev/null || exit "$E_NO_CHECKOUT"
+if [ "$full" = no ] && [ -f "$manifest" ]; then cat -- "$manifest"; fi
+echo "--end-of-manifest--"
+IFS= read -r n || exit 0
+eval "$(dd bs=1 count="$n" 2>/dev/null)"
+"#,
+    );
+    Ok(s)
+}
+
+/// The manifest the last sync left in the remote checkout (`None`: none, or not readable as
+/// one; then everything is sent).
+fn read_manifest(
+    mut conversation: shared::process::Running,
+    ssh: &Ssh,
+    repo: &str,
+) -> Result<(shared::process::Running, Option<Manifest>)> {
+    use shared::process::Received;
+    let mut buf = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let ended = buf.ends_with(END_OF_MANIFEST)
+            && (buf.len() == END_OF_MANIFEST.len()
+                || buf[buf.len() - END_OF_MANIFEST.len() - 1] == b'\n');
+        if ended {
+            buf.truncate(buf.len() - END_OF_MANIFEST.len());
+            return Ok((conversation, Manifest::parse(&buf)));
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match conversation.recv(left) {
+            Received::Data(b) => buf.extend_from_slice(&b),
+            Received::Eof | Received::TimedOut => break,
+        }
+    }
+    // The remote side ended (or went quiet) before the manifest was through.
+    let out = conversation.close(Duration::from_secs(10));
+    if out.code == Some(255) {
+        return Err(ssh.failure_error(&out));
+    }
     if UntrackedExit::from_status(out.code) == Some(UntrackedExit::NoCheckout) {
         return Err(ToolError::remote(format!(
             "the remote checkout {repo} does not exist on {}",
@@ -338,16 +385,13 @@ fn read_manifest(ssh: &Ssh, repo: &str) -> Result<Option<Manifest>> {
         ))
         .with_hint("run slurm-sync-tracked first (it creates the checkout)"));
     }
-    if !out.success() {
-        return Err(ToolError::remote(format!(
-            "reading the last sync's manifest in {repo} on {} failed ({})",
-            ssh.host,
-            out.exit_text()
-        ))
-        .with_hint("rerun the sync; `--full` sends everything without reading it")
-        .with_command(out.record()));
-    }
-    Ok(Manifest::parse(&out.stdout))
+    Err(ToolError::remote(format!(
+        "reading the last sync's manifest in {repo} on {} failed ({})",
+        ssh.host,
+        out.exit_text()
+    ))
+    .with_hint("rerun the sync; `--full` sends everything without reading it")
+    .with_command(out.record()))
 }
 
 /// The untracked, non-ignored files and symlinks (listed NUL-separated, so every name survives),
