@@ -17,6 +17,7 @@
 //!
 //! The local side:
 //! - [`git`], [`snapshot`]: the local repository, and the zero-disturbance snapshot commit.
+//! - [`trees`]: each job's own code tree on the cluster (made and pruned at submission).
 //! - [`archive`]: the tar stream of files sent to the cluster.
 //! - [`manifest`]: what the last untracked sync sent, for incremental re-syncs.
 //! - [`journal`]: slurm-submit's record that lets a rerun find what an interrupted run submitted.
@@ -44,6 +45,7 @@ pub mod snapshot;
 pub mod ssh;
 pub mod tempdir;
 pub mod testhook;
+pub mod trees;
 pub mod ui;
 
 pub use doc::Document;

@@ -613,6 +613,9 @@ pub struct LastExec {
     pub command: String,
     pub mode: ExecMode,
     pub exit_code: i32,
+    /// With `--own-tree`: the code tree it ran in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

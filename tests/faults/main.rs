@@ -369,6 +369,35 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         "the container is not imported twice"
     );
 
+    // --own-tree: the command runs in a code tree of its own (the synced snapshot), not in the
+    // clone, as a submitted job does.
+    let fx = fixture::Fixture::new("f-alloc-tree");
+    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let mut in_tree = t.doc.clone();
+    in_tree["job_name"] = d["job_name"].clone();
+    in_tree["allocation"] = e2.doc["allocation"].clone();
+    write(&fx.local.join("README.md"), "edited after the sync\n");
+    let e3 = alloc(
+        &["exec", "--own-tree", "--", "pwd; cat README.md"],
+        &in_tree,
+    );
+    assert_eq!(e3.code, 0, "{}", e3.stderr);
+    let tree = e3.doc["allocation"]["last_exec"]["tree"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(tree.contains("/.trees/exec-"), "{tree}");
+    assert!(
+        e3.stderr.contains(&tree) && e3.stderr.contains("readme"),
+        "{}",
+        e3.stderr
+    );
+    assert!(
+        !e3.stderr.contains("edited after the sync"),
+        "the synced snapshot, not later edits"
+    );
+
     let down = alloc(&["down"], &e2.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert_eq!(down.doc["allocation"]["state"], "RELEASED");

@@ -89,6 +89,11 @@ struct ExecArgs {
     /// Run with --container-writable (writing outside the mounts).
     #[arg(long)]
     writable: bool,
+    /// Run in a code tree of its own: the synced snapshot (`sync_tracked.commit`) and its
+    /// untracked files, which later syncs do not change (as slurm-submit does for every job),
+    /// instead of in the remote clone itself. Old trees are pruned as slurm-submit prunes them.
+    #[arg(long)]
+    own_tree: bool,
     /// The command (shell text); without it, the document's `command`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -578,6 +583,20 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     body.push_str(&command);
     let mut s = Script::new();
     s.raw("exec 2>&1\ncd --").arg(&a.dir)?.raw(" || exit 126\n");
+    let tree = if args.own_tree {
+        let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
+        let token = format!("exec-{}-{}", job, shared::clock::unix_now());
+        let trees = shared::trees::Trees::of(&ctx.doc, &repo, &token, 10)?;
+        trees.assign(&mut s, false)?;
+        s.raw("make_tree >/dev/null || { echo \"slurm-alloc: could not make the command's own code tree $tree\"; exit 126; }\nprune_trees >/dev/null\ncd -- \"$tree\" || exit 126\n");
+        ctx.note(format!(
+            "the command runs in its own code tree {}",
+            trees.job
+        ));
+        Some(trees.job)
+    } else {
+        None
+    };
     for w in &argv {
         s.arg(w)?;
     }
@@ -592,6 +611,7 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
         command,
         mode: args.mode.into(),
         exit_code: code,
+        tree,
     });
     ctx.doc.set_section("allocation", &sec);
     Ok(Outcome::Exit(u8::try_from(code).unwrap_or(255)))

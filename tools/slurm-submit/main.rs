@@ -11,6 +11,7 @@ use shared::remote_exit::{ExitCodes, Submit as Exit};
 use shared::schema::{self, Job, JobKind, Recipe, Report, Status};
 use shared::slurm::Settings;
 use shared::ssh::Ssh;
+use shared::trees::{tree_notes, Trees};
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -102,43 +103,6 @@ struct Plan {
     /// The unique tag in the job's --comment (and the names of its files).
     token: String,
     tree: Trees,
-}
-
-/// Where each job's own code lives (see [`TREE`]).
-struct Trees {
-    /// The folder of every job's tree: `<parent of remote_work_dir>/.trees`.
-    dir: String,
-    /// This job's own tree (the snapshot it was submitted with, and its untracked files).
-    job: String,
-    /// The snapshot commit (`sync_tracked.commit`); empty: the clone's HEAD.
-    commit: String,
-    /// The branch's warm build tree, where build jobs build (outputs survive between builds).
-    warm: String,
-    keep: u32,
-}
-
-impl Trees {
-    fn of(doc: &shared::Document, repo: &str, token: &str, keep: u32) -> Result<Trees> {
-        let work = Layout::of(doc)?.work_dir(repo)?.path;
-        let parent = work
-            .trim_end_matches('/')
-            .rsplit_once('/')
-            .map_or("/", |(p, _)| if p.is_empty() { "/" } else { p })
-            .to_string();
-        let dir = join(&parent, ".trees");
-        let synced = doc.section_as::<schema::SyncTracked>("sync_tracked")?;
-        let branch = synced
-            .as_ref()
-            .and_then(|t| t.branch.clone())
-            .unwrap_or_else(|| "detached".into());
-        Ok(Trees {
-            job: join(&dir, token),
-            warm: join(&dir, &format!("build-{}", layout::sanitize(&branch, true))),
-            commit: synced.map(|t| t.commit).unwrap_or_default(),
-            dir,
-            keep,
-        })
-    }
 }
 
 fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
@@ -235,7 +199,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
     }
     let (job_id, said) = submit_once(ctx, &ssh, &plan, &repo, script)?;
-    let trees_kb = tree_notes(ctx, &plan, &said);
+    let trees_kb = tree_notes(ctx, &plan.tree, &said);
     shared::testhook::pause("submit:accepted");
     if let Some(entry) = journal {
         ctx.after_written(move || entry.finish());
@@ -561,73 +525,6 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
     })
 }
 
-/// Shell functions for the job's own code tree, in `$trees/<tag>`:
-///
-/// - `make_tree`: a `git worktree` of the clone at the snapshot commit (a `--shared` clone where
-///   git has no worktrees), kept from gc by `refs/slurm-tools/trees/<tag>`, plus the untracked
-///   files the last untracked sync put into the clone (its manifest lists them). A run job that
-///   follows a build of the same commit also gets that build's outputs (everything untracked or
-///   ignored in the warm build tree), copied. A build job's warm tree is created here when new.
-/// - `prune_trees`: removes the trees of all but the newest `$keep` jobs, never one whose job
-///   Slurm still has (one squeue for all), never one whose submission may still be under way
-///   (no job id yet and younger than an hour); then says how much disk the trees use.
-const TREE: &str = r#"gnu_tar() { tar --version 2>/dev/null | grep -q GNU; }
-copy_listed0() { # copy the NUL-separated paths on stdin from $1 to $2
-  if gnu_tar; then (cd -- "$1" && tar --null -T - -cf -) | (cd -- "$2" && tar -xf -)
-  else tr '\000' '\n' | (cd -- "$1" && tar -T - -cf -) | (cd -- "$2" && tar -xf -); fi
-}
-add_tree() { # add_tree DIR COMMIT
-  if git worktree list >/dev/null 2>&1; then
-    git worktree add -q --detach "$1" "$2" >&2
-  else
-    git clone -q --shared --no-checkout . "$1" >&2 && (cd -- "$1" && git checkout -q --detach "$2" >&2)
-  fi
-}
-make_tree() {
-  [ -e "$tree" ] && return 0
-  mkdir -p -- "$trees" || return 1
-  [ -n "$commit" ] || commit=$(git rev-parse HEAD) || return 1
-  git update-ref "refs/slurm-tools/trees/$token" "$commit" || return 1
-  add_tree "$tree" "$commit" || return 1
-  : >"$trees/$token.job"
-  if [ -s "$paths0" ]; then
-    snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)
-    [ "$snap" = "$commit" ] || echo "UNTRACKED_FROM ${snap:-unknown}"
-    copy_listed0 . "$tree" <"$paths0" || return 1
-  fi
-  if [ "$is_build" = yes ]; then
-    [ -e "$warm" ] || add_tree "$warm" "$commit" || return 1
-  elif [ -f "$warm.built" ] && [ "$(cat "$warm.built")" = "$commit" ]; then
-    (cd -- "$warm" && { git ls-files -z --others --directory --exclude-standard; git ls-files -z --others --ignored --exclude-standard --directory; }) | copy_listed0 "$warm" "$tree" || return 1
-    echo "BUILD_OUTPUTS $warm"
-  fi
-  return 0
-}
-prune_trees() {
-  live=$(squeue -h -u "$(id -un)" -o '%i' 2>/dev/null) || return 0
-  n=0
-  for name in $(ls -1t -- "$trees" 2>/dev/null); do
-    case "$name" in build-*|*.job|*.built|*.lock) continue ;; esac
-    [ -d "$trees/$name" ] || continue
-    n=$((n + 1))
-    [ "$n" -gt "$keep" ] || continue
-    [ "$name" = "$token" ] && continue
-    jid=$(head -n 1 "$trees/$name.job" 2>/dev/null)
-    if [ -n "$jid" ]; then
-      printf '%s\n' "$live" | grep -qx -- "$jid" && continue
-    elif [ -n "$(find "$trees/$name" -maxdepth 0 -mmin -60 2>/dev/null)" ]; then
-      continue
-    fi
-    git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "$trees/$name"
-    rm -f -- "$trees/$name.job"
-    git update-ref -d "refs/slurm-tools/trees/$name" 2>/dev/null
-    echo "PRUNED $name"
-  done
-  git worktree prune >/dev/null 2>&1
-  echo "TREES_KB $(du -sk -- "$trees" 2>/dev/null | cut -f1)"
-}
-"#;
-
 /// Shell function: the job's id, from the file the job writes when it starts, else from squeue
 /// by the unique tag in its --comment; empty when Slurm does not have it (yet). Needs `token`
 /// and `jobid_file`.
@@ -656,23 +553,8 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
         &join(&plan.state_dir, &format!("{token}.jobid")),
     )?;
     s.assign("thorough", if thorough { "yes" } else { "no" })?;
-    s.assign("trees", &plan.tree.dir)?;
-    s.assign("tree", &plan.tree.job)?;
-    s.assign("commit", &plan.tree.commit)?;
-    s.assign("warm", &plan.tree.warm)?;
-    s.assign("keep", &plan.tree.keep.to_string())?;
-    s.assign(
-        "is_build",
-        if plan.kind == JobKind::Build {
-            "yes"
-        } else {
-            "no"
-        },
-    )?;
-    s.assign("manifest", shared::manifest::MANIFEST)?;
-    s.assign("paths0", shared::manifest::PATHS0)?;
+    plan.tree.assign(&mut s, plan.kind == JobKind::Build)?;
     s.raw(FIND_JOB);
-    s.raw(TREE);
     s.raw(
         r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit "$E_UPLOAD_DIR"
 if command -v flock >/dev/null 2>&1; then
@@ -735,46 +617,6 @@ echo "JOBID $id"
         }
     }
     Ok(s)
-}
-
-/// What the cluster-side script said about the job's code tree; the disk all trees use (KiB).
-fn tree_notes(ctx: &Context, plan: &Plan, said: &str) -> Option<u64> {
-    let mut pruned = 0;
-    let mut kb = None;
-    for line in said.lines() {
-        let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
-        match tag {
-            "UNTRACKED_FROM" => ctx.warn(format!(
-                "the untracked files in the remote clone are from the sync of snapshot {rest}, not of this job's snapshot {}: the job's tree has those (run slurm-sync-untracked on this document before submitting to send its own)",
-                plan.tree.commit
-            )),
-            "BUILD_OUTPUTS" => ctx.note(format!(
-                "the job's tree has the outputs of the build of the same snapshot (from {rest})"
-            )),
-            "PRUNED" => pruned += 1,
-            "TREES_KB" => kb = rest.trim().parse().ok(),
-            _ => {}
-        }
-    }
-    ctx.note(format!(
-        "the job runs in its own code tree {} (snapshot {}){}",
-        plan.tree.job,
-        if plan.tree.commit.is_empty() {
-            "of the clone's HEAD"
-        } else {
-            &plan.tree.commit[..plan.tree.commit.len().min(12)]
-        },
-        match (pruned, kb) {
-            (0, Some(kb)) => format!("; job trees use {}", shared::ui::human_bytes(kb * 1024)),
-            (n, Some(kb)) => format!(
-                "; removed {n} finished job tree(s) (keeping {}), job trees use {}",
-                plan.tree.keep,
-                shared::ui::human_bytes(kb * 1024)
-            ),
-            _ => String::new(),
-        }
-    ));
-    kb
 }
 
 fn job_id_of(text: &str) -> Option<String> {

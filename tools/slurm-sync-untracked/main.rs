@@ -129,7 +129,10 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             String::from_utf8_lossy(p)
         ));
     }
-    let snapshot_moved = previous.as_ref().map(|m| &m.snapshot) != Some(&snapshot);
+    // The manifest is rewritten when it would say something new: another snapshot, unless there
+    // is nothing to record at all (no untracked files, and no manifest to empty).
+    let snapshot_moved = previous.as_ref().map(|m| &m.snapshot) != Some(&snapshot)
+        && !(previous.is_none() && now.is_empty());
 
     let stats = Arc::new(Mutex::new(Stats {
         skipped: unopened,

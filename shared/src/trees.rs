@@ -1,0 +1,171 @@
+//! Each job's own code tree (the edit-sync-run loop): where it is, and the cluster-side shell that
+//! makes and prunes the trees, used by slurm-submit for every submission and by
+//! `slurm-alloc exec --own-tree`. See the cookbook, "Where each job's code lives".
+
+use crate::layout::{self, join, Layout};
+use crate::quote::Script;
+use crate::{Context, Document, Result};
+
+/// Where each job's own code lives (see [`TREE`]).
+pub struct Trees {
+    /// The folder of every job's tree: `<parent of remote_work_dir>/.trees`.
+    pub dir: String,
+    /// This job's own tree (the snapshot it was submitted with, and its untracked files).
+    pub job: String,
+    /// The snapshot commit (`sync_tracked.commit`); empty: the clone's HEAD.
+    pub commit: String,
+    /// The branch's warm build tree, where build jobs build (outputs survive between builds).
+    pub warm: String,
+    pub keep: u32,
+    /// The tree's name: the submission's tag.
+    pub token: String,
+}
+
+impl Trees {
+    pub fn of(doc: &Document, repo: &str, token: &str, keep: u32) -> Result<Trees> {
+        let work = Layout::of(doc)?.work_dir(repo)?.path;
+        let parent = work
+            .trim_end_matches('/')
+            .rsplit_once('/')
+            .map_or("/", |(p, _)| if p.is_empty() { "/" } else { p })
+            .to_string();
+        let dir = join(&parent, ".trees");
+        let synced = doc.section_as::<crate::schema::SyncTracked>("sync_tracked")?;
+        let branch = synced
+            .as_ref()
+            .and_then(|t| t.branch.clone())
+            .unwrap_or_else(|| "detached".into());
+        Ok(Trees {
+            job: join(&dir, token),
+            warm: join(&dir, &format!("build-{}", layout::sanitize(&branch, true))),
+            commit: synced.map(|t| t.commit).unwrap_or_default(),
+            dir,
+            keep,
+            token: token.to_string(),
+        })
+    }
+}
+
+impl Trees {
+    /// The variables [`TREE`]'s functions use, and the functions, at the top of a script.
+    pub fn assign(&self, s: &mut Script, is_build: bool) -> Result<()> {
+        s.assign("token", &self.token)?;
+        s.assign("trees", &self.dir)?;
+        s.assign("tree", &self.job)?;
+        s.assign("commit", &self.commit)?;
+        s.assign("warm", &self.warm)?;
+        s.assign("keep", &self.keep.to_string())?;
+        s.assign("is_build", if is_build { "yes" } else { "no" })?;
+        s.assign("manifest", crate::manifest::MANIFEST)?;
+        s.assign("paths0", crate::manifest::PATHS0)?;
+        s.raw(TREE);
+        Ok(())
+    }
+}
+
+/// Shell functions for the job's own code tree, in `$trees/<tag>`:
+///
+/// - `make_tree`: a `git worktree` of the clone at the snapshot commit (a `--shared` clone where
+///   git has no worktrees), kept from gc by `refs/slurm-tools/trees/<tag>`, plus the untracked
+///   files the last untracked sync put into the clone (its manifest lists them). A run job that
+///   follows a build of the same commit also gets that build's outputs (everything untracked or
+///   ignored in the warm build tree), copied. A build job's warm tree is created here when new.
+/// - `prune_trees`: removes the trees of all but the newest `$keep` jobs, never one whose job
+///   Slurm still has (one squeue for all), never one whose submission may still be under way
+///   (no job id yet and younger than an hour); then says how much disk the trees use.
+pub const TREE: &str = r#"gnu_tar() { tar --version 2>/dev/null | grep -q GNU; }
+copy_listed0() { # copy the NUL-separated paths on stdin from $1 to $2
+  if gnu_tar; then (cd -- "$1" && tar --null -T - -cf -) | (cd -- "$2" && tar -xf -)
+  else tr '\000' '\n' | (cd -- "$1" && tar -T - -cf -) | (cd -- "$2" && tar -xf -); fi
+}
+add_tree() { # add_tree DIR COMMIT
+  if git worktree list >/dev/null 2>&1; then
+    git worktree add -q --detach "$1" "$2" >&2
+  else
+    git clone -q --shared --no-checkout . "$1" >&2 && (cd -- "$1" && git checkout -q --detach "$2" >&2)
+  fi
+}
+make_tree() {
+  [ -e "$tree" ] && return 0
+  mkdir -p -- "$trees" || return 1
+  [ -n "$commit" ] || commit=$(git rev-parse HEAD) || return 1
+  git update-ref "refs/slurm-tools/trees/$token" "$commit" || return 1
+  add_tree "$tree" "$commit" || return 1
+  : >"$trees/$token.job"
+  if [ -s "$paths0" ]; then
+    snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)
+    [ "$snap" = "$commit" ] || echo "UNTRACKED_FROM ${snap:-unknown}"
+    copy_listed0 . "$tree" <"$paths0" || return 1
+  fi
+  if [ "$is_build" = yes ]; then
+    [ -e "$warm" ] || add_tree "$warm" "$commit" || return 1
+  elif [ -f "$warm.built" ] && [ "$(cat "$warm.built")" = "$commit" ]; then
+    (cd -- "$warm" && { git ls-files -z --others --directory --exclude-standard; git ls-files -z --others --ignored --exclude-standard --directory; }) | copy_listed0 "$warm" "$tree" || return 1
+    echo "BUILD_OUTPUTS $warm"
+  fi
+  return 0
+}
+prune_trees() {
+  live=$(squeue -h -u "$(id -un)" -o '%i' 2>/dev/null) || return 0
+  n=0
+  for name in $(ls -1t -- "$trees" 2>/dev/null); do
+    case "$name" in build-*|*.job|*.built|*.lock) continue ;; esac
+    [ -d "$trees/$name" ] || continue
+    n=$((n + 1))
+    [ "$n" -gt "$keep" ] || continue
+    [ "$name" = "$token" ] && continue
+    jid=$(head -n 1 "$trees/$name.job" 2>/dev/null)
+    if [ -n "$jid" ]; then
+      printf '%s\n' "$live" | grep -qx -- "$jid" && continue
+    elif [ -n "$(find "$trees/$name" -maxdepth 0 -mmin -60 2>/dev/null)" ]; then
+      continue
+    fi
+    git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "$trees/$name"
+    rm -f -- "$trees/$name.job"
+    git update-ref -d "refs/slurm-tools/trees/$name" 2>/dev/null
+    echo "PRUNED $name"
+  done
+  git worktree prune >/dev/null 2>&1
+  echo "TREES_KB $(du -sk -- "$trees" 2>/dev/null | cut -f1)"
+}
+"#;
+
+/// What the cluster-side script said about the job's code tree; the disk all trees use (KiB).
+pub fn tree_notes(ctx: &Context, tree: &Trees, said: &str) -> Option<u64> {
+    let mut pruned = 0;
+    let mut kb = None;
+    for line in said.lines() {
+        let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match tag {
+            "UNTRACKED_FROM" => ctx.warn(format!(
+                "the untracked files in the remote clone are from the sync of snapshot {rest}, not of this job's snapshot {}: the job's tree has those (run slurm-sync-untracked on this document before submitting to send its own)",
+                tree.commit
+            )),
+            "BUILD_OUTPUTS" => ctx.note(format!(
+                "the job's tree has the outputs of the build of the same snapshot (from {rest})"
+            )),
+            "PRUNED" => pruned += 1,
+            "TREES_KB" => kb = rest.trim().parse().ok(),
+            _ => {}
+        }
+    }
+    ctx.note(format!(
+        "the job runs in its own code tree {} (snapshot {}){}",
+        tree.job,
+        if tree.commit.is_empty() {
+            "of the clone's HEAD"
+        } else {
+            &tree.commit[..tree.commit.len().min(12)]
+        },
+        match (pruned, kb) {
+            (0, Some(kb)) => format!("; job trees use {}", crate::ui::human_bytes(kb * 1024)),
+            (n, Some(kb)) => format!(
+                "; removed {n} finished job tree(s) (keeping {}), job trees use {}",
+                tree.keep,
+                crate::ui::human_bytes(kb * 1024)
+            ),
+            _ => String::new(),
+        }
+    ));
+    kb
+}
