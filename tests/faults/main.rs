@@ -514,6 +514,102 @@ fn a_queued_job_runs_the_code_it_was_submitted_with_not_a_later_syncs() {
     );
 }
 
+/// The cluster user's tmux session names.
+fn tmux_sessions() -> Vec<String> {
+    let out = Command::new("runuser")
+        .args([
+            "-u",
+            &testbed().s("cluster_user"),
+            "--",
+            "tmux",
+            "ls",
+            "-F",
+            "#{session_name}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_session() {
+    crate::needs_cluster!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("st-again-{}", std::process::id());
+    let mut d = alloc_doc("direct_host", &name);
+    d.as_object_mut().unwrap().remove("container_image");
+    // Another allocation's session whose name starts with this one's: never touched.
+    let bystander = format!("trtllm-{name}-other");
+    let made = Command::new("runuser")
+        .args([
+            "-u",
+            &testbed().s("cluster_user"),
+            "--",
+            "tmux",
+            "new-session",
+            "-d",
+            "-s",
+            &bystander,
+            "sleep 600",
+        ])
+        .status()
+        .unwrap();
+    assert!(made.success());
+
+    let up = alloc(&["up"], &d);
+    assert_eq!(up.code, 0, "{}", up.stderr);
+    let first = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    let down = alloc(&["down"], &up.doc);
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    assert!(
+        tmux_sessions().contains(&bystander),
+        "down killed another allocation's session"
+    );
+
+    // Within MinJobAge squeue still lists the finished allocation under the same name: a new
+    // `up` must create and take its own, not the finished one.
+    let again = alloc(&["up"], &d);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let second = again.doc["allocation"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(
+        second, first,
+        "the finished allocation was taken for the new one"
+    );
+    assert_eq!(again.doc["allocation"]["state"], "RUNNING");
+    assert!(
+        tmux_sessions().contains(&bystander),
+        "up killed another allocation's session"
+    );
+
+    // `down` of a document that carries an error still releases the allocation it names.
+    let mut with_error = again.doc.clone();
+    with_error["error"] = json!({"tool": "slurm-alloc", "kind": "needs_person", "message": "allocation pending",
+                                "hint": "slurm-alloc down releases it", "exit_code": 3});
+    let released = alloc(&["down"], &with_error);
+    assert_eq!(released.code, 0, "{}", released.stderr);
+    assert_eq!(released.doc["allocation"]["state"], "RELEASED");
+    assert!(released.doc.get("error").is_none(), "{}", released.doc);
+    assert_eq!(wait_done(&second, 60).0, "COMPLETED");
+    assert!(!tmux_sessions().contains(&format!("trtllm-{name}")));
+    let _ = Command::new("runuser")
+        .args([
+            "-u",
+            &testbed().s("cluster_user"),
+            "--",
+            "tmux",
+            "kill-session",
+            "-t",
+            &bystander,
+        ])
+        .status();
+}
+
 #[test]
 fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
     crate::needs_cluster!();

@@ -26,6 +26,15 @@ use std::time::{Duration, Instant};
 /// another cluster), unless --wait. With `container_image`, the image is imported once per node
 /// as the named container `trtllm-<jobid>`, and `packages` are installed in it when given.
 ///
+/// salloc holds the allocation with a command of its own (never an interactive step, which
+/// sites with `use_interactive_step` would start and every `exec` would then wait behind), and
+/// steps take `--overlap` where srun has it. Each `up` knows its allocation by a tag unique to it,
+/// so a finished allocation of the same name that Slurm still lists is never taken for the new
+/// one; an `up` whose allocation is refused or ends at once closes the tmux session it started.
+/// tmux sessions are matched by exact name (another allocation's `trtllm-<name>-x` is never
+/// touched). `down` releases the allocation the document names even when the document carries an
+/// error (e.g. `up`'s exit 3 while it pended), and clears that error.
+///
 /// Reads: account, partition, node_count, gpus_per_node, job_name (default `<model>.alloc`),
 /// container_image, mounts (a string or a list), packages, expected_duration ([D-]HH:MM:SS),
 /// purpose (profiling|development|training), remote_repo_path (else remote_cwd), command (exec
@@ -125,6 +134,12 @@ impl ToolCli for Cli {
         }
     }
     const SECTIONS: &'static [&'static str] = &["allocation"];
+
+    /// Releasing is cleanup: `down` acts on the allocation the document names, whatever error
+    /// the document carries (e.g. `up`'s own exit 3 while the allocation pended).
+    fn handles_upstream_error(&self) -> bool {
+        matches!(self.cmd, Cmd::Down(_))
+    }
 }
 
 fn main() -> std::process::ExitCode {
@@ -170,7 +185,9 @@ fn alloc_of(doc: &Document) -> Result<Alloc> {
     Ok(Alloc {
         ssh,
         session: format!("trtllm-{id}"),
-        tag: format!("slurm-tools-alloc-{id}"),
+        // Unique per `up`: a finished allocation of the same name that Slurm still lists
+        // (MinJobAge) is never taken for the one this `up` creates.
+        tag: shared::journal::unique_tag(&format!("slurm-tools-alloc-{id}")),
         job_name,
         dir,
     })
@@ -238,11 +255,12 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     s.assign("session", &a.session)?;
     s.assign("tag", &a.tag)?;
     s.assign("part", st.partition.as_deref().unwrap_or(""))?;
+    s.raw(TMUX_EXACT);
     s.raw(
         r#"me=$(id -un)
 existing=$(squeue -h -u "$me" --states=RUNNING,PENDING -o '%i|%j|%k' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
-if [ -n "$existing" ]; then echo "REUSE $existing"; tmux has-session -t "$session" 2>/dev/null && echo "SESSION $session"; exit 0; fi
-tmux has-session -t "$session" 2>/dev/null && tmux kill-session -t "$session" && echo "STALE_SESSION_KILLED"
+if [ -n "$existing" ]; then echo "REUSE $existing"; has_session "$session" && echo "SESSION $session"; exit 0; fi
+kill_session "$session" && echo "STALE_SESSION_KILLED"
 if [ -n "$part" ]; then max=$(scontrol show partition -o "$part" 2>/dev/null | tr ' ' '\n' | sed -n 's/^MaxTime=//p')
 else max=$(scontrol show partition -o 2>/dev/null | grep 'Default=YES' | tr ' ' '\n' | sed -n 's/^MaxTime=//p'); fi
 echo "MAXTIME ${max:-UNLIMITED}"
@@ -258,15 +276,21 @@ echo "MAXTIME ${max:-UNLIMITED}"
     s.assign("salloc_words", &quoted)?;
     s.raw(
         r#"case "$max" in ""|UNLIMITED|INVALID) limit="" ;; *) limit="--time=$max" ;; esac
-tmux new-session -d -s "$session" "$salloc_words $limit" || exit "$E_TMUX_START"
+# salloc holds the allocation with a command of its own on the login node, never an interactive
+# step (sites with LaunchParameters=use_interactive_step would otherwise start one that takes the
+# allocation's resources, and every `exec` step would wait behind it).
+hold="sh -c 'while :; do sleep 3600; done'"
+tmux new-session -d -s "$session" "$salloc_words $limit $hold" || exit "$E_TMUX_START"
 echo "SESSION $session"
 i=0
 while [ "$i" -lt 300 ]; do
   id=$(squeue -h -u "$me" --states=all -o '%i %k' 2>/dev/null | awk -v t="$tag" '$2 == t { print $1; exit }')
   if [ -n "$id" ]; then echo "CREATED $id"; exit 0; fi
-  tmux has-session -t "$session" 2>/dev/null || { echo "SALLOC_EXITED"; exit "$E_SALLOC_EXITED"; }
-  sleep 0.1; i=$((i + 1))
+  has_session "$session" || { echo "SALLOC_EXITED"; exit "$E_SALLOC_EXITED"; }
+  sleep 1; i=$((i + 10))
 done
+# No job after half a minute: release what this up started rather than leave it held.
+kill_session "$session"
 exit "$E_NO_JOB_ID"
 "#,
     );
@@ -362,13 +386,23 @@ exit "$E_NO_JOB_ID"
                 }
             }
             _ => {
+                // Whatever this `up` started goes: nothing stays held in tmux.
+                let released = if reused.is_none() {
+                    release_session(&a).unwrap_or(false)
+                } else {
+                    false
+                };
                 return Err(ToolError::remote(format!(
-                    "allocation {job} is no longer in the queue (it ended or was refused)"
+                    "allocation {job} is no longer in the queue (it ended or was refused){}",
+                    if released {
+                        format!("; its tmux session {} was closed", a.session)
+                    } else {
+                        String::new()
+                    }
                 ))
-                .with_hint(format!(
-                    "attach to the tmux session to read salloc's message: tmux attach -t {}",
-                    a.session
-                )));
+                .with_hint(
+                    "check the account and partition (salloc by hand shows Slurm's message), then rerun `slurm-alloc up`",
+                ));
             }
         }
         if started.elapsed() > Duration::from_secs(args.wait_timeout) {
@@ -391,14 +425,15 @@ exit "$E_NO_JOB_ID"
     if let (Some(img), false) = (&image, set_up_before) {
         let mut s = Script::new();
         remote_exit::assign::<Exit>(&mut s)?;
-        s.raw("srun")
+        s.raw(OVERLAP);
+        s.raw("srun $ov")
             .arg(&format!("--jobid={job}"))?
             .arg("--ntasks-per-node=1")?;
         s.arg(&format!("--container-image={}", enroot_image(img)))?
             .arg(&format!("--container-name={container}"))?;
         s.raw(" true || exit \"$E_IMPORT\"\n");
         if !packages.is_empty() {
-            s.raw("srun")
+            s.raw("srun $ov")
                 .arg(&format!("--jobid={job}"))?
                 .arg("--ntasks-per-node=1")?;
             s.arg(&format!("--container-name={container}"))?
@@ -444,7 +479,8 @@ exit "$E_NO_JOB_ID"
     // Unknown GPU count: ask the node once.
     if gpus.is_none() && sec.gpus_per_node_probed.is_none() {
         let mut s = Script::new();
-        s.raw("srun").arg(&format!("--jobid={job}"))?.raw(" --ntasks=1 sh -c 'if command -v nvidia-smi >/dev/null; then nvidia-smi -L | wc -l; else echo none; fi'\n");
+        s.raw(OVERLAP);
+        s.raw("srun $ov").arg(&format!("--jobid={job}"))?.raw(" --ntasks=1 sh -c 'if command -v nvidia-smi >/dev/null; then nvidia-smi -L | wc -l; else echo none; fi'\n");
         let out = run(&a, &s, 120)?;
         let probed = out.stdout_text().trim().to_string();
         sec.gpus_per_node_probed = Some(probed.parse::<u64>().ok());
@@ -597,7 +633,9 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     } else {
         None
     };
-    for w in &argv {
+    s.raw(OVERLAP);
+    s.raw("srun $ov");
+    for w in &argv[1..] {
         s.arg(w)?;
     }
     s.raw(" bash -c").arg(&body)?.raw("\n");
@@ -617,6 +655,25 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     Ok(Outcome::Exit(u8::try_from(code).unwrap_or(255)))
 }
 
+/// Shell functions that match a tmux session by its exact name, in a way tmux 1.8 understands too
+/// (`-t name` alone also matches a longer name that starts with it: another allocation's session).
+const TMUX_EXACT: &str = r#"has_session() { tmux ls -F '#{session_name}' 2>/dev/null | grep -Fqx -- "$1"; }
+kill_session() { has_session "$1" && tmux kill-session -t "$1" 2>/dev/null; }
+"#;
+
+/// Close this allocation's tmux session (and with it a salloc still waiting in it).
+fn release_session(a: &Alloc) -> Result<bool> {
+    let mut s = Script::new();
+    s.assign("session", &a.session)?;
+    s.raw(TMUX_EXACT);
+    s.raw("kill_session \"$session\" && echo KILLED\nexit 0\n");
+    let out = run(a, &s, 60)?;
+    Ok(out.stdout_text().contains("KILLED"))
+}
+
+/// `--overlap` where srun has it (Slurm 20.11 and later), so steps run beside each other.
+const OVERLAP: &str = "ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi\n";
+
 fn down(ctx: &mut Context) -> Result<Outcome> {
     let a = alloc_of(&ctx.doc)?;
     let mut sec = section(&ctx.doc)?;
@@ -629,13 +686,15 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     s.assign("session", &a.session)?;
     s.assign("name", &a.job_name)?;
     s.assign("job", job.as_deref().unwrap_or(""))?;
+    s.raw(TMUX_EXACT);
+    s.raw(OVERLAP);
     s.raw(
         r#"me=$(id -un)
 [ -n "$job" ] || job=$(squeue -h -u "$me" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
 if [ -n "$job" ] && squeue -h -j "$job" -o '%T' 2>/dev/null | grep -q RUNNING; then
-  srun --jobid="$job" --ntasks-per-node=1 bash -c "enroot remove -f trtllm-$job >/dev/null 2>&1; true" >/dev/null 2>&1 && echo "CONTAINER_REMOVED"
+  srun $ov --jobid="$job" --ntasks-per-node=1 bash -c "enroot remove -f trtllm-$job >/dev/null 2>&1; true" >/dev/null 2>&1 && echo "CONTAINER_REMOVED"
 fi
-tmux kill-session -t "$session" 2>/dev/null && echo "SESSION_KILLED"
+kill_session "$session" && echo "SESSION_KILLED"
 if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" -o '%T' 2>/dev/null)" ]; then scancel "$job" && echo "CANCELLED $job"; fi
 exit 0
 "#,
@@ -652,6 +711,17 @@ exit 0
     sec.state = Some(AllocationState::Released);
     sec.released = Some(did.iter().map(|d| d.to_string()).collect());
     ctx.doc.set_section("allocation", &sec);
+    // The error the document carried (a pending `up`, say) is over once the allocation is gone.
+    if ctx.doc.has("error") {
+        let what = match ctx.doc.section_as::<shared::schema::ErrorSection>("error") {
+            Ok(Some(e)) => format!(" from {} ({})", e.tool, e.message),
+            _ => String::new(),
+        };
+        ctx.note(format!(
+            "the document's error{what} is cleared: the allocation is released"
+        ));
+        ctx.doc.remove("error");
+    }
     Ok(Outcome::Done)
 }
 

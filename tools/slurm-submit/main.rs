@@ -297,19 +297,7 @@ fn open_journal(ctx: &Context, build: bool, input: &str) -> Option<shared::journ
 }
 
 fn new_token() -> String {
-    let mut bytes = [0u8; 8];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-    if ok.is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        bytes = (t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32).to_le_bytes();
-    }
-    format!(
-        "slurm-tools-{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    )
+    shared::journal::unique_tag("slurm-tools")
 }
 
 fn local_file(field: &str, path: &str) -> Result<std::path::PathBuf> {
@@ -582,7 +570,7 @@ cd -- "$tree" || exit "$E_TREE"
             s.assign("wrapper_cmd", &format!("sh {}", quote(wrapper)?))?;
             s.raw(
                 r#"command -v tmux >/dev/null 2>&1 || exit "$E_NO_TMUX"
-if tmux has-session -t "=$session" 2>/dev/null; then
+if tmux ls -F '#{session_name}' 2>/dev/null | grep -Fqx -- "$session"; then
   echo "RESUMED"
 else
   rm -f -- "$exit_file" "$srun_log"
