@@ -150,6 +150,24 @@ fn prune(dir: &Path) {
     }
 }
 
+/// `<prefix>-<16 hex digits>` from the system's random source: a tag no other run has, for
+/// Slurm's `--comment` (the job id is learned by it) and the names of a run's files.
+pub fn unique_tag(prefix: &str) -> String {
+    let mut bytes = [0u8; 8];
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+    if ok.is_err() {
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        bytes = (t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32).to_le_bytes();
+    }
+    format!(
+        "{prefix}-{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,22 +222,4 @@ mod tests {
         assert_eq!(again.tag, "slurm-tools-bb");
         let _ = std::fs::remove_dir_all(&d);
     }
-}
-
-/// `<prefix>-<16 hex digits>` from the system's random source: a tag no other run has, for
-/// Slurm's `--comment` (the job id is learned by it) and the names of a run's files.
-pub fn unique_tag(prefix: &str) -> String {
-    let mut bytes = [0u8; 8];
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
-    if ok.is_err() {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        bytes = (t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32).to_le_bytes();
-    }
-    format!(
-        "{prefix}-{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    )
 }
