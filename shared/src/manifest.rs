@@ -77,33 +77,33 @@ impl Entry {
 }
 
 impl Manifest {
-    /// The manifest's text.
-    pub fn render(&self) -> String {
-        let mut s = String::from(HEADER);
+    /// The manifest's bytes (paths with bytes that are not UTF-8 stay as they are, as git prints
+    /// them).
+    pub fn render(&self) -> Vec<u8> {
+        let mut s = HEADER.as_bytes().to_vec();
         if let Some(snap) = &self.snapshot {
-            s.push_str(" snapshot=");
-            s.push_str(snap);
+            s.extend_from_slice(b" snapshot=");
+            s.extend_from_slice(snap.as_bytes());
         }
-        s.push('\n');
+        s.push(b'\n');
         for (path, e) in &self.entries {
-            s.push_str(&format!(
-                "{}{:o} {} {}.{:09}\t{}\n",
-                e.kind,
-                e.mode,
-                e.size,
-                e.mtime_s,
-                e.mtime_ns,
-                git_quote(path)
-            ));
+            s.extend_from_slice(
+                format!(
+                    "{}{:o} {} {}.{:09}\t",
+                    e.kind, e.mode, e.size, e.mtime_s, e.mtime_ns
+                )
+                .as_bytes(),
+            );
+            s.extend_from_slice(&git_quote(path));
+            s.push(b'\n');
         }
         s
     }
 
-    /// Parse a manifest; `None` when the text is not one (then everything is sent again).
+    /// Parse a manifest; `None` when the bytes are not one (then everything is sent again).
     pub fn parse(text: &[u8]) -> Option<Manifest> {
-        let text = std::str::from_utf8(text).ok()?;
-        let mut lines = text.lines();
-        let header = lines.next()?;
+        let mut lines = text.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+        let header = std::str::from_utf8(lines.next()?).ok()?;
         let rest = header.strip_prefix(HEADER)?;
         let snapshot = rest
             .trim()
@@ -115,7 +115,8 @@ impl Manifest {
             entries: BTreeMap::new(),
         };
         for line in lines {
-            let (meta, quoted) = line.split_once('\t')?;
+            let tab = line.iter().position(|b| *b == b'\t')?;
+            let (meta, quoted) = (std::str::from_utf8(&line[..tab]).ok()?, &line[tab + 1..]);
             let mut f = meta.split(' ');
             let km = f.next()?;
             let kind = km.chars().next().filter(|k| matches!(k, 'f' | 'l'))?;
@@ -195,14 +196,15 @@ pub fn delta(previous: Option<&Manifest>, now: &BTreeMap<Vec<u8>, Entry>) -> Del
     d
 }
 
-/// A path as git prints it with `core.quotePath=false` (`git status`, `git ls-files`): as is,
-/// unless it has a `"`, a `\` or a control byte; then in double quotes with C escapes.
-pub fn git_quote(path: &[u8]) -> String {
+/// A path as git prints it with `core.quotePath=false` (`git status`, `git ls-files`): as is
+/// (bytes that are not UTF-8 included), unless it has a `"`, a `\` or a control byte; then in
+/// double quotes with C escapes.
+pub fn git_quote(path: &[u8]) -> Vec<u8> {
     let needs = path
         .iter()
         .any(|&b| b == b'"' || b == b'\\' || b < 0x20 || b == 0x7f);
     if !needs {
-        return String::from_utf8_lossy(path).into_owned();
+        return path.to_vec();
     }
     let mut out = Vec::with_capacity(path.len() + 2);
     out.push(b'"');
@@ -222,15 +224,15 @@ pub fn git_quote(path: &[u8]) -> String {
         }
     }
     out.push(b'"');
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 /// The inverse of [`git_quote`].
-pub fn git_unquote(text: &str) -> Option<Vec<u8>> {
-    let Some(inner) = text.strip_prefix('"') else {
-        return Some(text.as_bytes().to_vec());
+pub fn git_unquote(text: &[u8]) -> Option<Vec<u8>> {
+    let Some(inner) = text.strip_prefix(b"\"") else {
+        return Some(text.to_vec());
     };
-    let inner = inner.strip_suffix('"')?.as_bytes();
+    let inner = inner.strip_suffix(b"\"")?;
     let mut out = Vec::with_capacity(inner.len());
     let mut i = 0;
     while i < inner.len() {
@@ -289,10 +291,13 @@ mod tests {
             (b"back\\slash", "\"back\\\\slash\""),
             (b"bell\x07\x01", "\"bell\\a\\001\""),
         ] {
-            assert_eq!(git_quote(raw), quoted);
-            assert_eq!(git_unquote(quoted).unwrap(), raw);
+            assert_eq!(git_quote(raw), quoted.as_bytes());
+            assert_eq!(git_unquote(quoted.as_bytes()).unwrap(), raw);
         }
-        assert_eq!(git_unquote("\"open"), None);
+        // Bytes that are not UTF-8 stay raw, as git prints them with core.quotePath=false.
+        assert_eq!(git_quote(b"raw-\xff\xfe"), b"raw-\xff\xfe");
+        assert_eq!(git_unquote(b"raw-\xff").unwrap(), b"raw-\xff");
+        assert_eq!(git_unquote(b"\"open"), None);
     }
 
     #[test]
@@ -302,6 +307,7 @@ mod tests {
             ..Default::default()
         };
         m.entries.insert(b"a b\nc".to_vec(), entry(3, 7));
+        m.entries.insert(b"not-utf8-\xff".to_vec(), entry(9, 9));
         m.entries.insert(
             b"link".to_vec(),
             Entry {
@@ -313,7 +319,7 @@ mod tests {
             },
         );
         let text = m.render();
-        assert_eq!(Manifest::parse(text.as_bytes()), Some(m));
+        assert_eq!(Manifest::parse(&text), Some(m));
         assert_eq!(Manifest::parse(b"hello\n"), None);
         assert_eq!(Manifest::parse(b""), None);
     }

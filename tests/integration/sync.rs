@@ -437,6 +437,22 @@ fn hostile_file_names_arrive_intact() {
         .is_symlink());
     assert_eq!(u.doc["sync_untracked"]["symlinks"], 4);
     assert!(!Path::new(&fx.remote_repo).join("canary").exists());
+    // A re-sync knows every one of them as its own (the manifest quotes names as git does):
+    // nothing is sent again and nothing is stashed as a cluster-side change.
+    let (t, u) = pipeline(fx.doc(), &[]);
+    assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
+    assert!(
+        t.doc["sync_tracked"]["stash"].is_null(),
+        "{}",
+        t.doc["sync_tracked"]
+    );
+    assert_eq!(
+        u.doc["sync_untracked"]["files"], 0,
+        "{}",
+        u.doc["sync_untracked"]
+    );
+    assert_eq!(u.doc["sync_untracked"]["symlinks"], 0);
+    assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
 }
 
 #[test]

@@ -74,7 +74,7 @@ grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .g
 # Cluster-side changes: tracked edits, and untracked files that no untracked sync put here (its
 # manifest lists ours, quoted as git quotes them). Ours are never stashed: while stashing, they
 # are excluded through the patterns the untracked sync left.
-dirty=$(git -c core.quotePath=false status --porcelain --untracked-files=all 2>/dev/null | awk -v ours="$ours" '
+dirty=$(git -c core.quotePath=false status --porcelain --untracked-files=all 2>/dev/null | LC_ALL=C awk -v ours="$ours" '
   BEGIN { while ((getline l < ours) > 0) { i = index(l, "\t"); if (i) o[substr(l, i + 1)] = 1 } }
   /^\?\? / { if (substr($0, 4) in o) next }
   { print; exit }')
@@ -105,7 +105,7 @@ for p do
     rm -rf -- "$p" && git checkout -q HEAD -- "$p" >&2 || exit "$E_REFRESH"
     echo "REFRESHED $p"
     # Untracked files of ours under it went with it: the next untracked sync sends them all.
-    if [ -f "$ours" ] && awk -v p="$p/" 'index(l = substr($0, index($0, "\t") + 1), p) == 1 || l ~ /^"/ { f = 1 } END { exit !f }' "$ours"; then
+    if [ -f "$ours" ] && LC_ALL=C awk -v p="$p/" 'index(l = substr($0, index($0, "\t") + 1), p) == 1 || l ~ /^"/ { f = 1 } END { exit !f }' "$ours"; then
       rm -f -- "$ours"
     fi
   fi

@@ -225,7 +225,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 vec![
                     (manifest::EXCLUDE.into(), m.exclude_patterns()),
                     (manifest::PATHS0.into(), m.paths0()),
-                    (manifest::MANIFEST.into(), m.render().into_bytes()),
+                    (manifest::MANIFEST.into(), m.render()),
                 ]
             })
         };
