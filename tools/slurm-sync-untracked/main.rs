@@ -105,12 +105,11 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .sum();
     // Files that are not files or symlinks (FIFOs, nested repositories...) go to the archive,
     // which skips them with their reason.
+    let unchanged: std::collections::HashSet<&[u8]> =
+        delta.unchanged.iter().map(Vec::as_slice).collect();
     let to_send: Vec<Item> = items
         .into_iter()
-        .filter(|it| {
-            let name = it.name.as_bytes();
-            !delta.unchanged.iter().any(|u| u.as_slice() == name)
-        })
+        .filter(|it| !unchanged.contains(it.name.as_bytes()))
         .collect();
     let (delete, undeletable): (Vec<String>, Vec<Vec<u8>>) = {
         let mut ok = Vec::new();
