@@ -24,6 +24,7 @@ pub const DIR: &str = ".git/slurm-tools";
 pub const MANIFEST: &str = ".git/slurm-tools/untracked.manifest";
 pub const EXCLUDE: &str = ".git/slurm-tools/untracked.exclude";
 pub const PATHS0: &str = ".git/slurm-tools/untracked.paths0";
+pub const UNEXCLUDABLE: &str = ".git/slurm-tools/untracked.unexcludable";
 
 const HEADER: &str = "# slurm-tools untracked manifest v1";
 
@@ -155,6 +156,22 @@ impl Manifest {
         out
     }
 
+    /// A shell fragment (`set -- 'name' ...`, every name quoted once) naming our files that no
+    /// gitignore pattern can name (a newline in the name): the tracked sync moves those aside
+    /// while it stashes cluster-side changes, so they are not stashed either.
+    pub fn unexcludable(&self) -> crate::Result<Vec<u8>> {
+        let mut s = b"set --".to_vec();
+        for path in self.entries.keys().filter(|p| p.contains(&b'\n')) {
+            let Ok(name) = std::str::from_utf8(path) else {
+                continue;
+            };
+            s.push(b' ');
+            s.extend_from_slice(crate::quote::quote(name)?.as_bytes());
+        }
+        s.push(b'\n');
+        Ok(s)
+    }
+
     /// The paths, each followed by NUL.
     pub fn paths0(&self) -> Vec<u8> {
         let mut out = Vec::new();
@@ -196,13 +213,13 @@ pub fn delta(previous: Option<&Manifest>, now: &BTreeMap<Vec<u8>, Entry>) -> Del
     d
 }
 
-/// A path as git prints it with `core.quotePath=false` (`git status`, `git ls-files`): as is
-/// (bytes that are not UTF-8 included), unless it has a `"`, a `\` or a control byte; then in
-/// double quotes with C escapes.
+/// A path as `git status --porcelain` prints it with `core.quotePath=false`: as is (bytes that
+/// are not UTF-8 included), unless it has a `"`, a `\`, a control byte or a space; then in
+/// double quotes with C escapes (the space itself stays).
 pub fn git_quote(path: &[u8]) -> Vec<u8> {
     let needs = path
         .iter()
-        .any(|&b| b == b'"' || b == b'\\' || b < 0x20 || b == 0x7f);
+        .any(|&b| b == b'"' || b == b'\\' || b < 0x20 || b == 0x7f || b == b' ');
     if !needs {
         return path.to_vec();
     }
@@ -283,7 +300,7 @@ mod tests {
     fn quoting_matches_git_and_round_trips() {
         for (raw, quoted) in [
             (&b"plain/name.txt"[..], "plain/name.txt"),
-            (b"sp ace", "sp ace"),
+            (b"sp ace", "\"sp ace\""),
             ("ünï".as_bytes(), "ünï"),
             (b"new\nline", "\"new\\nline\""),
             (b"tab\there", "\"tab\\there\""),

@@ -793,6 +793,8 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
     crate::needs_cluster!();
     let fx = Fixture::new("resync");
     fx.make_messy();
+    // A name no gitignore pattern can hold: it must not be stashed either.
+    write(&fx.local.join("odd\nname.txt"), "newline in the name\n");
     let d = fx.doc();
     let (t, u) = pipeline(d.clone(), &[]);
     assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
@@ -883,6 +885,7 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
         stashed.contains("README.md") && stashed.contains("cluster-only.txt"),
         "{stashed}"
     );
+    assert!(!stashed.contains("odd"), "ours are not stashed: {stashed}");
     assert!(
         !stashed.contains("untracked.txt") && !stashed.contains("brand-new.txt"),
         "ours are not stashed: {stashed}"

@@ -28,6 +28,7 @@ fn header(p: &Plan) -> Result<Script> {
     s.assign("work", p.work)?;
     s.assign("ours", shared::manifest::MANIFEST)?;
     s.assign("ours_exclude", shared::manifest::EXCLUDE)?;
+    s.assign("ours_aside", shared::manifest::UNEXCLUDABLE)?;
     s.raw("set --");
     for r in p.refresh {
         s.arg(r)?;
@@ -82,7 +83,19 @@ if [ -n "$dirty" ]; then
   saved=.git/info/exclude.slurm-tools-saved
   cp .git/info/exclude "$saved" 2>/dev/null || : > "$saved"
   if [ -f "$ours_exclude" ]; then cat "$ours_exclude" >> .git/info/exclude; fi
-  git stash push -u -q -m "auto-stash before remote sync $temp" >&2
+  # Ours that no pattern can name (a newline in the name) wait aside in .git meanwhile (in a
+  # subshell: its positional parameters are not the refresh paths').
+  (
+    set --
+    if [ -f "$ours_aside" ]; then . "./$ours_aside"; fi
+    i=0
+    for p do i=$((i + 1)); if [ -e "$p" ] || [ -L "$p" ]; then mv -- "$p" ".git/slurm-tools/aside-$i"; fi; done
+    git stash push -u -q -m "auto-stash before remote sync $temp" >&2
+    rc=$?
+    i=0
+    for p do i=$((i + 1)); if [ -e ".git/slurm-tools/aside-$i" ] || [ -L ".git/slurm-tools/aside-$i" ]; then mv -- ".git/slurm-tools/aside-$i" "$p"; fi; done
+    exit "$rc"
+  )
   rc=$?
   cat "$saved" > .git/info/exclude && rm -f "$saved"
   [ "$rc" = 0 ] || exit "$E_STASH"
@@ -105,7 +118,7 @@ for p do
     rm -rf -- "$p" && git checkout -q HEAD -- "$p" >&2 || exit "$E_REFRESH"
     echo "REFRESHED $p"
     # Untracked files of ours under it went with it: the next untracked sync sends them all.
-    if [ -f "$ours" ] && LC_ALL=C awk -v p="$p/" 'index(l = substr($0, index($0, "\t") + 1), p) == 1 || l ~ /^"/ { f = 1 } END { exit !f }' "$ours"; then
+    if [ -f "$ours" ] && LC_ALL=C awk -v p="$p/" 'index(l = substr($0, index($0, "\t") + 1), p) == 1 || index(l, "\"" p) == 1 || p ~ /["\\ ]/ { f = 1 } END { exit !f }' "$ours"; then
       rm -f -- "$ours"
     fi
   fi

@@ -223,6 +223,10 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 }
                 vec![
                     (manifest::EXCLUDE.into(), m.exclude_patterns()),
+                    (
+                        manifest::UNEXCLUDABLE.into(),
+                        m.unexcludable().unwrap_or_else(|_| b"set --\n".to_vec()),
+                    ),
                     (manifest::PATHS0.into(), m.paths0()),
                     (manifest::MANIFEST.into(), m.render()),
                 ]
