@@ -50,9 +50,17 @@ pub fn cluster_available() -> bool {
         .name()
         .unwrap_or("this test")
         .to_string();
-    eprintln!(
-        "skipped {name}: it needs root and the local cluster (run `sudo scripts/test`, which brings the cluster up; `cargo test --lib --bins` is the quick tier that needs neither)"
-    );
+    // Written to the stderr handle itself, not through eprintln!: the test harness captures the
+    // macros' output of a passing test, and this must be seen.
+    use std::io::Write;
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: not root: the tests that need root and the local cluster are skipped (run `sudo scripts/test`, which brings the cluster up; `cargo test --workspace --lib --bins` is the quick tier that needs neither)"
+        );
+    });
+    let _ = writeln!(std::io::stderr(), "skipped {name}: needs root and the local cluster");
     false
 }
 
