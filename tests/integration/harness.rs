@@ -60,7 +60,10 @@ pub fn cluster_available() -> bool {
             "note: not root: the tests that need root and the local cluster are skipped (run `sudo scripts/test`, which brings the cluster up; `cargo test --workspace --lib --bins` is the quick tier that needs neither)"
         );
     });
-    let _ = writeln!(std::io::stderr(), "skipped {name}: needs root and the local cluster");
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {name}: needs root and the local cluster"
+    );
     false
 }
 
