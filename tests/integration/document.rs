@@ -178,16 +178,7 @@ fn the_document_can_come_from_a_file_argument_or_dash() {
 
 #[test]
 fn bad_flags_exit_2_and_help_and_version_exit_0() {
-    for t in [
-        "slurm-resolve",
-        "slurm-ssh-preflight",
-        "slurm-sync-tracked",
-        "slurm-sync-untracked",
-        "slurm-submit",
-        "slurm-watch",
-        "slurm-report",
-        "slurm-alloc",
-    ] {
+    for t in TOOLS {
         let out = tool(t)
             .arg("--no-such-flag")
             .stdin(std::process::Stdio::null())

@@ -102,6 +102,18 @@ pub fn mfa_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Every tool of the project.
+pub const TOOLS: [&str; 8] = [
+    "slurm-resolve",
+    "slurm-ssh-preflight",
+    "slurm-sync-tracked",
+    "slurm-sync-untracked",
+    "slurm-submit",
+    "slurm-watch",
+    "slurm-report",
+    "slurm-alloc",
+];
+
 pub fn bin(tool: &str) -> &'static str {
     match tool {
         "slurm-resolve" => env!("CARGO_BIN_EXE_slurm-resolve"),

@@ -60,16 +60,7 @@ fn slurm_report_shows_an_upstream_error_with_its_hint_and_code() {
 
 #[test]
 fn the_checked_in_man_pages_and_tool_pages_match_the_clap_definitions() {
-    for t in [
-        "slurm-resolve",
-        "slurm-ssh-preflight",
-        "slurm-sync-tracked",
-        "slurm-sync-untracked",
-        "slurm-submit",
-        "slurm-watch",
-        "slurm-report",
-        "slurm-alloc",
-    ] {
+    for t in TOOLS {
         let out = tool(t).env("SLURM_TOOLS_GENERATE", "man").output().unwrap();
         assert!(out.status.success());
         let checked_in = std::fs::read(repo_root().join(format!("docs/man/{t}.1"))).unwrap();
