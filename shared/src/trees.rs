@@ -86,8 +86,16 @@ add_tree() { # add_tree DIR COMMIT
   fi
 }
 make_tree() {
-  [ -e "$tree" ] && return 0
+  [ -e "$tree" ] || [ -L "$tree" ] && return 0
   mkdir -p -- "$trees" || return 1
+  # Not a git clone (a directory kept up to date some other way): no snapshot to hold, the job
+  # runs in it as it is, through a link, and says so.
+  if ! git rev-parse --git-dir >/dev/null 2>&1; then
+    ln -s -- "$PWD" "$tree" || return 1
+    : >"$trees/$token.job"
+    echo "NO_SNAPSHOT"
+    return 0
+  fi
   [ -n "$commit" ] || commit=$(git rev-parse HEAD) || return 1
   git update-ref "refs/slurm-tools/trees/$token" "$commit" || return 1
   add_tree "$tree" "$commit" || return 1
@@ -110,7 +118,7 @@ prune_trees() {
   n=0
   for name in $(ls -1t -- "$trees" 2>/dev/null); do
     case "$name" in build-*|*.job|*.built|*.lock) continue ;; esac
-    [ -d "$trees/$name" ] || continue
+    [ -d "$trees/$name" ] || [ -L "$trees/$name" ] || continue
     n=$((n + 1))
     [ "$n" -gt "$keep" ] || continue
     [ "$name" = "$token" ] && continue
@@ -120,7 +128,8 @@ prune_trees() {
     elif [ -n "$(find "$trees/$name" -maxdepth 0 -mmin -60 2>/dev/null)" ]; then
       continue
     fi
-    git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "$trees/$name"
+    if [ -L "$trees/$name" ]; then rm -f -- "$trees/$name"
+    else git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "$trees/$name"; fi
     rm -f -- "$trees/$name.job"
     git update-ref -d "refs/slurm-tools/trees/$name" 2>/dev/null
     echo "PRUNED $name"
@@ -134,9 +143,13 @@ prune_trees() {
 pub fn tree_notes(ctx: &Context, tree: &Trees, said: &str) -> Option<u64> {
     let mut pruned = 0;
     let mut kb = None;
+    let snapshot = !said.lines().any(|l| l == "NO_SNAPSHOT");
     for line in said.lines() {
         let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
         match tag {
+            "NO_SNAPSHOT" => ctx.warn(
+                "the remote checkout is not a git clone: the job runs in it as it is (its tree is a link to it), so a later change there changes the job's code; sync with slurm-sync-tracked to give each job its own snapshot",
+            ),
             "UNTRACKED_FROM" => ctx.warn(format!(
                 "the untracked files in the remote clone are from the sync of snapshot {rest}, not of this job's snapshot {}: the job's tree has those (run slurm-sync-untracked on this document before submitting to send its own)",
                 tree.commit
@@ -148,6 +161,9 @@ pub fn tree_notes(ctx: &Context, tree: &Trees, said: &str) -> Option<u64> {
             "TREES_KB" => kb = rest.trim().parse().ok(),
             _ => {}
         }
+    }
+    if !snapshot {
+        return kb;
     }
     ctx.note(format!(
         "the job runs in its own code tree {} (snapshot {}){}",

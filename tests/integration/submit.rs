@@ -611,3 +611,37 @@ fn a_second_build_after_a_one_file_change_rebuilds_only_that_file() {
         "sum 24\n"
     );
 }
+
+#[test]
+fn a_remote_directory_that_is_not_a_git_clone_still_runs_the_job_and_says_it_has_no_snapshot() {
+    crate::needs_cluster!();
+    let dir = format!(
+        "{}/st-nogit-{}",
+        testbed().remote_root(),
+        std::process::id()
+    );
+    let made = std::process::Command::new("runuser")
+        .args(["-u", &testbed().s("cluster_user"), "--", "sh", "-c"])
+        .arg(format!("mkdir -p '{dir}' && echo plain > '{dir}/f.txt'"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut d = doc_for("direct_host");
+    d["remote_repo_path"] = json!(dir);
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["recipe"] = json!("batch");
+    d["job_name"] = json!("st-nogit");
+    d["command"] = json!("cat f.txt; pwd -P");
+    let r = submit(&d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("not a git clone"), "{}", r.stderr);
+    let id = r.doc["job"]["job_id"].as_str().unwrap();
+    assert_eq!(wait_done(id, 60).0, "COMPLETED");
+    assert_eq!(
+        read(r.doc["job"]["stdout_path"].as_str().unwrap()),
+        format!("plain\n{dir}\n"),
+        "the job ran in the directory itself"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
