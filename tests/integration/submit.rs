@@ -601,15 +601,19 @@ fn a_second_build_after_a_one_file_change_rebuilds_only_that_file() {
     let mut r = built;
     r["command"] = json!("./prog");
     r["recipe"] = json!("single");
-    let s = submit(&r, &[]);
-    assert_eq!(s.code, 0, "{}", s.stderr);
+    let (s, out) = submitted_and_done(&r);
     assert!(s.stderr.contains("outputs of the build"), "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap();
-    assert_eq!(wait_done(id, 60).0, "COMPLETED");
-    assert_eq!(
-        read(s.doc["job"]["stdout_path"].as_str().unwrap()),
-        "sum 24\n"
-    );
+    assert_eq!(out, "sum 24\n");
+}
+
+/// Submit, check Slurm accepted it, wait for COMPLETED; the run and the job's output.
+fn submitted_and_done(d: &Value) -> (Run, String) {
+    let r = submit(d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_done(&id, 60).0, "COMPLETED");
+    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    (r, out)
 }
 
 #[test]
@@ -633,13 +637,10 @@ fn a_remote_directory_that_is_not_a_git_clone_still_runs_the_job_and_says_it_has
     d["recipe"] = json!("batch");
     d["job_name"] = json!("st-nogit");
     d["command"] = json!("cat f.txt; pwd -P");
-    let r = submit(&d, &[]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (r, out) = submitted_and_done(&d);
     assert!(r.stderr.contains("not a git clone"), "{}", r.stderr);
-    let id = r.doc["job"]["job_id"].as_str().unwrap();
-    assert_eq!(wait_done(id, 60).0, "COMPLETED");
     assert_eq!(
-        read(r.doc["job"]["stdout_path"].as_str().unwrap()),
+        out,
         format!("plain\n{dir}\n"),
         "the job ran in the directory itself"
     );
