@@ -36,6 +36,11 @@ impl<'a> Layout<'a> {
         Ok(Layout { doc, home })
     }
 
+    /// The cluster user's home, when slurm-ssh-preflight has learned it.
+    pub fn home(&self) -> Option<&str> {
+        self.home.as_deref()
+    }
+
     /// A layout field's value made absolute: `~/x` against the remote home (refused while the
     /// home is unknown), a relative path refused; both errors name `field`.
     pub fn absolute(&self, field: &str, value: &str) -> Result<String> {

@@ -91,6 +91,7 @@ remote_exit_codes! {
         NoJobId = 52 => "E_NO_JOB_ID",
         Import = 53 => "E_IMPORT",
         Packages = 54 => "E_PACKAGES",
+        NoPython = 55 => "E_NO_PYTHON",
     }
 }
 

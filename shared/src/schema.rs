@@ -268,6 +268,16 @@ pub struct RemoteCheck {
     pub tar: Option<String>,
     pub accounting: Option<Accounting>,
     pub container_flags: bool,
+    /// srun takes `--container-writable` (pyxis 0.9 and later); absent from older documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_writable: Option<bool>,
+    /// pyxis's version from the plugin srun loads (`present` when its version is not readable),
+    /// null without pyxis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pyxis: Option<String>,
+    /// `enroot version` on the login node, when enroot is there (often only on compute nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enroot: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -426,6 +436,10 @@ pub struct Job {
     /// Disk used by all job trees of this clone after old ones were removed, in KiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trees_disk_kb: Option<u64>,
+    /// The container image the job runs in, as pyxis gets it (enroot's `HOST#path` form, or a
+    /// squashfs file); absent without `container_image`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -245,6 +245,18 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
             "give requirement specifiers only (e.g. \"numpy==1.26\"); nothing was started",
         ));
     }
+    if !packages.is_empty() && image.is_none() {
+        return Err(shared::doc::field_error(
+            "packages",
+            "is set but `container_image` is not: packages are installed in the allocation's container",
+        )
+        .with_hint("set `container_image` (an image with python3), or install the packages yourself with `slurm-alloc exec`; nothing was started"));
+    }
+    // Commands run in the working directory: inside the container it must be at the same path.
+    st.check_container_sees(
+        Layout::of(doc)?.home(),
+        &[("the working directory", a.dir.as_str())],
+    )?;
 
     shared::testhook::pause("alloc:before");
     // One round trip: reuse what exists, else start salloc in tmux at the partition's maximum.
@@ -433,30 +445,46 @@ exit "$E_NO_JOB_ID"
             .arg(&format!("--container-name={container}"))?;
         s.raw(" true || exit \"$E_IMPORT\"\n");
         if !packages.is_empty() {
+            // pip of the image's python3, in the writable container; an image without python3
+            // is said as such (not as pip's "command not found").
             s.raw("srun $ov")
                 .arg(&format!("--jobid={job}"))?
                 .arg("--ntasks-per-node=1")?;
             s.arg(&format!("--container-name={container}"))?
                 .arg("--container-writable")?;
-            s.raw(" pip install --");
+            s.raw(" sh -c 'command -v python3 >/dev/null 2>&1 || exit 97; exec python3 -m pip install \"$@\"' sh --");
             for p in &packages {
                 s.arg(p)?;
             }
-            s.raw(" || exit \"$E_PACKAGES\"\n");
+            s.raw("\ncase $? in 0) ;; 97) exit \"$E_NO_PYTHON\" ;; *) exit \"$E_PACKAGES\" ;; esac\n");
         }
+        ctx.note(format!(
+            "{} the container image {img} on each node of allocation {job} (pyxis imports it once per node; a large image takes minutes)",
+            if set_up_before { "checking" } else { "importing" }
+        ));
         let out = run(&a, &s, 3600)?;
         if !out.success() {
-            let what = if Exit::from_status(out.code) == Some(Exit::Packages) {
-                "installing `packages` in"
-            } else {
-                "importing"
+            let pyxis_says = shared::slurm::pyxis::failure(
+                &out.stderr_tail.lines().map(str::to_string).collect::<Vec<_>>(),
+            );
+            let (what, field) = match Exit::from_status(out.code) {
+                Some(Exit::Packages) => ("installing `packages` in the container".to_string(), "packages"),
+                Some(Exit::NoPython) => (
+                    format!("installing `packages`: the image {img} has no python3, so pip cannot run in it"),
+                    "packages",
+                ),
+                _ => (
+                    pyxis_says.unwrap_or_else(|| format!("importing the container image {img} failed")),
+                    "container_image",
+                ),
             };
             ctx.doc.set_section("allocation", &sec);
             return Err(ToolError::remote(format!(
-                "{what} the container {container} failed ({}); allocation {job} stays held",
+                "{what} ({}); allocation {job} stays held",
                 out.exit_text()
             ))
-            .with_hint("fix what the command's stderr shows (`container_image` or `packages`) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document")
+            .with_field(field)
+            .with_hint(format!("fix `{field}` (the command's stderr shows the details) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document"))
             .with_command(out.record()));
         }
         ctx.note(format!(
@@ -638,6 +666,10 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     for w in &argv[1..] {
         s.arg(w)?;
     }
+    if sec.container_name.is_some() {
+        // In the container too, the command starts where it would outside.
+        s.raw(" --container-workdir=\"$PWD\"");
+    }
     s.raw(" bash -c").arg(&body)?.raw("\n");
     shared::testhook::pause("alloc:exec");
     ctx.note(format!("running in allocation {job}: {command}"));
@@ -692,7 +724,8 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
         r#"me=$(id -un)
 [ -n "$job" ] || job=$(squeue -h -u "$me" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
 if [ -n "$job" ] && squeue -h -j "$job" -o '%T' 2>/dev/null | grep -q RUNNING; then
-  srun $ov --jobid="$job" --ntasks-per-node=1 bash -c "enroot remove -f trtllm-$job >/dev/null 2>&1; true" >/dev/null 2>&1 && echo "CONTAINER_REMOVED"
+  # pyxis names the enroot container pyxis_<jobid>_<name> (container_scope=job) or pyxis_<name>.
+  srun $ov --jobid="$job" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
 fi
 kill_session "$session" && echo "SESSION_KILLED"
 if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" -o '%T' 2>/dev/null)" ]; then scancel "$job" && echo "CANCELLED $job"; fi

@@ -143,13 +143,41 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if remote.remote_cwd_created {
         ctx.note(format!("created the remote working directory {cwd}"));
     }
+    let containers = if remote.container_flags {
+        format!(
+            ", pyxis {}{}, enroot {}",
+            remote.pyxis.as_deref().unwrap_or("(version unknown)"),
+            if remote.container_writable == Some(false) {
+                " without --container-writable"
+            } else {
+                ""
+            },
+            remote
+                .enroot
+                .as_deref()
+                .unwrap_or("not on the login node (usually only on compute nodes)")
+        )
+    } else {
+        String::new()
+    };
     ctx.note(format!(
-        "{} ready: {} login, master {}, {}, remote_cwd {cwd}",
+        "{} ready: {} login, master {}, {}{containers}, remote_cwd {cwd}",
         ssh.host,
         path.ssh_path,
         path.master,
         remote.slurm_version.as_deref().unwrap_or("slurm ?"),
     ));
+    if wants_container {
+        // The code lives under remote_cwd: inside the container it must be at the same path.
+        let mounts = shared::slurm::mounts(&ctx.doc)?;
+        if let shared::slurm::pyxis::Visibility::Hidden | shared::slurm::pyxis::Visibility::Moved { .. } =
+            shared::slurm::pyxis::visibility(cwd, remote.home.as_deref(), mounts.as_deref())
+        {
+            ctx.warn(format!(
+                "{cwd} is outside the home directory and not mounted at the same path by `mounts`: a job in the container would not see its code there; add \"{cwd}:{cwd}\" to `mounts` (slurm-submit refuses such a job)"
+            ));
+        }
+    }
     ctx.doc.set_section(
         "preflight",
         &Preflight {

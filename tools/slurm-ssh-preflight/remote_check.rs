@@ -36,7 +36,23 @@ if have sacct; then
     *) echo accounting=enabled ;;
   esac
 else echo accounting=missing; fi
-if have srun && srun --help 2>&1 | grep -q -- '--container-image'; then echo container_flags=1; else echo container_flags=0; fi
+help=; if have srun; then help=$(srun --help 2>&1); fi
+case "$help" in *--container-image*) echo container_flags=1 ;; *) echo container_flags=0 ;; esac
+case "$help" in *--container-writable*) echo container_writable=1 ;; *) echo container_writable=0 ;; esac
+# pyxis's version, from the plugin srun loads (its plugstack.conf and the files it includes).
+conf=$(scontrol show config 2>/dev/null | awk -F'= ' '/^PlugStackConfig/ { print $2; exit }')
+[ -n "$conf" ] || conf=/etc/slurm/plugstack.conf
+so=
+if [ -r "$conf" ]; then
+  for f in "$conf" $(awk '$1 == "include" { print $2 }' "$conf" 2>/dev/null); do
+    [ -r "$f" ] || continue
+    so=$(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /spank_pyxis\.so$/) { print $i; exit } }' "$f")
+    [ -n "$so" ] && break
+  done
+fi
+v=; if [ -n "$so" ] && [ -r "$so" ]; then v=$(grep -ao 'pyxis: version v[0-9][0-9.]*' "$so" 2>/dev/null | head -n 1); fi
+if [ -n "$v" ]; then echo "pyxis=${v#pyxis: version v}"; elif [ -n "$so" ]; then echo pyxis=present; else echo pyxis=; fi
+if have enroot; then echo "enroot=$(first enroot version)"; else echo enroot=; fi
 "#,
     );
     Ok(s)
@@ -76,6 +92,9 @@ pub fn parse(text: &str, remote_cwd: &str) -> RemoteCheck {
                 }
             }
             "container_flags" => r.container_flags = v == "1",
+            "container_writable" => r.container_writable = Some(v == "1"),
+            "pyxis" => r.pyxis = opt(),
+            "enroot" => r.enroot = opt(),
             _ => {}
         }
     }
@@ -145,8 +164,11 @@ mod tests {
 
     #[test]
     fn the_check_lines_become_the_report() {
-        let text = "cwd=/home/u/work\ncwd_exists=1\ncwd_writable=1\ncwd_created=0\nuser=u\nhome=/home/u\nlogin_host=login1\ntmux=tmux 3.3a\nslurm=slurm 22.05.8\ngit=git version 2.39.5\ntar=tar (GNU tar) 1.34\naccounting=disabled\ncontainer_flags=1\n";
+        let text = "cwd=/home/u/work\ncwd_exists=1\ncwd_writable=1\ncwd_created=0\nuser=u\nhome=/home/u\nlogin_host=login1\ntmux=tmux 3.3a\nslurm=slurm 22.05.8\ngit=git version 2.39.5\ntar=tar (GNU tar) 1.34\naccounting=disabled\ncontainer_flags=1\ncontainer_writable=1\npyxis=0.24.0\nenroot=4.1.2\n";
         let r = parse(text, "~/work");
+        assert_eq!(r.container_writable, Some(true));
+        assert_eq!(r.pyxis.as_deref(), Some("0.24.0"));
+        assert_eq!(r.enroot.as_deref(), Some("4.1.2"));
         assert_eq!(r.remote_cwd, "/home/u/work");
         assert!(r.remote_cwd_exists && r.remote_cwd_writable && !r.remote_cwd_created);
         assert_eq!(r.home.as_deref(), Some("/home/u"));

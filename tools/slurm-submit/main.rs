@@ -170,6 +170,10 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         remote_repo_path: Some(repo.clone()),
         upload_dir: Some(plan.upload_dir.clone()),
         uploads: Some(uploads),
+        container_image: st
+            .container_image
+            .as_deref()
+            .map(shared::slurm::enroot_image),
         ..Job::default()
     };
     if cli.dry_run {
@@ -390,6 +394,14 @@ fn run_plan(
         true,
     ));
     let cmd_path = join(&work, &cmd_name);
+    // In a container, the job's code and files must be there at the same paths.
+    st.check_container_sees(
+        Layout::of(doc)?.home(),
+        &[
+            ("the job's code tree", tree.job.as_str()),
+            ("the job's work dir", work.as_str()),
+        ],
+    )?;
     // The job runs in its own tree: no later sync changes the code it was submitted with.
     let argv = recipe::run_argv(recipe, st, token, &tree.job, &stdout_path, &stderr_path);
     if recipe == Recipe::Batch {
@@ -474,10 +486,15 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         // The build builds in the branch's warm tree, brought to this job's own tree when it
         // starts (unchanged files keep their mtimes, so outputs from the last build stay valid).
         tree.warm.clone(),
-        "--sync-from".into(),
+    ];
+    if let Some(m) = &st.mounts {
+        tail.extend(["--mounts".to_string(), m.clone()]);
+    }
+    tail.extend([
+        "--sync-from".to_string(),
         tree.job.clone(),
         tree.commit.clone(),
-    ];
+    ]);
     match doc.str_opt("build_command")? {
         Some(c) => {
             let name = format!("build-command-{token}.sh");

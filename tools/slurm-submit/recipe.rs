@@ -5,6 +5,7 @@
 //! option, and every argv word is quoted once when it becomes shell text.
 
 use shared::schema::Recipe;
+use shared::slurm::pyxis::FIRST_HOST;
 use shared::slurm::{Settings, DISTRIBUTED_ENV};
 use shared::Result;
 
@@ -47,7 +48,7 @@ pub fn run_argv(
     argv.push(format!("--output={out}"));
     argv.push(format!("--error={err}"));
     argv.push(st.comment(token));
-    st.container(&mut argv);
+    st.container(&mut argv, repo);
     argv
 }
 
@@ -72,9 +73,13 @@ pub fn command_file(
         s.assign("slurm_tools_end", end_marker)?;
         s.raw("trap 'date +%s >\"$slurm_tools_end\"' EXIT\n");
     }
+    if matches!(recipe, Recipe::Distributed | Recipe::Launcher) {
+        // A container image has no Slurm client: the first host comes from the node list then.
+        s.raw(FIRST_HOST);
+    }
     if recipe == Recipe::Distributed {
         s.raw(DISTRIBUTED_ENV);
-        s.raw("export MASTER_ADDR=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\" MASTER_PORT=\"${MASTER_PORT:-29500}\"\n");
+        s.raw("export MASTER_ADDR=\"$(first_host)\" MASTER_PORT=\"${MASTER_PORT:-29500}\"\n");
     }
     if let Some(clocks) = &st.gpu_clocks {
         s.raw("if [ \"${SLURM_LOCALID:-0}\" = 0 ]; then sudo -n nvidia-smi -ac");
@@ -86,7 +91,7 @@ pub fn command_file(
         let gpus = st.devices_per_node();
         s.raw("exec torchrun --nnodes=\"$SLURM_NNODES\" --node-rank=\"$SLURM_NODEID\"");
         s.raw(" --rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d");
-        s.raw(" --rdzv-endpoint=\"$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1):29500\"");
+        s.raw(" --rdzv-endpoint=\"$(first_host):29500\"");
         s.raw(" --nproc-per-node=");
         s.glued(&gpus.to_string())?;
         s.raw(" ");
@@ -192,6 +197,7 @@ mod tests {
                 "--comment=tag",
                 "--container-image=reg:5000#ns/img:1",
                 "--container-mounts=/d:/d",
+                "--container-workdir=/r",
             ] {
                 assert!(
                     argv.iter().any(|a| a == want),

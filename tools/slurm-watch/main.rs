@@ -88,6 +88,7 @@ struct Job {
     out: String,
     err: String,
     end_marker: Option<String>,
+    container_image: Option<String>,
 }
 
 fn job_of(ctx: &Context) -> Result<Option<Job>> {
@@ -122,6 +123,7 @@ fn job_of(ctx: &Context) -> Result<Option<Job>> {
         out,
         err,
         end_marker: job.end_marker,
+        container_image: job.container_image,
     }))
 }
 
@@ -287,6 +289,8 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     // How long the next poll waits first (on the cluster side, inside the session).
     let mut wait = 0.0f64;
     let mut marker_seen = false;
+    let mut importing_said: Option<String> = None;
+    let container = job.container_image.is_some();
     let mut outage: Option<Instant> = None;
     let mut backoff = 2.0f64;
     let mut progress = Progress::new(ctx.tool);
@@ -397,8 +401,24 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 }
                 last_state = q.state.clone();
             }
+            if q.state == "RUNNING" && st.findings.importing != importing_said {
+                // An import is silent for seconds to minutes: say so, so it does not look hung.
+                if let Some(image) = &st.findings.importing {
+                    progress.finish();
+                    ctx.note(format!("job {}: pyxis is importing the container image {image} (the command starts after it)", job.id));
+                } else if importing_said.is_some() {
+                    progress.finish();
+                    ctx.note(format!("job {}: the container image is imported", job.id));
+                }
+                importing_said = st.findings.importing.clone();
+            }
             progress.update(|| {
                 let mut s = describe_queue(&q);
+                if let Some(image) = &st.findings.importing {
+                    s.push_str(&format!(", importing the container image {image}"));
+                } else if container && q.state == "RUNNING" && st.bytes == 0 {
+                    s.push_str(", starting its container (no output yet)");
+                }
                 if let Some(p) = st.findings.progress {
                     s.push_str(&format!(", build {p}%"));
                 }

@@ -26,6 +26,10 @@ pub struct Findings {
     pub successes: Vec<String>,
     pub oom: Option<String>,
     pub progress: Option<u8>,
+    /// The image pyxis is importing now (its "importing" line seen, not yet its end).
+    pub importing: Option<String>,
+    /// pyxis's own lines (the first ones), to say why a container did not start.
+    pub pyxis_lines: Vec<String>,
 }
 
 pub struct Patterns {
@@ -105,6 +109,14 @@ impl Patterns {
             }
             if let Some(p) = build_progress(line) {
                 f.progress = Some(p);
+            }
+            if let Some(image) = shared::slurm::pyxis::import_started(line) {
+                f.importing = Some(image.to_string());
+            } else if shared::slurm::pyxis::import_ended(line) {
+                f.importing = None;
+            }
+            if line.contains("pyxis:") && f.pyxis_lines.len() < 60 {
+                f.pyxis_lines.push(line.clone());
             }
         }
     }

@@ -74,6 +74,11 @@ pub fn final_verdict(
             }
         }
     }
+    if matches!(status, Status::Failed | Status::Error) {
+        if let Some(why) = shared::slurm::pyxis::failure(&f.pyxis_lines) {
+            summary = format!("{why}; {summary}");
+        }
+    }
     if kind == JobKind::Build
         && matches!(
             status,

@@ -2,7 +2,9 @@
 //! what Slurm's submission errors mean, and parsers for squeue/sacct/scontrol output
 //! (Slurm 22.05 wording; research/ecosystem.md §2).
 
+pub mod pyxis;
 mod settings;
+pub use pyxis::enroot_image;
 pub use settings::{mounts, Settings, DISTRIBUTED_ENV};
 
 use crate::doc::field_error;
@@ -76,22 +78,6 @@ pub fn parse_slurm_duration(s: &str) -> Option<u64> {
         _ => return None,
     };
     Some(days * 86_400 + secs)
-}
-
-/// pyxis/enroot want the registry separated by `#`: `nvcr.io/nvidia/x:tag` -> `nvcr.io#nvidia/x:tag`.
-/// The document keeps the canonical form; this is applied when the flag is built.
-pub fn enroot_image(image: &str) -> String {
-    if image.contains('#') || image.starts_with('/') || image.starts_with("./") {
-        return image.to_string();
-    }
-    match image.split_once('/') {
-        Some((first, rest))
-            if first.contains('.') || first.contains(':') || first == "localhost" =>
-        {
-            format!("{first}#{rest}")
-        }
-        _ => image.to_string(),
-    }
 }
 
 /// The CUDA architecture for the build (PROCEDURE step 5).
@@ -248,25 +234,6 @@ mod tests {
         assert_eq!(parse_slurm_duration("2-00:00:01"), Some(172_801));
         assert_eq!(parse_slurm_duration("UNLIMITED"), None);
         assert_eq!(format_duration(93_600), "1-02:00:00");
-    }
-
-    #[test]
-    fn enroot_form() {
-        assert_eq!(
-            enroot_image("nvcr.io/nvidia/pytorch:24.01"),
-            "nvcr.io#nvidia/pytorch:24.01"
-        );
-        assert_eq!(
-            enroot_image("nvcr.io#nvidia/pytorch:24.01"),
-            "nvcr.io#nvidia/pytorch:24.01"
-        );
-        assert_eq!(enroot_image("ubuntu:22.04"), "ubuntu:22.04");
-        assert_eq!(enroot_image("library/ubuntu"), "library/ubuntu");
-        assert_eq!(enroot_image("localhost:5000/x"), "localhost:5000#x");
-        assert_eq!(
-            enroot_image("/lustre/images/x.sqsh"),
-            "/lustre/images/x.sqsh"
-        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! Every option takes the `--opt=value` form, so a value starting with `-` can never become an
 //! option, and every word is quoted once when it becomes shell text.
 
-use super::{check_slurm_value, check_time_limit, enroot_image};
+use super::{check_slurm_value, check_time_limit, enroot_image, pyxis};
 use crate::doc::{field_error, wrong_type};
 use crate::schema::{Recipe, Resolve};
 use crate::{Document, Result};
@@ -36,6 +36,13 @@ pub struct Settings {
 /// The launcher variables of the distributed recipe (and `slurm-alloc exec --mode distributed`).
 pub const DISTRIBUTED_ENV: &str =
     "export RANK=\"$SLURM_PROCID\" LOCAL_RANK=\"$SLURM_LOCALID\" WORLD_SIZE=\"$SLURM_NTASKS\"\n";
+
+/// The directory to suggest mounting for `path`: its first two components (`/lustre/me/x` ->
+/// `/lustre/me`), which is where a parallel filesystem's per-user space usually starts.
+fn parent_mount(path: &str) -> String {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    format!("/{}", parts[..parts.len().min(2)].join("/"))
+}
 
 /// `mounts`: a string or a list of strings, each checked; `None` when absent.
 pub fn mounts(doc: &Document) -> Result<Option<String>> {
@@ -137,12 +144,48 @@ impl Settings {
         }
     }
 
-    /// `--container-image` (enroot's form) and `--container-mounts`.
-    pub fn container(&self, argv: &mut Vec<String>) {
+    /// `--container-image` (enroot's form), `--container-mounts`, and `--container-workdir`
+    /// (the job starts in its checkout inside the container too, not in the image's workdir).
+    pub fn container(&self, argv: &mut Vec<String>, workdir: &str) {
         if let Some(i) = &self.container_image {
             argv.push(format!("--container-image={}", enroot_image(i)));
             self.container_mounts(argv);
+            argv.push(format!("--container-workdir={workdir}"));
         }
+    }
+
+    /// With a container, refuse paths the job needs that the container would not see at the
+    /// same path: pyxis mounts the home directory by default, anything else (code on a parallel
+    /// filesystem) must be in `mounts`. `paths` are (what, absolute path); `home` is the
+    /// cluster user's home when known (unknown: only `mounts` count).
+    pub fn check_container_sees(&self, home: Option<&str>, paths: &[(&str, &str)]) -> Result<()> {
+        if self.container_image.is_none() {
+            return Ok(());
+        }
+        for (what, path) in paths {
+            match pyxis::visibility(path, home, self.mounts.as_deref()) {
+                pyxis::Visibility::Home | pyxis::Visibility::Mount(_) => {}
+                pyxis::Visibility::Moved { entry } => {
+                    return Err(field_error(
+                        "mounts",
+                        &format!("mounts {entry:?} over {what} {path} at another path inside the container, where the job's paths do not exist"),
+                    )
+                    .with_hint(format!("mount it at the same path, e.g. add \"{0}:{0}\" to `mounts`", parent_mount(path))));
+                }
+                pyxis::Visibility::Hidden => {
+                    return Err(field_error(
+                        "mounts",
+                        &format!(
+                            "does not cover {what} {path}, which is outside the home directory{}: inside the container `{}` the job would not find it",
+                            home.map(|h| format!(" ({h})")).unwrap_or_default(),
+                            self.container_image.as_deref().unwrap_or_default()
+                        ),
+                    )
+                    .with_hint(format!("add \"{0}:{0}\" to `mounts` (pyxis mounts only the home directory by default), or keep the checkout under the home directory", parent_mount(path))));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `--container-mounts`, when `mounts` is set.
@@ -181,10 +224,14 @@ mod tests {
         let b = settings(r#"{"container_image":"r/i:1","mounts":["/a:/a","/b:/b"]}"#).unwrap();
         assert_eq!(a, b);
         let mut argv = vec![];
-        a.container(&mut argv);
+        a.container(&mut argv, "/w");
         assert_eq!(
             argv,
-            ["--container-image=r/i:1", "--container-mounts=/a:/a,/b:/b"]
+            [
+                "--container-image=r/i:1",
+                "--container-mounts=/a:/a,/b:/b",
+                "--container-workdir=/w"
+            ]
         );
         for bad in [
             r#"{"mounts":7}"#,
