@@ -307,17 +307,38 @@ fn alloc_doc(host_key: &str, name: &str) -> serde_json::Value {
     d["account"] = json!(testbed().s("account"));
     d["partition"] = json!(testbed().s("partition"));
     d["job_name"] = json!(name);
-    d["container_image"] = json!("nvcr.io/nvidia/pytorch:24.01-py3");
+    // The testbed's image as a .sqsh file (no registry import: a few seconds per node).
+    d["container_image"] = json!(testbed().s("container_image_file"));
     // A list, as slurm-submit takes it (shared::slurm::Settings reads both).
-    d["mounts"] = json!(["/data:/data", "/scratch:/scratch"]);
+    d["mounts"] = json!(["/tmp:/tmp", format!("{}:/mnt/images:ro", images_dir())]);
     d
+}
+
+fn images_dir() -> String {
+    std::path::Path::new(&testbed().s("container_image_file"))
+        .parent()
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+/// The enroot containers of the cluster user (pyxis names them pyxis_<jobid>_<name>).
+fn enroot_containers() -> String {
+    let out = Command::new("runuser")
+        .args(["-u", &testbed().s("cluster_user"), "--", "enroot", "list"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
 fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     crate::needs_cluster!();
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let d = alloc_doc("direct_host", &format!("st-alloc-{}", std::process::id()));
+    let mut d = alloc_doc("direct_host", &format!("st-alloc-{}", std::process::id()));
+    // The registry image, written as a person writes it, and a package from a local wheel.
+    d["container_image"] = json!(testbed().s("container_image"));
+    d["packages"] = json!([testbed().s("probe_wheel")]);
     let up = alloc(&["up"], &d);
     assert_eq!(up.code, 0, "{}", up.stderr);
     let a = &up.doc["allocation"];
@@ -330,18 +351,35 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     );
     assert_eq!(a["container_name"], format!("trtllm-{job}"));
     assert!(up.stderr.contains("imported"), "{}", up.stderr);
-
-    // Several execs share the allocation's state; the container flags reach srun.
-    let e1 = alloc(&["exec", "--", "echo $SLURM_JOB_ID > /tmp/st-alloc-state-$SLURM_JOB_ID; echo name=$SLURM_STANDIN_CONTAINER_NAME image=${SLURM_STANDIN_CONTAINER_IMAGE:-none} mounts=$SLURM_STANDIN_CONTAINER_MOUNTS"], &up.doc);
-    assert_eq!(e1.code, 0, "{}", e1.stderr);
     assert!(
-        e1.stderr.contains("mounts=/data:/data,/scratch:/scratch"),
-        "`mounts` given as a list reaches srun as one --container-mounts: {}",
-        e1.stderr
+        up.stderr
+            .contains("importing the container image 127.0.0.1:"),
+        "the import is announced: {}",
+        up.stderr
     );
+    assert!(up.stderr.contains("packages installed"), "{}", up.stderr);
+    let named = format!("pyxis_{job}_trtllm-{job}");
     assert!(
-        e1.stderr.contains(&format!("name=trtllm-{job} image=none")),
-        "--container-name without --container-image: {}",
+        enroot_containers().lines().any(|l| l == named),
+        "pyxis keeps the named container as {named}: {}",
+        enroot_containers()
+    );
+
+    // Several execs share the allocation's state and its container: the package pip installed
+    // is there, the mounts (a list) are, the command starts in the working directory.
+    let e1 = alloc(&["exec", "--", "echo $SLURM_JOB_ID > /tmp/st-alloc-state-$SLURM_JOB_ID; cat /etc/slurm-tools-image; python3 -c 'import slurm_tools_probe as p; print(p.MESSAGE)'; ls /mnt/images; echo pwd=$(pwd)"], &up.doc);
+    assert_eq!(e1.code, 0, "{}", e1.stderr);
+    for want in [
+        "slurm-tools testbed image devbox",
+        "slurm_tools_probe imported",
+        "devbox.sqsh",
+    ] {
+        assert!(e1.stderr.contains(want), "{want}: {}", e1.stderr);
+    }
+    assert!(
+        e1.stderr
+            .contains(&format!("pwd={}", d["remote_cwd"].as_str().unwrap())),
+        "--container-workdir: {}",
         e1.stderr
     );
     let e2 = alloc(
@@ -401,6 +439,16 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     let down = alloc(&["down"], &e2.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert_eq!(down.doc["allocation"]["state"], "RELEASED");
+    let released = down.doc["allocation"]["released"].to_string();
+    assert!(
+        released.contains(&format!("CONTAINER_REMOVED {named}")),
+        "down removes the container under pyxis's name for it: {released}"
+    );
+    assert!(
+        !enroot_containers().lines().any(|l| l == named),
+        "{}",
+        enroot_containers()
+    );
     assert_eq!(wait_done(&job, 60).0, "COMPLETED");
     let twice = alloc(&["down"], &down.doc);
     assert_eq!(twice.code, 0, "down is idempotent");
@@ -1350,7 +1398,7 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
     ];
     d["packages"] = json!(packages);
     let up = alloc(&["up"], &d);
-    // pip (the node's, standing in for the container's) refuses each as an invalid requirement.
+    // pip in the container refuses each as an invalid requirement.
     assert_eq!(up.code, 4, "{}", up.stderr);
     let e = &up.doc["error"];
     assert!(
@@ -1379,6 +1427,61 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
         "{e}"
     );
     let down = alloc(&["down"], &d);
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(held_allocations(&name).is_empty());
+}
+
+/// slurm-alloc names what failed in the container step: an image the registry does not have
+/// (field container_image, enroot's 404), and `packages` asked of an image without python3
+/// (field packages); the allocation stays held for the fixed rerun, and `down` releases it.
+#[test]
+fn alloc_names_the_image_it_cannot_import_and_the_image_without_python() {
+    crate::needs_cluster!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let name = format!("st-alloc-img-{}", std::process::id());
+    let mut d = alloc_doc("direct_host", &name);
+    let registry = testbed().s("registry");
+    d["container_image"] = json!(format!("{registry}/testbed/nonexistent:1"));
+    let up = alloc(&["up"], &d);
+    assert_eq!(up.code, 4, "{}", up.stderr);
+    let e = &up.doc["error"];
+    assert_eq!(e["field"], "container_image", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!(
+            "the container image {registry}#testbed/nonexistent:1 could not be imported"
+        )) && msg.contains("404")
+            && msg.contains("stays held"),
+        "{msg}"
+    );
+    assert_eq!(held_allocations(&name).len(), 1);
+
+    let mut nopython = alloc_doc("direct_host", &name);
+    nopython["container_image"] = json!(testbed().s("container_image_without_python"));
+    nopython["packages"] = json!([testbed().s("probe_wheel")]);
+    let up = alloc(&["up"], &nopython);
+    assert_eq!(up.code, 4, "{}", up.stderr);
+    let e = &up.doc["error"];
+    assert_eq!(e["field"], "packages", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("has no python3"),
+        "{e}"
+    );
+    assert_eq!(
+        up.doc["allocation"]["reused"], true,
+        "the held allocation, reused"
+    );
+
+    // packages without any image: refused before anything starts.
+    let mut bare = alloc_doc("direct_host", &name);
+    bare.as_object_mut().unwrap().remove("container_image");
+    bare["packages"] = json!(["numpy"]);
+    let r = alloc(&["up"], &bare);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.doc["error"]["field"], "packages");
+
+    let down = alloc(&["down"], &nopython);
     assert_eq!(down.code, 0, "{}", down.stderr);
     std::thread::sleep(Duration::from_secs(1));
     assert!(held_allocations(&name).is_empty());

@@ -245,7 +245,7 @@ pub fn synced(name: &str) -> (Fixture, Value) {
     d["partition"] = json!(testbed().s("partition"));
     d["time_limit"] = json!("00:05:00");
     d["job_name"] = json!(format!("st-{name}"));
-    d["gpus_per_node"] = json!(4);
+    // No GPUs unless a test asks: a job holding the node's 4 fake GPUs makes every other wait.
     let t = run("slurm-sync-tracked", &[], &d);
     assert_eq!(t.code, 0, "{}", t.stderr);
     (fx, t.doc)

@@ -10,55 +10,101 @@ fn submit(doc: &Value, args: &[&str]) -> Run {
     run("slurm-submit", args, doc)
 }
 
+/// Recipes 1-5 in real pyxis containers, each with the registry image (written as a person
+/// writes it, `HOST:PORT/ns/name:tag`) and with the same image as a .sqsh file, `mounts` as a
+/// list and as a string: the job runs in the image, starts in its own code tree and sees it, and
+/// sees the mounts.
 #[test]
-fn every_recipe_runs_with_the_documents_settings_and_container_flags() {
+fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
     crate::needs_cluster!();
-    let (_fx, base) = synced("recipes");
+    let (_fx, mut base) = synced("recipes");
+    base["gpus_per_node"] = json!(4);
+    let images_dir = Path::new(&testbed().s("container_image_file"))
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    // The image has no torchrun: the testbed's stand-in is mounted in for the launcher recipe.
+    let torchrun = "/usr/local/bin/torchrun:/usr/local/bin/torchrun:ro";
+    let probe = "cat /etc/slurm-tools-image; echo pwd=$(pwd); test -f README.md && echo code-visible; ls /mnt/images";
     let cases = [
         ("single", "echo task $SLURM_PROCID of $SLURM_NTASKS", 1, 1),
         ("mpi", "echo task $SLURM_PROCID of $SLURM_NTASKS pmix=${PMIX_RANK:-none}", 1, 4),
-        ("distributed", "echo rank $RANK local $LOCAL_RANK world $WORLD_SIZE", 1, 4),
+        ("distributed", "echo rank $RANK local $LOCAL_RANK world $WORLD_SIZE master $MASTER_ADDR", 1, 4),
         // The launcher's command is what torchrun starts, so the probe goes inside it.
-        ("launcher", "sh -c 'echo launched rank $RANK of $WORLD_SIZE; echo image=$SLURM_STANDIN_CONTAINER_IMAGE mounts=$SLURM_STANDIN_CONTAINER_MOUNTS'", 1, 1),
+        ("launcher", "sh -c 'echo launched rank $RANK of $WORLD_SIZE; cat /etc/slurm-tools-image; ls /mnt/images'", 1, 1),
         ("batch", "echo batch on $SLURM_JOB_NUM_NODES node", 1, 1),
     ];
+    let registry = testbed().s("container_image");
+    let file = testbed().s("container_image_file");
     let mut jobs = Vec::new();
-    for (recipe, command, nodes, tasks) in cases {
-        let mut d = base.clone();
-        d["recipe"] = json!(recipe);
-        d["command"] = json!(format!("{command}; echo image=$SLURM_STANDIN_CONTAINER_IMAGE mounts=$SLURM_STANDIN_CONTAINER_MOUNTS"));
-        d["container_image"] = json!("nvcr.io/nvidia/pytorch:24.01-py3");
-        d["mounts"] = json!(["/data:/data", "/scratch:/scratch"]);
-        d["required_devices_per_node"] = json!(4);
-        let r = submit(&d, &[]);
-        assert_eq!(r.code, 0, "{recipe}: {}", r.stderr);
-        assert_eq!(
-            r.doc["container_image"], "nvcr.io/nvidia/pytorch:24.01-py3",
-            "the document keeps the canonical URI"
-        );
-        let job = r.doc["job"].clone();
-        assert_eq!(job["kind"], "run");
-        assert_eq!(job["recipe"], recipe);
-        jobs.push((recipe, job, nodes, tasks));
+    for (image, list) in [(registry.as_str(), true), (file.as_str(), false)] {
+        for (recipe, command, nodes, tasks) in cases {
+            let mut d = base.clone();
+            d["recipe"] = json!(recipe);
+            d["command"] = json!(format!("{command}; {probe}"));
+            d["container_image"] = json!(image);
+            let mounts = [format!("{images_dir}:/mnt/images:ro"), torchrun.to_string()];
+            d["mounts"] = if list {
+                json!(mounts)
+            } else {
+                json!(mounts.join(","))
+            };
+            d["required_devices_per_node"] = json!(4);
+            let r = submit(&d, &[]);
+            assert_eq!(r.code, 0, "{recipe}: {}", r.stderr);
+            assert_eq!(
+                r.doc["container_image"], image,
+                "the document keeps the form the person wrote"
+            );
+            let job = r.doc["job"].clone();
+            assert_eq!(job["kind"], "run");
+            assert_eq!(job["recipe"], recipe);
+            assert_eq!(
+                job["container_image"],
+                shared::slurm::enroot_image(image),
+                "pyxis gets enroot's form"
+            );
+            let argv: Vec<String> = serde_json::from_value(job["argv"].clone()).unwrap();
+            for want in [
+                format!("--container-image={}", shared::slurm::enroot_image(image)),
+                format!("--container-mounts={}", mounts.join(",")),
+                format!("--container-workdir={}", job["tree"].as_str().unwrap()),
+            ] {
+                assert!(argv.contains(&want), "{recipe}: {want} not in {argv:?}");
+            }
+            jobs.push((image, recipe, job, nodes, tasks));
+        }
     }
-    for (recipe, job, nodes, tasks) in jobs {
+    for (image, recipe, job, nodes, tasks) in jobs {
         let id = job["job_id"].as_str().unwrap();
-        let (state, code) = wait_done(id, 120);
+        let (state, code) = wait_done(id, 300);
         let out = read(job["stdout_path"].as_str().unwrap());
+        let err = std::fs::read_to_string(job["stderr_path"].as_str().unwrap()).unwrap_or_default();
         assert_eq!(
             (state.as_str(), code.as_str()),
             ("COMPLETED", "0:0"),
-            "{recipe}: {out}\n{}",
-            std::fs::read_to_string(job["stderr_path"].as_str().unwrap()).unwrap_or_default()
+            "{image} {recipe}: {out}\n{err}"
         );
+        let ctx = format!("{image} {recipe}: {out}\n{err}");
         assert!(
-            out.contains("image=nvcr.io#nvidia/pytorch:24.01-py3"),
-            "{recipe}: enroot form reaches srun: {out}"
+            out.contains("slurm-tools testbed image devbox"),
+            "runs in the image: {ctx}"
         );
-        assert!(
-            out.contains("mounts=/data:/data,/scratch:/scratch"),
-            "{recipe}: {out}"
-        );
+        assert!(out.contains("devbox.sqsh"), "sees the mount: {ctx}");
+        if recipe != "launcher" {
+            assert!(
+                out.contains(&format!("pwd={}", job["tree"].as_str().unwrap())),
+                "starts in its own code tree: {ctx}"
+            );
+            assert!(out.contains("code-visible"), "{ctx}");
+        }
+        if image.contains(":5055/") && tasks == 1 {
+            assert!(
+                err.contains("pyxis: importing docker image: 127.0.0.1:5055#testbed/devbox:1"),
+                "the registry image, in enroot's form: {ctx}"
+            );
+        }
         let sc = scontrol(id);
         assert_eq!(sc["JobName"], format!("st-recipes"), "{recipe}");
         assert_eq!(sc["Account"], testbed().s("account"));
@@ -85,9 +131,11 @@ fn every_recipe_runs_with_the_documents_settings_and_container_flags() {
                 assert!(job["command"].as_str().unwrap().contains("--mpi=pmix"));
             }
             "distributed" => {
+                // No scontrol in the image: MASTER_ADDR comes from the node list itself.
+                let node = testbed().s("node");
                 for r in 0..4 {
                     assert!(
-                        out.contains(&format!("rank {r} local {r} world 4")),
+                        out.contains(&format!("rank {r} local {r} world 4 master {node}")),
                         "{out}"
                     );
                 }
@@ -122,31 +170,71 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
         "{a,b} * ~root $HOME \\ #x".to_string(),
         "--uid=0".to_string(),
     ];
+    let mut jobs = Vec::new();
     for (i, h) in hostile.iter().enumerate() {
+        let recipe = if i % 2 == 0 { "single" } else { "batch" };
+        // The job name, in a job that runs in the real container.
         let mut d = base.clone();
         d["job_name"] = json!(h);
+        d["container_image"] = json!(testbed().s("container_image_file"));
+        d["command"] = json!("printf '%s\\n' \"$SLURM_JOB_NAME\"");
+        d["recipe"] = json!(recipe);
+        let r = submit(&d, &[]);
+        assert_eq!(r.code, 0, "{h}: {}", r.stderr);
+        jobs.push((h, r.doc["job"].clone()));
+        // The image and the mounts reach pyxis literally: it names them when it refuses them.
         // No `/` in the image: with one, the enroot rewrite (registry/ -> registry#) applies.
         let image = format!("img{i}:{}", h.replace('/', "_"));
+        let mut d = base.clone();
         d["container_image"] = json!(image);
-        d["mounts"] = json!(h);
-        d["command"] = json!("printf '%s\\n' \"$SLURM_JOB_NAME\" \"$SLURM_STANDIN_CONTAINER_IMAGE\" \"$SLURM_STANDIN_CONTAINER_MOUNTS\"");
-        d["recipe"] = json!(if i % 2 == 0 { "single" } else { "batch" });
+        d["command"] = json!("true");
+        d["recipe"] = json!(recipe);
         let r = submit(&d, &[]);
         assert_eq!(r.code, 0, "{h}: {}", r.stderr);
         let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
-        wait_done(&id, 60);
+        wait_done(&id, 120);
+        let err = read(r.doc["job"]["stderr_path"].as_str().unwrap());
+        assert!(
+            err.contains(&format!("pyxis: importing docker image: {image}\n")),
+            "pyxis got the image literally: {err}"
+        );
+        let mut d = base.clone();
+        d["container_image"] = json!(testbed().s("container_image_file"));
+        d["mounts"] = json!(format!("/tmp/{h}:/mnt"));
+        d["command"] = json!("true");
+        d["recipe"] = json!(recipe);
+        let r = submit(&d, &[]);
+        let said = if r.code == 0 {
+            let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+            wait_done(&id, 120);
+            read(r.doc["job"]["stderr_path"].as_str().unwrap())
+                + &std::fs::read_to_string(format!(
+                    "{}/{}.srun.log",
+                    r.doc["job"]["state_dir"].as_str().unwrap(),
+                    r.doc["job"]["submit_tag"].as_str().unwrap()
+                ))
+                .unwrap_or_default()
+        } else {
+            r.stderr.clone()
+        };
+        // (A comma separates mounts: pyxis names the first one.)
+        let first = format!("/tmp/{h}");
+        let first = first.split(',').next().unwrap();
+        assert!(
+            said.contains(first),
+            "pyxis (or sbatch) got the mount literally: {first} in {said}"
+        );
+    }
+    for (h, job) in jobs {
+        let id = job["job_id"].as_str().unwrap();
+        assert_eq!(wait_done(id, 120).0, "COMPLETED", "{h}");
         assert_eq!(
-            scontrol(&id)["JobName"],
+            scontrol(id)["JobName"],
             *h,
             "Slurm sees the job name literally"
         );
-        let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
-        let lines: Vec<&str> = out.lines().collect();
-        assert_eq!(
-            lines,
-            vec![h.as_str(), image.as_str(), h.as_str()],
-            "the job sees the values literally"
-        );
+        let out = read(job["stdout_path"].as_str().unwrap());
+        assert_eq!(out, format!("{h}\n"), "the job sees the name literally");
     }
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
     // A newline cannot be represented in Slurm's line-based output: refused before sending.
@@ -259,6 +347,7 @@ fn a_lost_reply_is_retried_with_the_same_tag_and_never_submitted_twice() {
 fn dry_run_prints_the_exact_command_and_submits_nothing() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("dry");
+    d["gpus_per_node"] = json!(4);
     d["recipe"] = json!("mpi");
     d["command"] = json!("./app --flag");
     d["node_count"] = json!(2);
@@ -645,4 +734,105 @@ fn a_remote_directory_that_is_not_a_git_clone_still_runs_the_job_and_says_it_has
         "the job ran in the directory itself"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Code on a "parallel filesystem" (outside the home directory, which pyxis mounts): the job's
+/// tree must be in `mounts` at the same path. Preflight warns, submit refuses naming `mounts`
+/// (not mounted, or mounted at another path), and with the mount the job runs and sees its code.
+#[test]
+fn code_outside_the_home_directory_must_be_mounted_into_the_container() {
+    crate::needs_cluster!();
+    let fx = crate::fixture::Fixture::new("outside-home");
+    let scratch = testbed().s("scratch_dir");
+    let root = format!("{scratch}/{}", fx.name);
+    let _ = std::fs::remove_dir_all(&root);
+    let mut d = fx.doc();
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["time_limit"] = json!("00:05:00");
+    d["job_name"] = json!("st-outside-home");
+    d["remote_cwd"] = json!(root);
+    d["remote_repo_path"] = json!(format!("{root}/repo"));
+    d["container_image"] = json!(testbed().s("container_image_file"));
+    d["command"] = json!("echo pwd=$(pwd); cat README.md");
+    d["recipe"] = json!("single");
+    let p = run("slurm-ssh-preflight", &[], &d);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    assert!(
+        p.stderr
+            .contains("outside the home directory and not mounted"),
+        "preflight says it: {}",
+        p.stderr
+    );
+    let t = run("slurm-sync-tracked", &[], &p.doc);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+
+    let r = submit(&t.doc, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let e = &r.doc["error"];
+    assert_eq!(e["field"], "mounts", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("{root}/")) && msg.contains("outside the home directory"),
+        "{msg}"
+    );
+    assert!(e["hint"].as_str().unwrap().contains("to `mounts`"), "{e}");
+
+    let mut moved = t.doc.clone();
+    moved["mounts"] = json!([format!("{scratch}:/scratch")]);
+    let r = submit(&moved, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at another path inside the container"),
+        "{}",
+        r.doc["error"]
+    );
+
+    let mut mounted = t.doc.clone();
+    mounted["mounts"] = json!([format!("{scratch}:{scratch}")]);
+    let r = submit(&mounted, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let job = &r.doc["job"];
+    let id = job["job_id"].as_str().unwrap();
+    let (state, _) = wait_done(id, 120);
+    let out = read(job["stdout_path"].as_str().unwrap());
+    assert_eq!(state, "COMPLETED", "{out}");
+    assert!(
+        out.contains(&format!("pwd={}", job["tree"].as_str().unwrap())) && out.contains("readme"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The build job runs in the container too (the image's compiler), with the document's mounts.
+#[test]
+fn the_build_job_runs_in_the_container_with_the_documents_mounts() {
+    crate::needs_cluster!();
+    let (_fx, mut d) = synced("build-container");
+    let images = Path::new(&testbed().s("container_image_file"))
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    d["container_image"] = json!(testbed().s("container_image_file"));
+    d["mounts"] = json!([format!("{images}:/mnt/images:ro")]);
+    d["build_command"] = json!("cat /etc/slurm-tools-image; ls /mnt/images; gcc --version | head -n 1; echo '[100%] Built'");
+    let r = submit(&d, &["--build"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let job = &r.doc["job"];
+    assert_eq!(job["kind"], "build");
+    let id = job["job_id"].as_str().unwrap().to_string();
+    let (state, _) = wait_done(&id, 120);
+    let log = read(job["stdout_path"].as_str().unwrap());
+    assert_eq!(state, "COMPLETED", "{log}");
+    for want in [
+        "slurm-tools testbed image devbox",
+        "devbox.sqsh",
+        "gcc (Debian",
+    ] {
+        assert!(log.contains(want), "{want}: {log}");
+    }
 }

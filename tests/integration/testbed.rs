@@ -75,27 +75,80 @@ fn check_cluster_through(ssh: &Ssh) {
         seen.contains(&format!("{}|FAILED|3:0", ids[1])),
         "sacct: {seen}"
     );
+}
 
-    // The container-flag stand-in: real srun accepts the flags and the job sees the values.
-    let env = remote(
-        ssh,
-        "srun -A testacct -t 1 --container-image=nvcr.io#nvidia/pytorch:24.01 \
-         --container-mounts=/data:/data --container-name=trtllm-x --container-writable \
-         env | grep '^SLURM_STANDIN_CONTAINER' | sort\n",
-    );
+fn remote_owned(ssh: &Ssh, text: &str) -> (bool, String) {
+    let mut s = Script::new();
+    s.user_shell_text(text);
+    let out = ssh.run_script(&s, None, Duration::from_secs(300)).unwrap();
+    (
+        out.success(),
+        format!("{}{}", out.stdout_text(), out.stderr_tail),
+    )
+}
+
+/// Real pyxis and enroot (no stand-in plugin): an image from the local registry in the form
+/// enroot takes, the same image as a .sqsh file, mounts, workdir, a named container reused by a
+/// later step with what a writable step installed in it.
+#[test]
+fn real_pyxis_and_enroot_run_the_registry_image_and_the_sqsh_file() {
+    crate::needs_cluster!();
+    let plugstack = std::fs::read_to_string("/etc/slurm/plugstack.conf.d/pyxis.conf").unwrap();
+    assert!(plugstack.contains("spank_pyxis.so"), "{plugstack}");
     assert!(
-        env.contains("SLURM_STANDIN_CONTAINER_IMAGE=nvcr.io#nvidia/pytorch:24.01"),
-        "{env}"
+        !std::path::Path::new("/etc/slurm/plugstack.conf.d/container-standin.conf").exists(),
+        "no stand-in plugin is installed"
     );
+    let ssh = ssh("direct_host", None);
+    let image = shared::slurm::enroot_image(&testbed().s("container_image"));
+    let file = testbed().s("container_image_file");
+    let images = std::path::Path::new(&file)
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let (ok, out) = remote_owned(
+        &ssh,
+        &format!(
+            "srun -A testacct -t 5 --container-image={image} --container-mounts={images}:/mnt/images:ro \
+             --container-workdir=/mnt/images sh -c 'cat /etc/slurm-tools-image; pwd; ls; python3 --version'\n"
+        ),
+    );
+    assert!(ok, "{out}");
     assert!(
-        env.contains("SLURM_STANDIN_CONTAINER_MOUNTS=/data:/data"),
-        "{env}"
+        out.contains("pyxis: importing docker image: 127.0.0.1:"),
+        "{out}"
     );
+    assert!(out.contains("slurm-tools testbed image devbox"), "{out}");
+    assert!(out.contains("/mnt/images\n"), "--container-workdir: {out}");
+    assert!(out.contains("devbox.sqsh"), "--container-mounts: {out}");
+    assert!(out.contains("Python 3"), "{out}");
+    // The .sqsh file, a named container, a writable step that changes it, a later step that
+    // sees the change, in one allocation; enroot lists it under pyxis's name for it.
+    let (ok, out) = remote_owned(
+        &ssh,
+        &format!(
+            "salloc -A testacct -t 5 sh -c 'srun --container-image={file} --container-name=probe --container-writable sh -c \"echo changed > /etc/probe-mark\" && srun --container-name=probe cat /etc/probe-mark && srun --container-name=probe sh -c \"echo uid=\\$(id -u)\" && srun enroot list && echo job=$SLURM_JOB_ID'\n"
+        ),
+    );
+    assert!(ok, "{out}");
     assert!(
-        env.contains("SLURM_STANDIN_CONTAINER_NAME=trtllm-x"),
-        "{env}"
+        out.contains("changed"),
+        "the named container was reused: {out}"
     );
-    assert!(env.contains("SLURM_STANDIN_CONTAINER_WRITABLE=1"), "{env}");
+    let job = out
+        .lines()
+        .find_map(|l| l.strip_prefix("job="))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        out.contains(&format!("pyxis_{job}_probe")),
+        "pyxis names it pyxis_<jobid>_<name>: {out}"
+    );
+    let (_, home) = remote_owned(&ssh, "id -u\n");
+    assert!(
+        out.contains(&format!("uid={}", home.trim())),
+        "the job runs as the cluster user in the container: {out}"
+    );
 }
 
 #[test]

@@ -365,3 +365,63 @@ fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
     );
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
 }
+
+/// While pyxis imports the image the job is RUNNING and silent: the watch says it imports
+/// (and the verdict is the job's); an image the registry does not have and a mount source the
+/// node does not have are FAILED with a summary that names them.
+#[test]
+fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_failed() {
+    crate::needs_cluster!();
+    let (_fx, mut base) = synced("w-container");
+    base["recipe"] = json!("single");
+    base["command"] = json!("echo in the container; cat /etc/slurm-tools-image");
+    base["container_image"] = json!(testbed().s("container_image"));
+    let s = run("slurm-submit", &[], &base);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let w = run("slurm-watch", &["--interval", "1"], &s.doc);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    assert_eq!(report(&w)["status"], "PASSED");
+    assert!(
+        w.stderr
+            .contains("pyxis is importing the container image 127.0.0.1:5055#testbed/devbox:1"),
+        "{}",
+        w.stderr
+    );
+    assert!(
+        w.stderr.contains("the container image is imported"),
+        "{}",
+        w.stderr
+    );
+
+    let registry = testbed().s("registry");
+    let mut missing = base.clone();
+    missing["container_image"] = json!(format!("{registry}/testbed/nonexistent:1"));
+    let s = run("slurm-submit", &[], &missing);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let w = run("slurm-watch", &["--interval", "1"], &s.doc);
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let r = report(&w);
+    assert_eq!(r["status"], "FAILED");
+    let summary = r["summary"].as_str().unwrap();
+    assert!(
+        summary.contains(&format!(
+            "the container image {}#testbed/nonexistent:1 could not be imported",
+            registry
+        )) && summary.contains("404"),
+        "{summary}"
+    );
+
+    let mut mount = base.clone();
+    mount["container_image"] = json!(testbed().s("container_image_file"));
+    mount["mounts"] = json!("/nonexistent-mount-source:/x");
+    let s = run("slurm-submit", &[], &mount);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let w = run("slurm-watch", &["--interval", "1"], &s.doc);
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let summary = report(&w)["summary"].as_str().unwrap().to_string();
+    assert!(
+        summary
+            .contains("the `mounts` source /nonexistent-mount-source does not exist on the node"),
+        "{summary}"
+    );
+}

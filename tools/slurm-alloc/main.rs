@@ -456,7 +456,9 @@ exit "$E_NO_JOB_ID"
             for p in &packages {
                 s.arg(p)?;
             }
-            s.raw("\ncase $? in 0) ;; 97) exit \"$E_NO_PYTHON\" ;; *) exit \"$E_PACKAGES\" ;; esac\n");
+            s.raw(
+                "\ncase $? in 0) ;; 97) exit \"$E_NO_PYTHON\" ;; *) exit \"$E_PACKAGES\" ;; esac\n",
+            );
         }
         ctx.note(format!(
             "{} the container image {img} on each node of allocation {job} (pyxis imports it once per node; a large image takes minutes)",
@@ -465,7 +467,10 @@ exit "$E_NO_JOB_ID"
         let out = run(&a, &s, 3600)?;
         if !out.success() {
             let pyxis_says = shared::slurm::pyxis::failure(
-                &out.stderr_tail.lines().map(str::to_string).collect::<Vec<_>>(),
+                &out.stderr_tail
+                    .lines()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>(),
             );
             let (what, field) = match Exit::from_status(out.code) {
                 Some(Exit::Packages) => ("installing `packages` in the container".to_string(), "packages"),

@@ -114,6 +114,13 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         t.push_str("NOT SUBMITTED YET\n");
         code = 0;
     }
+    if let Some(image) = section::<Job>(doc, "job").and_then(|j| j.container_image) {
+        row(
+            &mut t,
+            "container",
+            format!("ran in {image} (pyxis/enroot)"),
+        );
+    }
     if let Some(res) = section::<Resolve>(doc, "resolve") {
         row(
             &mut t,

@@ -170,7 +170,8 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if wants_container {
         // The code lives under remote_cwd: inside the container it must be at the same path.
         let mounts = shared::slurm::mounts(&ctx.doc)?;
-        if let shared::slurm::pyxis::Visibility::Hidden | shared::slurm::pyxis::Visibility::Moved { .. } =
+        if let shared::slurm::pyxis::Visibility::Hidden
+        | shared::slurm::pyxis::Visibility::Moved { .. } =
             shared::slurm::pyxis::visibility(cwd, remote.home.as_deref(), mounts.as_deref())
         {
             ctx.warn(format!(

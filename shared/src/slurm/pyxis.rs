@@ -111,6 +111,11 @@ pub fn failure(lines: &[String]) -> Option<String> {
                     src.trim()
                 )
             });
+        } else if let Some((_, rest)) = line.split_once("pyxis: couldn't chdir to ") {
+            let dir = rest.split(": ").next().unwrap_or(rest).trim();
+            what.get_or_insert_with(|| {
+                format!("the job's directory {dir} is not visible inside the container: add its filesystem to `mounts` at the same path (this cluster's enroot may not mount the home directory)")
+            });
         } else if let Some((_, msg)) = line.split_once("pyxis:     [ERROR] ") {
             enroot_error.get_or_insert_with(|| msg.trim().to_string());
         } else if let Some((_, msg)) = line.split_once("error: pyxis: ") {
@@ -192,7 +197,11 @@ mod tests {
         assert_eq!(visibility("/home/u", home, None), Visibility::Home);
         assert_eq!(visibility("/home/uu/r", home, None), Visibility::Hidden);
         assert_eq!(
-            visibility("/lustre/u/r", home, Some("/data:/data,/lustre/u:/lustre/u:ro")),
+            visibility(
+                "/lustre/u/r",
+                home,
+                Some("/data:/data,/lustre/u:/lustre/u:ro")
+            ),
             Visibility::Mount("/lustre/u:/lustre/u:ro".into())
         );
         assert_eq!(
@@ -232,6 +241,13 @@ mod tests {
         assert_eq!(
             failure(&mount).unwrap(),
             "the `mounts` source /nonexistent does not exist on the node"
+        );
+        let chdir = lines("slurmstepd-vm: error: pyxis: couldn't chdir to /lustre/u/r: No such file or directory\nslurmstepd-vm: error: spank: required plugin spank_pyxis.so: task_init() failed with rc=-1");
+        assert!(
+            failure(&chdir)
+                .unwrap()
+                .starts_with("the job's directory /lustre/u/r is not visible inside the container"),
+            "{chdir:?}"
         );
         assert_eq!(failure(&lines("hello\nTraceback")), None);
     }

@@ -157,7 +157,7 @@ impl Settings {
     /// With a container, refuse paths the job needs that the container would not see at the
     /// same path: pyxis mounts the home directory by default, anything else (code on a parallel
     /// filesystem) must be in `mounts`. `paths` are (what, absolute path); `home` is the
-    /// cluster user's home when known (unknown: only `mounts` count).
+    /// cluster user's home when known (unknown: only a mount at another path is refused).
     pub fn check_container_sees(&self, home: Option<&str>, paths: &[(&str, &str)]) -> Result<()> {
         if self.container_image.is_none() {
             return Ok(());
@@ -172,12 +172,14 @@ impl Settings {
                     )
                     .with_hint(format!("mount it at the same path, e.g. add \"{0}:{0}\" to `mounts`", parent_mount(path))));
                 }
+                // Without the home (no preflight), whether pyxis mounts it cannot be told.
+                pyxis::Visibility::Hidden if home.is_none() => {}
                 pyxis::Visibility::Hidden => {
                     return Err(field_error(
                         "mounts",
                         &format!(
-                            "does not cover {what} {path}, which is outside the home directory{}: inside the container `{}` the job would not find it",
-                            home.map(|h| format!(" ({h})")).unwrap_or_default(),
+                            "does not cover {what} {path}, which is outside the home directory ({}): inside the container `{}` the job would not find it",
+                            home.unwrap_or_default(),
                             self.container_image.as_deref().unwrap_or_default()
                         ),
                     )
