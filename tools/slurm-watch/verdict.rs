@@ -125,6 +125,47 @@ mod tests {
     }
 
     #[test]
+    fn a_container_that_did_not_start_is_named_in_the_summary() {
+        let patterns = Patterns {
+            hang: "hang detected".into(),
+            failure: vec![],
+            success: vec![],
+        };
+        let f = Findings {
+            pyxis_lines: vec![
+                "slurmstepd-vm: error: pyxis: --container-mounts: source path does not exist: /gone".into(),
+            ],
+            ..Findings::default()
+        };
+        let v = final_verdict(
+            JobKind::Run,
+            &f,
+            &patterns,
+            &acct("FAILED", "1:0"),
+            None,
+            Source::Sacct,
+        );
+        assert_eq!(v.status, Status::Failed);
+        assert!(
+            v.summary.starts_with(
+                "the `mounts` source /gone does not exist on the node; the job failed"
+            ),
+            "{}",
+            v.summary
+        );
+        // A passing job keeps its own summary.
+        let v = final_verdict(
+            JobKind::Run,
+            &f,
+            &patterns,
+            &acct("COMPLETED", "0:0"),
+            None,
+            Source::Sacct,
+        );
+        assert_eq!(v.status, Status::Passed);
+    }
+
+    #[test]
     fn every_end_maps_to_one_status() {
         let patterns = Patterns {
             hang: "hang detected".into(),

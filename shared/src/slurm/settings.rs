@@ -251,6 +251,39 @@ mod tests {
     }
 
     #[test]
+    fn the_container_must_see_the_jobs_paths() {
+        let home = Some("/home/u");
+        let paths = [("the job's code tree", "/lustre/u/r/.trees/t")];
+        // No container: nothing to check.
+        assert!(settings("{}")
+            .unwrap()
+            .check_container_sees(home, &paths)
+            .is_ok());
+        let bare = settings(r#"{"container_image":"r/i:1"}"#).unwrap();
+        let e = bare.check_container_sees(home, &paths).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("mounts"));
+        assert!(e.message.contains("/lustre/u/r/.trees/t"), "{e:?}");
+        assert!(
+            e.hint
+                .as_deref()
+                .unwrap()
+                .contains("\"/lustre/u:/lustre/u\""),
+            "{e:?}"
+        );
+        // Under home: pyxis/enroot mount it.
+        assert!(bare
+            .check_container_sees(home, &[("the tree", "/home/u/w/t")])
+            .is_ok());
+        // Home unknown (no preflight): only a mount at another path is refused.
+        assert!(bare.check_container_sees(None, &paths).is_ok());
+        let moved = settings(r#"{"container_image":"r/i:1","mounts":"/lustre:/mnt"}"#).unwrap();
+        assert!(moved.check_container_sees(None, &paths).is_err());
+        let same =
+            settings(r#"{"container_image":"r/i:1","mounts":["/lustre:/lustre:ro"]}"#).unwrap();
+        assert!(same.check_container_sees(home, &paths).is_ok());
+    }
+
+    #[test]
     fn catalog_flags_become_options() {
         let st = settings(r#"{"account":"a","partition":"p","gpus_per_node":4,"resolve":{"cluster_name":"c","selected_by":"explicit","derived":[],"catalog":null,"candidates":[],"partitions":[],"flags":{"sharp":true,"constraint":"h100","comment":"metrics"}}}"#).unwrap();
         let mut argv = vec![];
