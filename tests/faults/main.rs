@@ -322,13 +322,31 @@ fn images_dir() -> String {
         .to_string()
 }
 
-/// The enroot containers of the cluster user (pyxis names them pyxis_<jobid>_<name>).
+/// The enroot containers of the cluster user on every node (pyxis names them
+/// pyxis_<jobid>_<name>): enroot's data path is node-local, under each node's directory.
 fn enroot_containers() -> String {
-    let out = Command::new("runuser")
-        .args(["-u", &testbed().s("cluster_user"), "--", "enroot", "list"])
+    let uid = Command::new("id")
+        .args(["-u", &testbed().s("cluster_user")])
         .output()
         .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let uid = String::from_utf8_lossy(&uid.stdout).trim().to_string();
+    let mut dirs = vec![format!(
+        "/var/lib/slurm-tools-testbed/enroot/user-{uid}/data"
+    )];
+    for n in testbed().info["nodes"].as_array().unwrap() {
+        dirs.push(format!(
+            "{}/{}/enroot/user-{uid}/data",
+            testbed().s("node_local_dir"),
+            n.as_str().unwrap()
+        ));
+    }
+    let mut names = Vec::new();
+    for d in dirs {
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            names.extend(rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()));
+        }
+    }
+    names.join("\n")
 }
 
 #[test]
@@ -339,6 +357,9 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     // The registry image, written as a person writes it, and a package from a local wheel.
     d["container_image"] = json!(testbed().s("container_image"));
     d["packages"] = json!([testbed().s("probe_wheel")]);
+    // Two nodes where the cluster has them: the container is imported on each.
+    let nodes = node_count().min(2);
+    d["node_count"] = json!(nodes);
     let up = alloc(&["up"], &d);
     assert_eq!(up.code, 0, "{}", up.stderr);
     let a = &up.doc["allocation"];
@@ -382,6 +403,51 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         "--container-workdir: {}",
         e1.stderr
     );
+    // Per node and across nodes: the named container is on every node of the allocation.
+    let per_node = alloc(
+        &[
+            "exec",
+            "--mode",
+            "per-node",
+            "--",
+            "echo host=$(hostname) $(cat /etc/slurm-tools-image)",
+        ],
+        &e1.doc,
+    );
+    assert_eq!(per_node.code, 0, "{}", per_node.stderr);
+    let hosts: std::collections::BTreeSet<&str> = per_node
+        .stderr
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("host="))
+        .collect();
+    assert_eq!(hosts.len() as u64, nodes, "{}", per_node.stderr);
+    assert_eq!(
+        per_node
+            .stderr
+            .matches("slurm-tools testbed image devbox")
+            .count() as u64,
+        nodes,
+        "{}",
+        per_node.stderr
+    );
+    let across = alloc(
+        &[
+            "exec",
+            "--mode",
+            "distributed",
+            "--",
+            "echo rank=$RANK world=$WORLD_SIZE host=$(hostname)",
+        ],
+        &per_node.doc,
+    );
+    assert_eq!(across.code, 0, "{}", across.stderr);
+    for r in 0..nodes {
+        assert!(
+            across.stderr.contains(&format!("rank={r} world={nodes} ")),
+            "{}",
+            across.stderr
+        );
+    }
     let e2 = alloc(
         &[
             "exec",
@@ -459,7 +525,28 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     );
 }
 
-/// A job of the cluster user that takes every CPU of the node for up to 40 minutes, running once
+fn node_count() -> u64 {
+    testbed().info["node_count"].as_u64().unwrap_or(1)
+}
+
+/// The node(s) a job runs on, as Slurm lists them (a hostlist expression).
+fn job_nodes(id: &str) -> Vec<String> {
+    let out = Command::new("squeue")
+        .args(["-h", "-j", id, "-o", "%N"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let out = Command::new("scontrol")
+        .args(["show", "hostnames", &list])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A job of the cluster user that takes every CPU of every node for up to 40 minutes, running once
 /// this returns: whatever is submitted next waits in the queue (cancel it to let them run).
 fn fill_node() -> String {
     let filler = Command::new("runuser")
@@ -471,8 +558,10 @@ fn fill_node() -> String {
             "--parsable",
             "-A",
             "testacct",
-            "-n",
-            "8",
+            // Every CPU of every node.
+            "-N",
+            &node_count().to_string(),
+            "--ntasks-per-node=8",
             "-t",
             "00:40:00",
             "-o",
@@ -1049,8 +1138,8 @@ fn a_node_set_down_under_a_running_job_is_followed_to_slurms_final_word() {
     assert_eq!(s.code, 0, "{}", s.stderr);
     let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
     let watcher = watch_in_background(&s.doc);
-    let node = testbed().s("node");
     std::thread::sleep(Duration::from_secs(3));
+    let node = job_nodes(&id).pop().unwrap_or_else(|| testbed().s("node"));
     let down = Command::new("scontrol")
         .args([
             "update",
@@ -1555,4 +1644,122 @@ fn a_preflight_killed_during_the_mfa_login_leaves_no_master_and_a_rerun_logs_in(
             );
         }
     }
+}
+
+/// A two-node job (srun distributed recipe) whose `command` is `command`, submitted, with its
+/// watch started in the background.
+fn two_node_job_watched(
+    name: &str,
+    command: &str,
+    extra: &[(&str, serde_json::Value)],
+) -> (String, std::thread::JoinHandle<Run>) {
+    let (_fx, mut d) = synced(name);
+    d["recipe"] = json!("distributed");
+    d["node_count"] = json!(2);
+    d["required_devices_per_node"] = json!(2);
+    d["command"] = json!(command);
+    for (k, v) in extra {
+        d[*k] = v.clone();
+    }
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    (id, watch_in_background(&s.doc))
+}
+
+/// One node's slurmd dies under a running two-node job: the verdict is what Slurm decides
+/// (NODE_FAIL, an ERROR), never PASSED, and the node comes back.
+#[test]
+fn a_two_node_job_that_loses_a_nodes_slurmd_is_never_passed() {
+    crate::needs_cluster!();
+    if node_count() < 2 {
+        eprintln!("skipped: one node");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (id, watcher) = two_node_job_watched(
+        "f-lose-node",
+        "echo rank $RANK up; sleep 120; echo rank $RANK done",
+        &[],
+    );
+    // Running on two nodes first.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let nodes = loop {
+        let n = job_nodes(&id);
+        if n.len() == 2 {
+            break n;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {id} did not start on 2 nodes"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let victim = &nodes[1];
+    let pid = pid_of(&format!("/run/slurm-tools/slurmd-{victim}.pid"));
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+    let w = watcher.join().unwrap();
+    cluster_up();
+    let (state, code) = wait_done(&id, 60);
+    let r = &w.doc["report"];
+    assert_eq!(r["slurm_state"], state.as_str(), "{r}");
+    assert_eq!(r["exit_code"], code.as_str(), "{r}");
+    assert_ne!(r["status"], "PASSED", "{r}");
+    if state == "NODE_FAIL" {
+        assert_eq!(r["status"], "ERROR", "{r}");
+    }
+    assert_ne!(w.code, 0);
+}
+
+/// One rank of a two-node job prints the hang pattern in its own output: HANG_DETECTED and the
+/// whole job (every node) is cancelled.
+#[test]
+fn one_hanging_rank_of_a_two_node_job_cancels_the_whole_job() {
+    crate::needs_cluster!();
+    if node_count() < 2 {
+        eprintln!("skipped: one node");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (id, watcher) = two_node_job_watched(
+        "f-rank-hang",
+        "echo rank $RANK on $(hostname); if [ \"$RANK\" = 3 ]; then sleep 2; echo \"rank 3: NCCL watchdog: hang detected\"; fi; sleep 120",
+        &[],
+    );
+    let w = watcher.join().unwrap();
+    let r = &w.doc["report"];
+    assert_eq!(r["status"], "HANG_DETECTED", "{r}");
+    assert!(r["hang_line"].as_str().unwrap().contains("rank 3"), "{r}");
+    let (state, _) = wait_done(&id, 60);
+    assert_eq!(state, "CANCELLED", "the whole job is cancelled");
+}
+
+/// Four ranks on two nodes write their lines in pieces (a line split across writes, other
+/// ranks writing in between): the scan still finds the patterns, in one log.
+#[test]
+fn output_of_ranks_on_two_nodes_interleaved_in_one_log_still_matches_patterns() {
+    crate::needs_cluster!();
+    if node_count() < 2 {
+        eprintln!("skipped: one node");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let (_id, watcher) = two_node_job_watched(
+        "f-interleave",
+        "for i in 1 2 3 4 5; do printf 'rank %s step %s ' \"$RANK\" \"$i\"; sleep 0.2; printf 'checkpoint-'; sleep 0.1; printf 'saved\\n'; done; echo \"rank $RANK host $(hostname) finished\"",
+        &[("success_patterns", json!(["checkpoint-saved", "rank 3 host"]))],
+    );
+    let w = watcher.join().unwrap();
+    let r = &w.doc["report"];
+    assert_eq!(r["status"], "PASSED", "{r}");
+    assert_eq!(r["success_patterns_missing"], json!([]), "{r}");
+    let log = fixture::read(r["remote_log"].as_str().unwrap());
+    assert_eq!(log.matches("checkpoint-saved").count(), 20, "{log}");
+    let hosts: std::collections::BTreeSet<&str> = log
+        .lines()
+        .filter_map(|l| l.split(" host ").nth(1))
+        .map(|h| h.split(' ').next().unwrap())
+        .collect();
+    assert_eq!(hosts.len(), 2, "{log}");
 }

@@ -6,6 +6,7 @@
 mod document;
 pub mod fixture;
 mod harness;
+mod nodes;
 mod polish;
 mod preflight;
 mod remote_quoting;

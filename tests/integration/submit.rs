@@ -101,7 +101,10 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
         }
         if image.contains(":5055/") && tasks == 1 {
             assert!(
-                err.contains("pyxis: importing docker image: 127.0.0.1:5055#testbed/devbox:1"),
+                err.contains(&format!(
+                    "pyxis: importing docker image: {}",
+                    shared::slurm::enroot_image(image)
+                )),
                 "the registry image, in enroot's form: {ctx}"
             );
         }
@@ -132,7 +135,7 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
             }
             "distributed" => {
                 // No scontrol in the image: MASTER_ADDR comes from the node list itself.
-                let node = testbed().s("node");
+                let node = scontrol(id)["NodeList"].clone();
                 for r in 0..4 {
                     assert!(
                         out.contains(&format!("rank {r} local {r} world 4 master {node}")),

@@ -116,7 +116,7 @@ fn real_pyxis_and_enroot_run_the_registry_image_and_the_sqsh_file() {
     );
     assert!(ok, "{out}");
     assert!(
-        out.contains("pyxis: importing docker image: 127.0.0.1:"),
+        out.contains(&format!("pyxis: importing docker image: {image}")),
         "{out}"
     );
     assert!(out.contains("slurm-tools testbed image devbox"), "{out}");

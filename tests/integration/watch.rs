@@ -382,8 +382,10 @@ fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_f
     assert_eq!(w.code, 0, "{}", w.stderr);
     assert_eq!(report(&w)["status"], "PASSED");
     assert!(
-        w.stderr
-            .contains("pyxis is importing the container image 127.0.0.1:5055#testbed/devbox:1"),
+        w.stderr.contains(&format!(
+            "pyxis is importing the container image {}",
+            shared::slurm::enroot_image(&testbed().s("container_image"))
+        )),
         "{}",
         w.stderr
     );
