@@ -373,8 +373,10 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     assert_eq!(a["container_name"], format!("trtllm-{job}"));
     assert!(up.stderr.contains("imported"), "{}", up.stderr);
     assert!(
-        up.stderr
-            .contains("importing the container image 127.0.0.1:"),
+        up.stderr.contains(&format!(
+            "importing the container image {}",
+            testbed().s("registry")
+        )),
         "the import is announced: {}",
         up.stderr
     );
@@ -415,10 +417,12 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         &e1.doc,
     );
     assert_eq!(per_node.code, 0, "{}", per_node.stderr);
+    // (The note that echoes the command has `host=$(hostname)` too: only output lines count.)
     let hosts: std::collections::BTreeSet<&str> = per_node
         .stderr
-        .split_whitespace()
-        .filter_map(|w| w.strip_prefix("host="))
+        .lines()
+        .filter_map(|l| l.strip_prefix("host="))
+        .filter_map(|l| l.split(' ').next())
         .collect();
     assert_eq!(hosts.len() as u64, nodes, "{}", per_node.stderr);
     assert_eq!(

@@ -438,8 +438,13 @@ exit "$E_NO_JOB_ID"
         let mut s = Script::new();
         remote_exit::assign::<Exit>(&mut s)?;
         s.raw(OVERLAP);
+        s.assign("job", &job)?;
+        // Every node of the allocation: a step started from outside it spans one node unless
+        // told otherwise.
+        s.raw(ALL_NODES);
         s.raw("srun $ov")
             .arg(&format!("--jobid={job}"))?
+            .raw(" --nodes=\"$nn\"")
             .arg("--ntasks-per-node=1")?;
         s.arg(&format!("--container-image={}", enroot_image(img)))?
             .arg(&format!("--container-name={container}"))?;
@@ -449,6 +454,7 @@ exit "$E_NO_JOB_ID"
             // is said as such (not as pip's "command not found").
             s.raw("srun $ov")
                 .arg(&format!("--jobid={job}"))?
+                .raw(" --nodes=\"$nn\"")
                 .arg("--ntasks-per-node=1")?;
             s.arg(&format!("--container-name={container}"))?
                 .arg("--container-writable")?;
@@ -708,6 +714,10 @@ fn release_session(a: &Alloc) -> Result<bool> {
     Ok(out.stdout_text().contains("KILLED"))
 }
 
+/// `nn`: the node count of allocation `$job`, for a step on every node of it.
+const ALL_NODES: &str =
+    "nn=$(squeue -h -j \"$job\" -o '%D' 2>/dev/null | head -n 1); [ -n \"$nn\" ] || nn=1\n";
+
 /// `--overlap` where srun has it (Slurm 20.11 and later), so steps run beside each other.
 const OVERLAP: &str = "ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi\n";
 
@@ -730,7 +740,8 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
 [ -n "$job" ] || job=$(squeue -h -u "$me" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
 if [ -n "$job" ] && squeue -h -j "$job" -o '%T' 2>/dev/null | grep -q RUNNING; then
   # pyxis names the enroot container pyxis_<jobid>_<name> (container_scope=job) or pyxis_<name>.
-  srun $ov --jobid="$job" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
+  nn=$(squeue -h -j "$job" -o '%D' 2>/dev/null | head -n 1); [ -n "$nn" ] || nn=1
+  srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
 fi
 kill_session "$session" && echo "SESSION_KILLED"
 if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" -o '%T' 2>/dev/null)" ]; then scancel "$job" && echo "CANCELLED $job"; fi
