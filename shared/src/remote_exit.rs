@@ -96,6 +96,15 @@ remote_exit_codes! {
 }
 
 remote_exit_codes! {
+    /// slurm-attach's check of the job before going in.
+    pub enum Attach {
+        Pending = 70 => "E_PENDING",
+        Gone = 71 => "E_GONE",
+        NotRunning = 72 => "E_NOT_RUNNING",
+    }
+}
+
+remote_exit_codes! {
     /// slurm-watch's poll loop.
     pub enum Watch {
         BadRequest = 60 => "E_BAD_REQUEST",
@@ -118,6 +127,7 @@ mod tests {
         all.extend(codes::<Submit>());
         all.extend(codes::<Alloc>());
         all.extend(codes::<Watch>());
+        all.extend(codes::<Attach>());
         let mut values: Vec<i32> = all.iter().map(|c| c.0).collect();
         values.sort_unstable();
         let n = values.len();

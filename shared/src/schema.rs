@@ -102,6 +102,7 @@ pub struct JobDocument {
     pub build: Option<Build>,
     pub report: Option<Report>,
     pub allocation: Option<Allocation>,
+    pub attach: Option<Attach>,
     pub error: Option<ErrorSection>,
 
     /// Any other field: kept exactly as it came.
@@ -440,6 +441,9 @@ pub struct Job {
     /// squashfs file); absent without `container_image`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_image: Option<String>,
+    /// The job's named container (`slurm-tools-<submit_tag>`), which slurm-attach joins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -560,6 +564,27 @@ pub enum AllocationState {
     Running,
     Pending,
     Released,
+}
+
+/// What `slurm-attach` did: where it ran a shell or a command inside a running job.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attach {
+    /// The job or allocation it went into.
+    pub job_id: String,
+    /// The node (`--node`), absent when Slurm picked the job's first one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The job's named container it joined, absent outside a container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// The directory it started in (the job's code tree, else its checkout).
+    pub dir: String,
+    /// `--command`; absent for an interactive shell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    pub interactive: bool,
+    pub exit_code: i32,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
@@ -692,6 +717,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
             "build" => one::<Build>(name, v),
             "report" => one::<Report>(name, v),
             "allocation" => one::<Allocation>(name, v),
+            "attach" => one::<Attach>(name, v),
             "error" => one::<ErrorSection>(name, v),
             _ => unreachable!("every section name has its type"),
         }?;
@@ -705,7 +731,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
 }
 
 /// The sections the tools write.
-pub const SECTION_NAMES: [&str; 9] = [
+pub const SECTION_NAMES: [&str; 10] = [
     "resolve",
     "preflight",
     "sync_tracked",
@@ -714,6 +740,7 @@ pub const SECTION_NAMES: [&str; 9] = [
     "build",
     "report",
     "allocation",
+    "attach",
     "error",
 ];
 
@@ -740,6 +767,7 @@ pub fn sections() -> Vec<(&'static str, Vec<String>)> {
         ("build", section_fields::<Build>()),
         ("report", section_fields::<Report>()),
         ("allocation", section_fields::<Allocation>()),
+        ("attach", section_fields::<Attach>()),
         ("error", section_fields::<ErrorSection>()),
     ]
 }

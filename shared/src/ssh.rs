@@ -262,6 +262,50 @@ impl Ssh {
         Ok(out)
     }
 
+    /// Run a script with the person's terminal attached (a remote pty, `ssh -tt`): for an
+    /// interactive shell. The script cannot travel on stdin (the terminal is there), so it is
+    /// first written to a private file in the remote home (one round trip), which the login
+    /// shell runs by a fixed name and which removes itself as it starts.
+    pub fn run_script_interactive(&self, script: &Script) -> Result<Output> {
+        let name = format!(
+            ".slurm-tools-{}.sh",
+            crate::journal::unique_tag("tty")
+                .replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "-")
+        );
+        let mut body = Script::new();
+        body.raw("rm -f -- \"$0\"\n");
+        body.user_shell_text(script.as_str());
+        let text = body.as_str().as_bytes().to_vec();
+        let mut up = Script::new();
+        up.assign("f", &name)?;
+        up.raw("umask 077 && cat >\"$HOME/$f\" && echo WRITTEN\n");
+        let out = self.run_script(
+            &up,
+            Some(Box::new(move |w: &mut dyn Write| w.write_all(&text))),
+            Duration::from_secs(60),
+        )?;
+        if !out.stdout_text().contains("WRITTEN") {
+            return Err(ToolError::remote(format!(
+                "could not write the session script to the home directory on {} ({})",
+                self.host,
+                out.exit_text()
+            ))
+            .with_hint("check the home directory there is writable (quota?)")
+            .with_command(out.record()));
+        }
+        let out = Cmd::new(ssh_program())
+            .args(self.base_args())
+            .args(["-o", "BatchMode=yes", "-tt", "--", &self.host])
+            .arg(format!("/bin/sh ~/{name}"))
+            .input(Input::Inherit)
+            .stdout_to_stderr()
+            .inherit_stderr()
+            .deadline(Duration::from_secs(30 * 86_400))
+            .run()
+            .map_err(|e| spawn_error(&ssh_program(), e))?;
+        Ok(out)
+    }
+
     /// Start a script that stays up and serves requests: after the framed script, stdin stays
     /// open, so the script reads requests from it and ends when we close it (one ssh execution
     /// for a whole conversation, e.g. every poll of a watch).

@@ -1767,3 +1767,160 @@ fn output_of_ranks_on_two_nodes_interleaved_in_one_log_still_matches_patterns() 
         .collect();
     assert_eq!(hosts.len(), 2, "{log}");
 }
+
+fn attach(args: &[&str], doc: &serde_json::Value) -> Run {
+    run("slurm-attach", args, doc)
+}
+
+/// slurm-attach goes into a held allocation and into a running job: on the node, in the job's
+/// named container, in its code; a shell with a terminal too; through the MFA master with no
+/// second authentication; a pending or ended job is said as such.
+#[test]
+fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code() {
+    crate::needs_cluster!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _mfa = mfa_lock();
+    let cp = control_path("attach");
+    let log = testbed().s("mfa_sshd_log");
+    let before = log_count(&log, "Accepted keyboard-interactive");
+    mfa_login(&cp);
+    let name = format!("st-attach-{}", std::process::id());
+    let mut d = alloc_doc("mfa_host", &name);
+    d["control_path"] = json!(cp);
+    let up = alloc(&["up"], &d);
+    assert_eq!(up.code, 0, "{}", up.stderr);
+    let job = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    let nodes = testbed().info["nodes"].clone();
+
+    let a = attach(
+        &[
+            "--command",
+            "echo host=$(hostname); echo pwd=$(pwd); cat /etc/slurm-tools-image; exit 7",
+        ],
+        &up.doc,
+    );
+    assert_eq!(a.code, 7, "exits with the command's code: {}", a.stderr);
+    assert!(
+        a.stderr.contains("slurm-tools testbed image devbox"),
+        "in the allocation's container: {}",
+        a.stderr
+    );
+    assert!(
+        a.stderr
+            .contains(&format!("pwd={}", d["remote_cwd"].as_str().unwrap())),
+        "{}",
+        a.stderr
+    );
+    assert!(
+        nodes
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| a.stderr.contains(&format!("host={}", n.as_str().unwrap()))),
+        "on a compute node: {}",
+        a.stderr
+    );
+    let s = &a.doc["attach"];
+    assert_eq!(s["job_id"], job.as_str());
+    assert_eq!(s["container"], format!("trtllm-{job}"));
+    assert_eq!(s["exit_code"], 7);
+    assert_eq!(s["interactive"], false);
+    assert_schema(&a.doc);
+
+    // An interactive shell, with a terminal (script(1) gives it one).
+    let file = std::env::temp_dir().join(format!("st-attach-{}.json", std::process::id()));
+    std::fs::write(&file, up.doc.to_string()).unwrap();
+    let mut sh = Command::new("script");
+    sh.args([
+        "-qec",
+        &format!("{} {}", bin("slurm-attach"), file.display()),
+        "/dev/null",
+    ]);
+    let t = pipe(
+        &mut sh,
+        b"echo tty=$(tty | cut -c1-8) answer=$((6*7)); cat /etc/slurm-tools-image; exit 3\n",
+    );
+    let _ = std::fs::remove_file(&file);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&t.stdout),
+        String::from_utf8_lossy(&t.stderr)
+    );
+    assert_eq!(t.status.code(), Some(3), "the shell's exit code: {said}");
+    assert!(said.contains("answer=42"), "{said}");
+    assert!(said.contains("tty=/dev/pts"), "a real pty: {said}");
+    assert!(said.contains("slurm-tools testbed image devbox"), "{said}");
+
+    // A running job of slurm-submit, in its container and its own code tree.
+    let (_fx, mut sd) = synced("attach-job");
+    sd["ssh_host"] = json!(testbed().s("mfa_host"));
+    sd["control_path"] = json!(cp);
+    sd["recipe"] = json!("single");
+    sd["container_image"] = json!(testbed().s("container_image_file"));
+    sd["command"] = json!("echo job started; sleep 120");
+    let sub = run("slurm-submit", &[], &sd);
+    assert_eq!(sub.code, 0, "{}", sub.stderr);
+    let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let tree = sub.doc["job"]["tree"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(sub.doc["job"]["stdout_path"].as_str().unwrap_or_default())
+        .unwrap_or_default()
+        .contains("job started")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job did not start"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let j = attach(
+        &[
+            "--command",
+            "echo pwd=$(pwd); cat /etc/slurm-tools-image; echo job=$SLURM_JOB_ID",
+        ],
+        &sub.doc,
+    );
+    assert_eq!(j.code, 0, "{}", j.stderr);
+    assert!(
+        j.stderr.contains(&format!("pwd={tree}")),
+        "the job's own tree: {}",
+        j.stderr
+    );
+    assert!(
+        j.stderr.contains("slurm-tools testbed image devbox"),
+        "{}",
+        j.stderr
+    );
+    assert!(j.stderr.contains(&format!("job={jid}")), "{}", j.stderr);
+    assert_eq!(
+        j.doc["attach"]["container"], sub.doc["job"]["container_name"],
+        "the job's named container"
+    );
+    let _ = Command::new("scancel").arg(&jid).status();
+    wait_done(&jid, 60);
+    let gone = attach(&["--command", "true"], &sub.doc);
+    assert_eq!(gone.code, 4, "{}", gone.stderr);
+    assert!(gone.stderr.contains("has ended"), "{}", gone.stderr);
+
+    let down = alloc(&["down"], &up.doc);
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    std::thread::sleep(Duration::from_secs(1));
+    // A pending job: said, with nothing started.
+    let filler = fill_node();
+    let pend = run("slurm-submit", &[], &sd);
+    assert_eq!(pend.code, 0, "{}", pend.stderr);
+    let p = attach(&["--command", "true"], &pend.doc);
+    let _ = Command::new("scancel").arg(&filler).status();
+    let _ = Command::new("scancel")
+        .arg(pend.doc["job"]["job_id"].as_str().unwrap())
+        .status();
+    assert_eq!(p.code, 3, "{}", p.stderr);
+    assert!(p.stderr.contains("still pending"), "{}", p.stderr);
+
+    mfa_logout(&cp);
+    assert_eq!(
+        log_count(&log, "Accepted keyboard-interactive") - before,
+        1,
+        "one authentication for everything"
+    );
+}

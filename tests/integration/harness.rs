@@ -103,7 +103,7 @@ pub fn mfa_lock() -> MutexGuard<'static, ()> {
 }
 
 /// Every tool of the project.
-pub const TOOLS: [&str; 8] = [
+pub const TOOLS: [&str; 9] = [
     "slurm-resolve",
     "slurm-ssh-preflight",
     "slurm-sync-tracked",
@@ -112,6 +112,7 @@ pub const TOOLS: [&str; 8] = [
     "slurm-watch",
     "slurm-report",
     "slurm-alloc",
+    "slurm-attach",
 ];
 
 pub fn bin(tool: &str) -> &'static str {
@@ -124,6 +125,7 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-watch" => env!("CARGO_BIN_EXE_slurm-watch"),
         "slurm-report" => env!("CARGO_BIN_EXE_slurm-report"),
         "slurm-alloc" => env!("CARGO_BIN_EXE_slurm-alloc"),
+        "slurm-attach" => env!("CARGO_BIN_EXE_slurm-attach"),
         other => panic!("unknown tool {other}"),
     }
 }

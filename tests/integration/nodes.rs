@@ -75,7 +75,7 @@ fn hosts(out: &str) -> BTreeSet<String> {
 fn three_nodes_are_three_hosts_through_the_login_sshd() {
     needs_nodes!(3);
     let mut s = shared::quote::Script::new();
-    s.raw("srun -A testacct -t 1 -N 3 hostname\n");
+    s.raw("srun --mpi=list 2>&1 | grep -qx '[[:space:]]*pmix' || echo 'NO PMIX'\nsrun -A testacct -t 1 -N 3 hostname\n");
     let d = doc_for("direct_host");
     let ssh = shared::ssh::Ssh::from_doc(
         &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
@@ -85,6 +85,10 @@ fn three_nodes_are_three_hosts_through_the_login_sshd() {
         .run_script(&s, None, std::time::Duration::from_secs(60))
         .unwrap();
     assert!(out.success(), "{}", out.stderr_tail);
+    assert!(
+        !out.stdout_text().contains("NO PMIX"),
+        "srun --mpi=list shows pmix"
+    );
     let names: BTreeSet<String> = out.stdout_text().lines().map(str::to_string).collect();
     assert_eq!(names.len(), 3, "{names:?}");
     assert_eq!(names, nodes().into_iter().collect::<BTreeSet<_>>());

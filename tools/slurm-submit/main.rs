@@ -174,6 +174,8 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             .container_image
             .as_deref()
             .map(shared::slurm::enroot_image),
+        container_name: (plan.kind == JobKind::Run && st.container_image.is_some())
+            .then(|| token.clone()),
         ..Job::default()
     };
     if cli.dry_run {
@@ -403,7 +405,12 @@ fn run_plan(
         ],
     )?;
     // The job runs in its own tree: no later sync changes the code it was submitted with.
-    let argv = recipe::run_argv(recipe, st, token, &tree.job, &stdout_path, &stderr_path);
+    let mut argv = recipe::run_argv(recipe, st, token, &tree.job, &stdout_path, &stderr_path);
+    if st.container_image.is_some() {
+        // Named, so slurm-attach can join the running container (pyxis removes it when the
+        // job ends, with its default container_scope=job).
+        argv.push(format!("--container-name={token}"));
+    }
     if recipe == Recipe::Batch {
         let tail = vec![cmd_path];
         return Ok(Plan {

@@ -1,0 +1,263 @@
+//! slurm-attach: a shell (or one command) inside a running job or allocation, through the
+//! connection the pipeline already has.
+
+use clap::Parser;
+use shared::layout::Layout;
+use shared::quote::Script;
+use shared::remote_exit::{self, Attach as Exit, ExitCodes};
+use shared::schema::{Allocation, AllocationState, Attach, Job};
+use shared::slurm;
+use shared::ssh::Ssh;
+use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::io::IsTerminal;
+use std::time::Duration;
+
+/// Open a shell inside a running job or allocation: on its node, in its container, in its code.
+///
+/// The target is the document's held allocation (`allocation`, from slurm-alloc up) or, without
+/// one, its submitted job (`job`, from slurm-submit). The shell is a job step (`srun --jobid
+/// --overlap --pty`, `--overlap` where srun has it) started through the connection slurm-ssh-
+/// preflight set up, so an MFA cluster asks for nothing again and compute nodes need no ssh of
+/// their own. It starts in the job's own code tree (else the checkout, else remote_cwd) and, when
+/// the job runs in a container, joins that container (its named container: slurm-alloc's
+/// `trtllm-<jobid>`, slurm-submit's `slurm-tools-<tag>`; pyxis runs the step inside it).
+///
+/// Interactive use needs a terminal; `--command` runs one command instead (its output on stderr,
+/// as slurm-alloc exec does) and exits with its exit code. A job that is not running is said as
+/// such: pending (exit 3, with Slurm's estimated start), or ended (exit 4).
+///
+/// Reads: allocation or job (and their container names), remote_repo_path, remote_cwd, and the
+/// connection fields.
+///
+/// {adds}
+///
+/// Example:
+///   slurm-attach alloc.json                        # a shell in the allocation's container
+///   slurm-attach --command 'nvidia-smi' run.json   # one command in the running job
+#[derive(Parser, Debug)]
+#[command(name = "slurm-attach", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// Run this command (shell text) instead of an interactive shell.
+    #[arg(long, value_name = "SHELL TEXT")]
+    command: Option<String>,
+
+    /// The node to go to (one of the job's; default: Slurm picks the job's first).
+    #[arg(long, value_name = "NODE")]
+    node: Option<String>,
+
+    /// Stay outside the job's container (on the node itself).
+    #[arg(long)]
+    no_container: bool,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+    const SECTIONS: &'static [&'static str] = &["attach"];
+}
+
+fn main() -> std::process::ExitCode {
+    shared::driver::run::<Cli>("slurm-attach", attach)
+}
+
+/// What to go into: the job id, its named container, the directory to start in.
+struct Target {
+    job_id: String,
+    container: Option<String>,
+    dir: String,
+}
+
+fn target(doc: &Document) -> Result<Target> {
+    let layout = Layout::of(doc)?;
+    let fallback_dir = || -> Result<String> {
+        match (doc.str_opt("remote_repo_path")?, doc.str_opt("remote_cwd")?) {
+            (Some(d), _) => layout.absolute("remote_repo_path", d),
+            (None, Some(d)) => layout.absolute("remote_cwd", d),
+            (None, None) => Ok("~".to_string()),
+        }
+    };
+    if let Some(a) = doc.section_as::<Allocation>("allocation")? {
+        if a.state != Some(AllocationState::Released) {
+            if let Some(id) = a.job_id {
+                slurm::check_job_id("allocation", &id)?;
+                return Ok(Target {
+                    job_id: id,
+                    container: a.container_name,
+                    dir: fallback_dir()?,
+                });
+            }
+        }
+    }
+    if let Some(j) = doc.section_as::<Job>("job")? {
+        if let Some(id) = j.job_id {
+            slurm::check_job_id("job", &id)?;
+            let dir = match j.tree.or(j.remote_repo_path) {
+                Some(d) => d,
+                None => fallback_dir()?,
+            };
+            return Ok(Target {
+                job_id: id,
+                container: j.container_name,
+                dir,
+            });
+        }
+    }
+    Err(shared::doc::missing(
+        "allocation",
+        "nothing to attach to: give a document with a held allocation (slurm-alloc up) or a submitted job (slurm-submit)",
+    ))
+}
+
+/// The step script: check the job runs, then go in. `interactive` adds `--pty` and a login shell.
+fn script(t: &Target, cli: &Cli, interactive: bool) -> Result<Script> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    remote_exit::assign::<Exit>(&mut s)?;
+    s.assign("job", &t.job_id)?;
+    s.raw(
+        r#"st=$(squeue -h -j "$job" -o '%T|%S' 2>/dev/null | head -n 1)
+case "$st" in
+  RUNNING*) ;;
+  PENDING*) echo "PENDING ${st#*|}" >&2; exit "$E_PENDING" ;;
+  "") exit "$E_GONE" ;;
+  *) echo "STATE ${st%%|*}" >&2; exit "$E_NOT_RUNNING" ;;
+esac
+ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi
+"#,
+    );
+    if t.dir == "~" {
+        s.raw("cd || exit 126\n");
+    } else {
+        s.raw("cd --")
+            .arg(&t.dir)?
+            .raw(" 2>/dev/null || cd || exit 126\n");
+    }
+    s.raw("exec srun $ov")
+        .arg(&format!("--jobid={}", t.job_id))?;
+    s.arg("--nodes=1")?.arg("--ntasks=1")?;
+    if let Some(n) = &cli.node {
+        s.arg(&format!("--nodelist={n}"))?;
+    }
+    if let (Some(c), false) = (&t.container, cli.no_container) {
+        s.arg(&format!("--container-name={c}"))?;
+        s.raw(" --container-workdir=\"$PWD\"");
+    }
+    match (&cli.command, interactive) {
+        (Some(c), _) => {
+            s.raw(" bash -c").arg(c)?.raw(" 2>&1\n");
+        }
+        (None, _) => {
+            s.raw(" --pty bash -l\n");
+        }
+    }
+    Ok(s)
+}
+
+fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let t = target(&ctx.doc)?;
+    if let Some(n) = &cli.node {
+        slurm::check_slurm_value("--node", n)?;
+    }
+    if let Some(c) = &cli.command {
+        if c.contains('\0') {
+            return Err(ToolError::bad_input("--command contains a NUL byte"));
+        }
+    }
+    let interactive = cli.command.is_none();
+    if interactive && !std::io::stdin().is_terminal() {
+        return Err(ToolError::bad_input(
+            "an interactive shell needs a terminal, and stdin is not one",
+        )
+        .with_hint(
+            "run slurm-attach from a terminal, or give --command 'CMD' to run one command",
+        ));
+    }
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let s = script(&t, cli, interactive)?;
+    ctx.note(format!(
+        "attaching to job {}{}{} in {}",
+        t.job_id,
+        cli.node
+            .as_deref()
+            .map(|n| format!(" on {n}"))
+            .unwrap_or_default(),
+        match (&t.container, cli.no_container) {
+            (Some(c), false) => format!(", container {c}"),
+            _ => String::new(),
+        },
+        t.dir
+    ));
+    let out = if interactive {
+        ssh.run_script_interactive(&s)?
+    } else {
+        ssh.run_script_streaming(&s, Duration::from_secs(7 * 86_400))?
+    };
+    match Exit::from_status(out.code) {
+        Some(Exit::Pending) => {
+            let eta = out
+                .stderr_tail
+                .lines()
+                .find_map(|l| l.strip_prefix("PENDING "))
+                .map(str::trim)
+                .filter(|e| !e.is_empty() && *e != "N/A")
+                .map(|e| format!(" (Slurm expects it to start at {e})"))
+                .unwrap_or_default();
+            return Err(ToolError::new(
+                ErrorKind::NeedsPerson,
+                format!(
+                    "job {} is still pending{eta}: there is nothing to attach to yet",
+                    t.job_id
+                ),
+            )
+            .with_hint("wait until it runs (slurm-watch, or squeue), then attach"));
+        }
+        Some(Exit::Gone) => {
+            return Err(ToolError::remote(format!(
+                "job {} is not in the queue any more: it has ended",
+                t.job_id
+            ))
+            .with_hint("its verdict: slurm-watch on the same document; submit or `slurm-alloc up` again to attach to a new one"));
+        }
+        Some(Exit::NotRunning) => {
+            let state = out
+                .stderr_tail
+                .lines()
+                .find_map(|l| l.strip_prefix("STATE "))
+                .unwrap_or("not running")
+                .trim()
+                .to_string();
+            return Err(ToolError::remote(format!(
+                "job {} is {state}, not running: there is nothing to attach to",
+                t.job_id
+            ))
+            .with_hint("wait for it to run again, or follow it to its end with slurm-watch"));
+        }
+        None => {}
+    }
+    let code = out.code.unwrap_or(255);
+    ctx.doc.set_section(
+        "attach",
+        &Attach {
+            job_id: t.job_id,
+            node: cli.node.clone(),
+            container: t.container.filter(|_| !cli.no_container),
+            dir: t.dir,
+            command: cli.command.clone(),
+            interactive,
+            exit_code: code,
+        },
+    );
+    Ok(Outcome::Exit(u8::try_from(code).unwrap_or(255)))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn help_names_its_sections() {
+        shared::driver::assert_help_names_its_sections::<super::Cli>();
+    }
+}
