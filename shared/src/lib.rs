@@ -39,6 +39,7 @@ pub mod manifest;
 pub mod process;
 pub mod quote;
 pub mod remote_exit;
+pub mod running;
 pub mod schema;
 pub mod slurm;
 pub mod snapshot;

@@ -103,6 +103,7 @@ pub struct JobDocument {
     pub report: Option<Report>,
     pub allocation: Option<Allocation>,
     pub attach: Option<Attach>,
+    pub forward: Option<Forward>,
     pub error: Option<ErrorSection>,
 
     /// Any other field: kept exactly as it came.
@@ -587,6 +588,24 @@ pub struct Attach {
     pub exit_code: i32,
 }
 
+/// A local port forwarded by `slurm-forward` to a port of a running job's node.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Forward {
+    pub job_id: String,
+    /// The node the port is on.
+    pub node: String,
+    pub remote_port: u16,
+    /// On the loopback address only.
+    pub local_port: u16,
+    /// `http://127.0.0.1:<local_port>/`.
+    pub local_url: String,
+    /// `active`, or `cancelled` after `--cancel`.
+    pub state: String,
+    /// The ControlMaster the forward lives in (it ends with the master, the job, or --cancel).
+    pub control_path: String,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Allocation {
@@ -718,6 +737,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
             "report" => one::<Report>(name, v),
             "allocation" => one::<Allocation>(name, v),
             "attach" => one::<Attach>(name, v),
+            "forward" => one::<Forward>(name, v),
             "error" => one::<ErrorSection>(name, v),
             _ => unreachable!("every section name has its type"),
         }?;
@@ -731,7 +751,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
 }
 
 /// The sections the tools write.
-pub const SECTION_NAMES: [&str; 10] = [
+pub const SECTION_NAMES: [&str; 11] = [
     "resolve",
     "preflight",
     "sync_tracked",
@@ -741,6 +761,7 @@ pub const SECTION_NAMES: [&str; 10] = [
     "report",
     "allocation",
     "attach",
+    "forward",
     "error",
 ];
 
@@ -768,6 +789,7 @@ pub fn sections() -> Vec<(&'static str, Vec<String>)> {
         ("report", section_fields::<Report>()),
         ("allocation", section_fields::<Allocation>()),
         ("attach", section_fields::<Attach>()),
+        ("forward", section_fields::<Forward>()),
         ("error", section_fields::<ErrorSection>()),
     ]
 }

@@ -1650,6 +1650,15 @@ fn a_preflight_killed_during_the_mfa_login_leaves_no_master_and_a_rerun_logs_in(
     }
 }
 
+/// The cluster to this test alone, when it has two nodes (else a note and `None`: skipped).
+fn two_nodes_to_ourselves() -> Option<std::sync::MutexGuard<'static, ()>> {
+    if node_count() < 2 {
+        eprintln!("skipped: the local cluster has one node");
+        return None;
+    }
+    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
 /// A two-node job (srun distributed recipe) whose `command` is `command`, submitted, with its
 /// watch started in the background.
 fn two_node_job_watched(
@@ -1676,11 +1685,9 @@ fn two_node_job_watched(
 #[test]
 fn a_two_node_job_that_loses_a_nodes_slurmd_is_never_passed() {
     crate::needs_cluster!();
-    if node_count() < 2 {
-        eprintln!("skipped: one node");
+    let Some(_one) = two_nodes_to_ourselves() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let (id, watcher) = two_node_job_watched(
         "f-lose-node",
         "echo rank $RANK up; sleep 120; echo rank $RANK done",
@@ -1721,11 +1728,9 @@ fn a_two_node_job_that_loses_a_nodes_slurmd_is_never_passed() {
 #[test]
 fn one_hanging_rank_of_a_two_node_job_cancels_the_whole_job() {
     crate::needs_cluster!();
-    if node_count() < 2 {
-        eprintln!("skipped: one node");
+    let Some(_one) = two_nodes_to_ourselves() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let (id, watcher) = two_node_job_watched(
         "f-rank-hang",
         "echo rank $RANK on $(hostname); if [ \"$RANK\" = 3 ]; then sleep 2; echo \"rank 3: NCCL watchdog: hang detected\"; fi; sleep 120",
@@ -1744,11 +1749,9 @@ fn one_hanging_rank_of_a_two_node_job_cancels_the_whole_job() {
 #[test]
 fn output_of_ranks_on_two_nodes_interleaved_in_one_log_still_matches_patterns() {
     crate::needs_cluster!();
-    if node_count() < 2 {
-        eprintln!("skipped: one node");
+    let Some(_one) = two_nodes_to_ourselves() else {
         return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    };
     let (_id, watcher) = two_node_job_watched(
         "f-interleave",
         "for i in 1 2 3 4 5; do printf 'rank %s step %s ' \"$RANK\" \"$i\"; sleep 0.2; printf 'checkpoint-'; sleep 0.1; printf 'saved\\n'; done; echo \"rank $RANK host $(hostname) finished\"",
@@ -1917,6 +1920,135 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     assert_eq!(p.code, 3, "{}", p.stderr);
     assert!(p.stderr.contains("still pending"), "{}", p.stderr);
 
+    mfa_logout(&cp);
+    assert_eq!(
+        log_count(&log, "Accepted keyboard-interactive") - before,
+        1,
+        "one authentication for everything"
+    );
+}
+
+/// GET / over plain HTTP; `None` when nothing answers.
+fn http_get(url_port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", url_port)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    c.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    c.read_to_string(&mut body).ok()?;
+    Some(body).filter(|b| !b.is_empty())
+}
+
+/// slurm-forward: a server a job started (on a random port it writes to a file) is reached from
+/// this side on 127.0.0.1 only, through the MFA master with no second login; gone after
+/// --cancel and after the job ends; a local port in use is refused.
+#[test]
+fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_job() {
+    crate::needs_cluster!();
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _mfa = mfa_lock();
+    let cp = control_path("forward");
+    let log = testbed().s("mfa_sshd_log");
+    let before = log_count(&log, "Accepted keyboard-interactive");
+    mfa_login(&cp);
+    let port_file = format!(
+        "{}/st-forward-{}.port",
+        testbed().remote_root(),
+        std::process::id()
+    );
+    let _ = std::fs::remove_file(&port_file);
+    let (_fx, mut d) = synced("forward");
+    d["ssh_host"] = json!(testbed().s("mfa_host"));
+    d["control_path"] = json!(cp);
+    d["recipe"] = json!("single");
+    d["command"] = json!(format!(
+        "port=$((20000 + $$ % 20000)); dir=$(mktemp -d); echo hello-from-the-job > $dir/index.html; cd $dir; echo $port > {port_file}; exec python3 -m http.server $port --bind 0.0.0.0"
+    ));
+    let sub = run("slurm-submit", &[], &d);
+    assert_eq!(sub.code, 0, "{}", sub.stderr);
+    let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut f = loop {
+        let r = run(
+            "slurm-forward",
+            &["--port-file", &port_file, "--local-port", "0"],
+            &sub.doc,
+        );
+        if r.code == 0 {
+            break r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job's server never became reachable: {}",
+            r.stderr
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let sec = f.doc["forward"].clone();
+    let lp = sec["local_port"].as_u64().unwrap() as u16;
+    assert_eq!(sec["local_url"], format!("http://127.0.0.1:{lp}/"));
+    assert_eq!(sec["state"], "active");
+    assert!(
+        testbed().info["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| *n == sec["node"]),
+        "{sec}"
+    );
+    let body = http_get(lp).expect("the forward answers");
+    assert!(body.contains("hello-from-the-job"), "{body}");
+    // Loopback only.
+    let ss = Command::new("ss").args(["-Hltn"]).output().unwrap();
+    let ss = String::from_utf8_lossy(&ss.stdout).into_owned();
+    assert!(ss.contains(&format!("127.0.0.1:{lp} ")), "{ss}");
+    assert!(!ss.contains(&format!("0.0.0.0:{lp} ")), "{ss}");
+    assert!(!ss.contains(&format!("*:{lp} ")), "{ss}");
+
+    // A local port in use: refused, nothing forwarded.
+    let busy = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let busy_port = busy.local_addr().unwrap().port().to_string();
+    let r = run(
+        "slurm-forward",
+        &["--port-file", &port_file, "--local-port", &busy_port],
+        &sub.doc,
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot be used"), "{}", r.stderr);
+    drop(busy);
+
+    let c = run("slurm-forward", &["--cancel"], &f.doc);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert_eq!(c.doc["forward"]["state"], "cancelled");
+    assert!(http_get(lp).is_none(), "gone after --cancel");
+
+    // Again, then the job ends: the forward goes with it.
+    f = run(
+        "slurm-forward",
+        &["--port-file", &port_file, "--local-port", "0"],
+        &sub.doc,
+    );
+    assert_eq!(f.code, 0, "{}", f.stderr);
+    let lp = f.doc["forward"]["local_port"].as_u64().unwrap() as u16;
+    assert!(http_get(lp).is_some());
+    let _ = Command::new("scancel").arg(&jid).status();
+    wait_done(&jid, 60);
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        let listening = Command::new("ss").args(["-Hltn"]).output().unwrap();
+        if !String::from_utf8_lossy(&listening.stdout).contains(&format!("127.0.0.1:{lp} ")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the forward outlived the job"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let ended = run("slurm-forward", &["--port-file", &port_file], &sub.doc);
+    assert_eq!(ended.code, 4, "{}", ended.stderr);
+    assert!(ended.stderr.contains("has ended"), "{}", ended.stderr);
+    let _ = std::fs::remove_file(&port_file);
     mfa_logout(&cp);
     assert_eq!(
         log_count(&log, "Accepted keyboard-interactive") - before,

@@ -103,7 +103,7 @@ pub fn mfa_lock() -> MutexGuard<'static, ()> {
 }
 
 /// Every tool of the project.
-pub const TOOLS: [&str; 9] = [
+pub const TOOLS: [&str; 10] = [
     "slurm-resolve",
     "slurm-ssh-preflight",
     "slurm-sync-tracked",
@@ -113,6 +113,7 @@ pub const TOOLS: [&str; 9] = [
     "slurm-report",
     "slurm-alloc",
     "slurm-attach",
+    "slurm-forward",
 ];
 
 pub fn bin(tool: &str) -> &'static str {
@@ -126,6 +127,7 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-report" => env!("CARGO_BIN_EXE_slurm-report"),
         "slurm-alloc" => env!("CARGO_BIN_EXE_slurm-alloc"),
         "slurm-attach" => env!("CARGO_BIN_EXE_slurm-attach"),
+        "slurm-forward" => env!("CARGO_BIN_EXE_slurm-forward"),
         other => panic!("unknown tool {other}"),
     }
 }

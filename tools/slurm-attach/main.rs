@@ -2,13 +2,12 @@
 //! connection the pipeline already has.
 
 use clap::Parser;
-use shared::layout::Layout;
 use shared::quote::Script;
-use shared::remote_exit::{self, Attach as Exit, ExitCodes};
-use shared::schema::{Allocation, AllocationState, Attach, Job};
+use shared::running::{check_running, not_running_error, target, Target};
+use shared::schema::Attach;
 use shared::slurm;
 use shared::ssh::Ssh;
-use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -64,71 +63,12 @@ fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-attach", attach)
 }
 
-/// What to go into: the job id, its named container, the directory to start in.
-struct Target {
-    job_id: String,
-    container: Option<String>,
-    dir: String,
-}
-
-fn target(doc: &Document) -> Result<Target> {
-    let layout = Layout::of(doc)?;
-    let fallback_dir = || -> Result<String> {
-        match (doc.str_opt("remote_repo_path")?, doc.str_opt("remote_cwd")?) {
-            (Some(d), _) => layout.absolute("remote_repo_path", d),
-            (None, Some(d)) => layout.absolute("remote_cwd", d),
-            (None, None) => Ok("~".to_string()),
-        }
-    };
-    if let Some(a) = doc.section_as::<Allocation>("allocation")? {
-        if a.state != Some(AllocationState::Released) {
-            if let Some(id) = a.job_id {
-                slurm::check_job_id("allocation", &id)?;
-                return Ok(Target {
-                    job_id: id,
-                    container: a.container_name,
-                    dir: fallback_dir()?,
-                });
-            }
-        }
-    }
-    if let Some(j) = doc.section_as::<Job>("job")? {
-        if let Some(id) = j.job_id {
-            slurm::check_job_id("job", &id)?;
-            let dir = match j.tree.or(j.remote_repo_path) {
-                Some(d) => d,
-                None => fallback_dir()?,
-            };
-            return Ok(Target {
-                job_id: id,
-                container: j.container_name,
-                dir,
-            });
-        }
-    }
-    Err(shared::doc::missing(
-        "allocation",
-        "nothing to attach to: give a document with a held allocation (slurm-alloc up) or a submitted job (slurm-submit)",
-    ))
-}
-
 /// The step script: check the job runs, then go in. `interactive` adds `--pty` and a login shell.
 fn script(t: &Target, cli: &Cli, interactive: bool) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    remote_exit::assign::<Exit>(&mut s)?;
-    s.assign("job", &t.job_id)?;
-    s.raw(
-        r#"st=$(squeue -h -j "$job" -o '%T|%S' 2>/dev/null | head -n 1)
-case "$st" in
-  RUNNING*) ;;
-  PENDING*) echo "PENDING ${st#*|}" >&2; exit "$E_PENDING" ;;
-  "") exit "$E_GONE" ;;
-  *) echo "STATE ${st%%|*}" >&2; exit "$E_NOT_RUNNING" ;;
-esac
-ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi
-"#,
-    );
+    check_running(&mut s, &t.job_id)?;
+    s.raw("ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi\n");
     if t.dir == "~" {
         s.raw("cd || exit 126\n");
     } else {
@@ -196,47 +136,8 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     } else {
         ssh.run_script_streaming(&s, Duration::from_secs(7 * 86_400))?
     };
-    match Exit::from_status(out.code) {
-        Some(Exit::Pending) => {
-            let eta = out
-                .stderr_tail
-                .lines()
-                .find_map(|l| l.strip_prefix("PENDING "))
-                .map(str::trim)
-                .filter(|e| !e.is_empty() && *e != "N/A")
-                .map(|e| format!(" (Slurm expects it to start at {e})"))
-                .unwrap_or_default();
-            return Err(ToolError::new(
-                ErrorKind::NeedsPerson,
-                format!(
-                    "job {} is still pending{eta}: there is nothing to attach to yet",
-                    t.job_id
-                ),
-            )
-            .with_hint("wait until it runs (slurm-watch, or squeue), then attach"));
-        }
-        Some(Exit::Gone) => {
-            return Err(ToolError::remote(format!(
-                "job {} is not in the queue any more: it has ended",
-                t.job_id
-            ))
-            .with_hint("its verdict: slurm-watch on the same document; submit or `slurm-alloc up` again to attach to a new one"));
-        }
-        Some(Exit::NotRunning) => {
-            let state = out
-                .stderr_tail
-                .lines()
-                .find_map(|l| l.strip_prefix("STATE "))
-                .unwrap_or("not running")
-                .trim()
-                .to_string();
-            return Err(ToolError::remote(format!(
-                "job {} is {state}, not running: there is nothing to attach to",
-                t.job_id
-            ))
-            .with_hint("wait for it to run again, or follow it to its end with slurm-watch"));
-        }
-        None => {}
+    if let Some(e) = not_running_error(&t.job_id, &out) {
+        return Err(e);
     }
     let code = out.code.unwrap_or(255);
     ctx.doc.set_section(

@@ -1,0 +1,120 @@
+//! A running job or held allocation to go into (slurm-attach) or reach (slurm-forward): which one
+//! the document names, where its code is, its named container, and the remote check that it
+//! runs, with what to say when it does not.
+
+use crate::error::{ErrorKind, Result, ToolError};
+use crate::layout::Layout;
+use crate::process::Output;
+use crate::quote::Script;
+use crate::remote_exit::{self, Attach as Exit, ExitCodes};
+use crate::schema::{Allocation, AllocationState, Job};
+use crate::slurm;
+use crate::Document;
+
+/// What to go into: the job id, its named container, the directory its code is in.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub job_id: String,
+    pub container: Option<String>,
+    /// The job's code tree, else the checkout, else remote_cwd; `~` when none is known.
+    pub dir: String,
+}
+
+/// The document's held allocation (`allocation`, not released) or, without one, its submitted
+/// job (`job`).
+pub fn target(doc: &Document) -> Result<Target> {
+    let layout = Layout::of(doc)?;
+    let fallback_dir = || -> Result<String> {
+        match (doc.str_opt("remote_repo_path")?, doc.str_opt("remote_cwd")?) {
+            (Some(d), _) => layout.absolute("remote_repo_path", d),
+            (None, Some(d)) => layout.absolute("remote_cwd", d),
+            (None, None) => Ok("~".to_string()),
+        }
+    };
+    if let Some(a) = doc.section_as::<Allocation>("allocation")? {
+        if a.state != Some(AllocationState::Released) {
+            if let Some(id) = a.job_id {
+                slurm::check_job_id("allocation", &id)?;
+                return Ok(Target {
+                    job_id: id,
+                    container: a.container_name,
+                    dir: fallback_dir()?,
+                });
+            }
+        }
+    }
+    if let Some(j) = doc.section_as::<Job>("job")? {
+        if let Some(id) = j.job_id {
+            slurm::check_job_id("job", &id)?;
+            let dir = match j.tree.or(j.remote_repo_path) {
+                Some(d) => d,
+                None => fallback_dir()?,
+            };
+            return Ok(Target {
+                job_id: id,
+                container: j.container_name,
+                dir,
+            });
+        }
+    }
+    Err(crate::doc::missing(
+        "allocation",
+        "nothing to reach: give a document with a held allocation (slurm-alloc up) or a submitted job (slurm-submit)",
+    ))
+}
+
+/// Shell text that stops unless `$job` runs: exits with [`Exit`] codes and says the state on
+/// stderr (`PENDING <start>`, `STATE <state>`). Sets `nodelist` to its nodes (a hostlist).
+pub fn check_running(s: &mut Script, job: &str) -> Result<()> {
+    remote_exit::assign::<Exit>(s)?;
+    s.assign("job", job)?;
+    s.raw(
+        r#"st=$(squeue -h -j "$job" -o '%T|%S|%N' 2>/dev/null | head -n 1)
+case "$st" in
+  RUNNING*) ;;
+  PENDING*) st=${st#*|}; echo "PENDING ${st%%|*}" >&2; exit "$E_PENDING" ;;
+  "") exit "$E_GONE" ;;
+  *) echo "STATE ${st%%|*}" >&2; exit "$E_NOT_RUNNING" ;;
+esac
+nodelist=${st##*|}
+"#,
+    );
+    Ok(())
+}
+
+/// The error for a check that said the job does not run (`None`: it runs).
+pub fn not_running_error(job: &str, out: &Output) -> Option<ToolError> {
+    let said = |prefix: &str| {
+        out.stderr_tail
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .map(str::trim)
+            .map(str::to_string)
+    };
+    match Exit::from_status(out.code)? {
+        Exit::Pending => {
+            let eta = said("PENDING ")
+                .filter(|e| !e.is_empty() && e != "N/A")
+                .map(|e| format!(" (Slurm expects it to start at {e})"))
+                .unwrap_or_default();
+            Some(
+                ToolError::new(
+                    ErrorKind::NeedsPerson,
+                    format!("job {job} is still pending{eta}: there is nothing to reach yet"),
+                )
+                .with_hint("wait until it runs (slurm-watch, or squeue), then try again"),
+            )
+        }
+        Exit::Gone => Some(
+            ToolError::remote(format!("job {job} is not in the queue any more: it has ended"))
+                .with_hint("its verdict: slurm-watch on the same document; submit or `slurm-alloc up` again for a new one"),
+        ),
+        Exit::NotRunning => Some(
+            ToolError::remote(format!(
+                "job {job} is {}, not running: there is nothing to reach",
+                said("STATE ").unwrap_or_else(|| "not running".into())
+            ))
+            .with_hint("wait for it to run again, or follow it to its end with slurm-watch"),
+        ),
+    }
+}

@@ -1,0 +1,387 @@
+//! slurm-forward: a local port to a port of a running job's node, through the ControlMaster the
+//! pipeline already has (no new login), ended with the job or on `--cancel`.
+
+use clap::Parser;
+use shared::process::Cmd;
+use shared::quote::Script;
+use shared::running::{check_running, not_running_error, target};
+use shared::schema::{Forward, Preflight, SshPath};
+use shared::ssh::{ssh_program, Ssh};
+use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::time::Duration;
+
+/// Forward a local port to a port of a running job or allocation (a notebook, TensorBoard, a
+/// Ray dashboard, a debugger), through the connection slurm-ssh-preflight set up.
+///
+/// The forward is added to the ControlMaster (`ssh -O forward`), so an MFA cluster asks for
+/// nothing again; on a key-based cluster without a master, one is opened (key login, no prompt).
+/// It listens on 127.0.0.1 only, never on an address other machines reach. The remote port is
+/// `--port`, or the number a job wrote to `--port-file` (a path on the cluster, for a server that
+/// picks a random port); the node is the job's first unless `--node`. Before forwarding it checks
+/// the job runs (pending: exit 3 with Slurm's estimate; ended: exit 4), that the node is one of
+/// the job's, that the port answers from the login node, and that the local port is free.
+///
+/// The forward ends when the job ends (a small watcher started in the background cancels it), when
+/// the master ends, or with `slurm-forward --cancel` on the document this run wrote.
+///
+/// Reads: allocation or job, and the connection fields.
+///
+/// {adds}
+///
+/// Example:
+///   slurm-forward --port-file ~/work/port.txt job.json > fwd.json   # then open forward.local_url
+///   slurm-forward --cancel fwd.json
+#[derive(Parser, Debug)]
+#[command(name = "slurm-forward", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// The port on the node.
+    #[arg(long, value_name = "PORT", conflicts_with = "port_file")]
+    port: Option<u16>,
+
+    /// A file on the cluster holding the port (first number in it), written by the job.
+    #[arg(long, value_name = "PATH")]
+    port_file: Option<String>,
+
+    /// The local port (default: the remote port; 0: any free port).
+    #[arg(long, value_name = "PORT")]
+    local_port: Option<u16>,
+
+    /// The node (one of the job's; default: its first).
+    #[arg(long, value_name = "NODE")]
+    node: Option<String>,
+
+    /// Remove the forward the document's `forward` section describes.
+    #[arg(long)]
+    cancel: bool,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+    const SECTIONS: &'static [&'static str] = &["forward"];
+}
+
+/// The hidden mode of the background watcher: `slurm-forward --watch-forward FILE`.
+const WATCH_FLAG: &str = "--watch-forward";
+
+fn main() -> std::process::ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == WATCH_FLAG {
+        watch(&args[2]);
+        return std::process::ExitCode::SUCCESS;
+    }
+    shared::driver::run::<Cli>("slurm-forward", forward)
+}
+
+fn spec(f: &Forward) -> String {
+    format!("127.0.0.1:{}:{}:{}", f.local_port, f.node, f.remote_port)
+}
+
+/// `ssh -O forward|cancel -L spec` on the master.
+fn control_forward(ssh: &Ssh, op: &str, f: &Forward) -> shared::process::Output {
+    Cmd::new(ssh_program())
+        .args(ssh.via_control_path(Some(&f.control_path)).base_args())
+        .args(["-O", op, "-L", &spec(f), "--", &ssh.host])
+        .deadline(Duration::from_secs(20))
+        .run()
+        .unwrap_or_else(|e| shared::process::Output {
+            code: None,
+            stdout: Vec::new(),
+            stderr_tail: e.to_string(),
+            timed_out: false,
+            elapsed: Duration::ZERO,
+            argv: Vec::new(),
+        })
+}
+
+/// A master at `cp`, opening one on a key-based cluster when there is none.
+fn ensure_master(ctx: &Context, ssh: &Ssh, cp: &str) -> Result<()> {
+    let alive = |s: &Ssh| {
+        s.control("check", Some(cp))
+            .run()
+            .map(|o| o.success())
+            .unwrap_or(false)
+    };
+    if alive(ssh) {
+        return Ok(());
+    }
+    let direct = ctx
+        .doc
+        .section_as::<Preflight>("preflight")?
+        .is_some_and(|p| p.ssh_path == SshPath::Direct);
+    if direct {
+        ctx.note(format!(
+            "no ControlMaster at {cp}: opening one (key login) to carry the forward"
+        ));
+        let out = Cmd::new(ssh_program())
+            .args(ssh.via_control_path(Some(cp)).base_args())
+            .args([
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ControlMaster=yes",
+                "-o",
+                "ControlPersist=24h",
+                "-fN",
+                "--",
+                &ssh.host,
+            ])
+            .deadline(Duration::from_secs(30))
+            .run()
+            .map_err(|e| shared::ssh::spawn_error(&ssh_program(), e))?;
+        if out.success() && alive(ssh) {
+            return Ok(());
+        }
+        return Err(ssh.failure_error(&out));
+    }
+    Err(ToolError::new(
+        ErrorKind::NeedsPerson,
+        format!("no live ControlMaster at {cp} to carry the forward"),
+    )
+    .with_hint("log in once with `slurm-ssh-preflight --establish` (or the login command it prints), then rerun slurm-forward"))
+}
+
+fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    if cli.cancel {
+        return cancel(ctx, &ssh);
+    }
+    if let Some(n) = &cli.node {
+        shared::slurm::check_slurm_value("--node", n)?;
+    }
+    if cli.port.is_none() && cli.port_file.is_none() {
+        return Err(
+            ToolError::bad_input("which port? give --port PORT or --port-file PATH").with_hint(
+                "--port 8888 for a fixed port; --port-file for a port the job writes to a file",
+            ),
+        );
+    }
+    if cli.port == Some(0) {
+        return Err(ToolError::bad_input(
+            "--port 0 is not a port a job listens on",
+        ));
+    }
+    let t = target(&ctx.doc)?;
+    let cp = ssh
+        .control_path
+        .clone()
+        .ok_or_else(|| ToolError::bad_input("no control path: run slurm-ssh-preflight first"))?;
+
+    // One round trip: the job runs, its node, the port, and whether the port answers there.
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    check_running(&mut s, &t.job_id)?;
+    s.assign("want_node", cli.node.as_deref().unwrap_or(""))?;
+    s.assign("port", &cli.port.map(|p| p.to_string()).unwrap_or_default())?;
+    s.assign("port_file", cli.port_file.as_deref().unwrap_or(""))?;
+    s.raw(
+        r#"nodes=$(scontrol show hostnames "$nodelist" 2>/dev/null)
+[ -n "$nodes" ] || nodes=$nodelist
+if [ -n "$want_node" ]; then
+  printf '%s\n' "$nodes" | grep -Fqx -- "$want_node" || { echo "NOT_IN_JOB $(printf '%s ' $nodes)"; exit 0; }
+  node=$want_node
+else
+  node=$(printf '%s\n' "$nodes" | head -n 1)
+fi
+if [ -z "$port" ]; then
+  case "$port_file" in "~/"*) port_file=$HOME/${port_file#"~/"} ;; esac
+  [ -r "$port_file" ] || { echo "NO_PORT_FILE"; exit 0; }
+  port=$(grep -o '[0-9][0-9]*' "$port_file" | head -n 1)
+  [ -n "$port" ] || { echo "NO_PORT_IN_FILE"; exit 0; }
+fi
+reach=no
+if command -v timeout >/dev/null 2>&1 && command -v bash >/dev/null 2>&1; then
+  timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' sh "$node" "$port" 2>/dev/null && reach=yes
+else
+  reach=unknown
+fi
+echo "NODE $node"
+echo "PORT $port"
+echo "REACH $reach"
+"#,
+    );
+    let out = ssh.run_script(&s, None, Duration::from_secs(60))?;
+    if let Some(e) = not_running_error(&t.job_id, &out) {
+        return Err(e);
+    }
+    let text = out.stdout_text();
+    let field = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k))
+            .map(|v| v.trim().to_string())
+    };
+    if let Some(nodes) = field("NOT_IN_JOB") {
+        return Err(ToolError::bad_input(format!(
+            "--node {} is not a node of job {} (its nodes: {nodes})",
+            cli.node.as_deref().unwrap_or_default(),
+            t.job_id
+        )));
+    }
+    if text.contains("NO_PORT_FILE") || text.contains("NO_PORT_IN_FILE") {
+        return Err(ToolError::new(
+            ErrorKind::NeedsPerson,
+            format!(
+                "{} has no port number on the cluster yet",
+                cli.port_file.as_deref().unwrap_or_default()
+            ),
+        )
+        .with_hint("the job writes it when its server starts: wait, then rerun; or give --port"));
+    }
+    let (Some(node), Some(port)) = (field("NODE "), field("PORT ")) else {
+        return Err(ToolError::remote(format!(
+            "could not learn the job's node and port ({})",
+            out.exit_text()
+        ))
+        .with_command(out.record()));
+    };
+    let remote_port: u16 = port.parse().map_err(|_| {
+        ToolError::bad_input(format!("the port file holds {port:?}, which is not a port"))
+    })?;
+    if field("REACH ").as_deref() == Some("no") {
+        return Err(ToolError::remote(format!(
+            "nothing answers on {node}:{remote_port} from the login node"
+        ))
+        .with_hint("check the server in the job listens on that port and on all addresses (0.0.0.0), not only 127.0.0.1; then rerun"));
+    }
+    // The local side: loopback only, a port that is free now.
+    let local_port = match cli.local_port.unwrap_or(remote_port) {
+        0 => std::net::TcpListener::bind(("127.0.0.1", 0))
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .map_err(|e| ToolError::remote(format!("no free local port: {e}")))?,
+        p => {
+            if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", p)) {
+                return Err(
+                    ToolError::bad_input(format!("local port {p} cannot be used ({e})")).with_hint(
+                        "pick another with --local-port N, or --local-port 0 for any free port",
+                    ),
+                );
+            }
+            p
+        }
+    };
+    ensure_master(ctx, &ssh, &cp)?;
+    let f = Forward {
+        job_id: t.job_id.clone(),
+        node,
+        remote_port,
+        local_port,
+        local_url: format!("http://127.0.0.1:{local_port}/"),
+        state: "active".into(),
+        control_path: cp,
+    };
+    let out = control_forward(&ssh, "forward", &f);
+    if !out.success() {
+        return Err(ToolError::remote(format!(
+            "the ControlMaster refused the forward {}: {}",
+            spec(&f),
+            out.stderr_tail.trim()
+        ))
+        .with_command(out.record()));
+    }
+    ctx.note(format!(
+        "{} -> {}:{} in job {} (ends with the job, or `slurm-forward --cancel` on this output)",
+        f.local_url, f.node, f.remote_port, f.job_id
+    ));
+    ctx.doc.set_section("forward", &f);
+    start_watcher(ctx);
+    Ok(Outcome::Done)
+}
+
+fn cancel(ctx: &mut Context, ssh: &Ssh) -> Result<Outcome> {
+    let Some(mut f) = ctx.doc.section_as::<Forward>("forward")? else {
+        return Err(shared::doc::missing(
+            "forward",
+            "--cancel removes the forward a slurm-forward run wrote: give its output",
+        ));
+    };
+    let out = control_forward(ssh, "cancel", &f);
+    if out.success() {
+        ctx.note(format!("forward {} removed", f.local_url));
+    } else {
+        // The master (and with it the forward) is gone already: nothing is left to remove.
+        ctx.note(format!(
+            "forward {} was not there any more ({})",
+            f.local_url,
+            out.stderr_tail.trim()
+        ));
+    }
+    f.state = "cancelled".into();
+    ctx.doc.set_section("forward", &f);
+    Ok(Outcome::Done)
+}
+
+/// Start the background watcher that cancels the forward when the job ends. It gets the
+/// document through a private temporary file (removed once read).
+fn start_watcher(ctx: &Context) {
+    use std::os::unix::process::CommandExt;
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let Ok(dir) = shared::tempdir::create("slurm-forward-") else {
+        return;
+    };
+    let file = dir.join("doc.json");
+    if std::fs::write(&file, ctx.doc.to_line()).is_err() {
+        return;
+    }
+    let _ = std::process::Command::new(exe)
+        .arg(WATCH_FLAG)
+        .arg(&file)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn();
+}
+
+/// The watcher: every 10 s, ask (through the master) whether the job still runs; when it does
+/// not, or the master is gone, remove the forward and end.
+fn watch(file: &str) {
+    let text = std::fs::read(file).unwrap_or_default();
+    let _ = std::fs::remove_file(file);
+    if let Some(d) = std::path::Path::new(file).parent() {
+        let _ = std::fs::remove_dir(d);
+    }
+    let Ok(doc) = Document::parse(&text, "watch") else {
+        return;
+    };
+    let (Ok(ssh), Ok(Some(f))) = (Ssh::from_doc(&doc), doc.section_as::<Forward>("forward")) else {
+        return;
+    };
+    let ssh = ssh.via_control_path(Some(&f.control_path));
+    loop {
+        std::thread::sleep(Duration::from_secs(10));
+        let alive = ssh
+            .control("check", Some(&f.control_path))
+            .run()
+            .map(|o| o.success())
+            .unwrap_or(false);
+        if !alive {
+            return;
+        }
+        let mut s = Script::new();
+        if check_running(&mut s, &f.job_id).is_err() {
+            return;
+        }
+        let Ok(out) = ssh.run_script(&s, None, Duration::from_secs(60)) else {
+            continue;
+        };
+        if not_running_error(&f.job_id, &out).is_some() {
+            let _ = control_forward(&ssh, "cancel", &f);
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn help_names_its_sections() {
+        shared::driver::assert_help_names_its_sections::<super::Cli>();
+    }
+}
