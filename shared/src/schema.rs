@@ -586,6 +586,12 @@ pub struct Attach {
     pub command: Option<String>,
     pub interactive: bool,
     pub exit_code: i32,
+    /// `--ssh-config`: the `Host` alias written (`slurm-job-<jobid>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_alias: Option<String>,
+    /// `--ssh-config`: the file it was written to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_config: Option<String>,
 }
 
 /// A local port forwarded by `slurm-forward` to a port of a running job's node.

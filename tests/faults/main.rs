@@ -1854,6 +1854,76 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     assert!(said.contains("tty=/dev/pts"), "a real pty: {said}");
     assert!(said.contains("slurm-tools testbed image devbox"), "{said}");
 
+    // An IDE-style ssh entry: plain ssh and scp reach the node inside the allocation, through
+    // the master (no new login).
+    let cfg = std::env::temp_dir().join(format!("st-attach-ssh-{}.conf", std::process::id()));
+    std::fs::write(
+        &cfg,
+        "# the person's own lines stay\nHost keep-me\n    HostName example.invalid\n",
+    )
+    .unwrap();
+    let e = attach(&["--ssh-config", &cfg.display().to_string()], &up.doc);
+    assert_eq!(e.code, 0, "{}", e.stderr);
+    let alias = format!("slurm-job-{job}");
+    assert_eq!(e.doc["attach"]["ssh_alias"], alias.as_str());
+    let written = std::fs::read_to_string(&cfg).unwrap();
+    assert!(written.contains("Host keep-me"), "{written}");
+    assert!(written.contains(&format!("Host {alias}")), "{written}");
+    // Written twice: still one entry.
+    let again = attach(&["--ssh-config", &cfg.display().to_string()], &up.doc);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&cfg)
+            .unwrap()
+            .matches(&format!("Host {alias}"))
+            .count(),
+        1
+    );
+    let node = e.doc["attach"]["node"].as_str().unwrap().to_string();
+    let via = Command::new("ssh")
+        .args(["-F", &cfg.display().to_string(), &alias, "hostname; id -un"])
+        .env("HOME", test_home())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&via.stdout).into_owned();
+    assert!(
+        via.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&via.stderr)
+    );
+    assert!(
+        said.starts_with(&format!("{node}\n")),
+        "the job's node: {said}"
+    );
+    assert!(said.contains(&testbed().s("cluster_user")), "{said}");
+    let local = std::env::temp_dir().join(format!("st-attach-scp-{}", std::process::id()));
+    std::fs::write(&local, "copied by scp\n").unwrap();
+    let remote_file = format!(
+        "{}/st-attach-scp-{}",
+        testbed().remote_root(),
+        std::process::id()
+    );
+    let scp = Command::new("scp")
+        .args([
+            "-q",
+            "-F",
+            &cfg.display().to_string(),
+            &local.display().to_string(),
+            &format!("{alias}:{remote_file}"),
+        ])
+        .env("HOME", test_home())
+        .output()
+        .unwrap();
+    assert!(
+        scp.status.success(),
+        "{}",
+        String::from_utf8_lossy(&scp.stderr)
+    );
+    assert_eq!(fixture::read(&remote_file), "copied by scp\n");
+    let _ = std::fs::remove_file(&local);
+    let _ = std::fs::remove_file(&remote_file);
+    let _ = std::fs::remove_file(&cfg);
+
     // A running job of slurm-submit, in its container and its own code tree.
     let (_fx, mut sd) = synced("attach-job");
     sd["ssh_host"] = json!(testbed().s("mfa_host"));
@@ -2016,6 +2086,20 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("cannot be used"), "{}", r.stderr);
     drop(busy);
+
+    // A port nothing answers on, on the job's node: said, nothing forwarded.
+    let dead = run(
+        "slurm-forward",
+        &["--port", "1", "--local-port", "0"],
+        &sub.doc,
+    );
+    assert_eq!(dead.code, 4, "{}", dead.stderr);
+    assert!(
+        dead.stderr.contains("nothing answers on"),
+        "{}",
+        dead.stderr
+    );
+    assert!(dead.doc.get("forward").is_none());
 
     let c = run("slurm-forward", &["--cancel"], &f.doc);
     assert_eq!(c.code, 0, "{}", c.stderr);

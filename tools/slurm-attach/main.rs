@@ -1,6 +1,8 @@
 //! slurm-attach: a shell (or one command) inside a running job or allocation, through the
 //! connection the pipeline already has.
 
+mod ide;
+
 use clap::Parser;
 use shared::quote::Script;
 use shared::running::{check_running, not_running_error, target, Target};
@@ -22,7 +24,8 @@ use std::time::Duration;
 /// `trtllm-<jobid>`, slurm-submit's `slurm-tools-<tag>`; pyxis runs the step inside it).
 ///
 /// Interactive use needs a terminal; `--command` runs one command instead (its output on stderr,
-/// as slurm-alloc exec does) and exits with its exit code. A job that is not running is said as
+/// as slurm-alloc exec does) and exits with its exit code. `--ssh-config FILE` writes an ssh
+/// entry that reaches the job's node for IDEs and ssh/scp/rsync instead (see the flag). A job that is not running is said as
 /// such: pending (exit 3, with Slurm's estimated start), or ended (exit 4).
 ///
 /// Reads: allocation or job (and their container names), remote_repo_path, remote_cwd, and the
@@ -50,6 +53,14 @@ struct Cli {
     /// Stay outside the job's container (on the node itself).
     #[arg(long)]
     no_container: bool,
+
+    /// Write an ssh `Host slurm-job-<jobid>` entry to FILE (replacing this job's entry, keeping
+    /// the rest) that reaches the job's node through the ControlMaster, for VS Code / PyCharm
+    /// Remote-SSH, ssh, scp and rsync (`ssh -F FILE slurm-job-<jobid>`, or `Include FILE` in
+    /// ~/.ssh/config). It runs the OpenSSH server as a step of the job (`sshd -i`, as you, no
+    /// root), which accepts only a key made for this; the nodes need the sshd binary installed.
+    #[arg(long, value_name = "FILE", conflicts_with = "command")]
+    ssh_config: Option<std::path::PathBuf>,
 }
 
 impl ToolCli for Cli {
@@ -107,6 +118,25 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             return Err(ToolError::bad_input("--command contains a NUL byte"));
         }
     }
+    if let Some(file) = &cli.ssh_config {
+        let ssh = Ssh::from_doc(&ctx.doc)?;
+        let e = ide::write_entry(ctx, &ssh, &t, cli.node.as_deref(), file)?;
+        ctx.doc.set_section(
+            "attach",
+            &Attach {
+                job_id: t.job_id,
+                node: Some(e.node),
+                container: None,
+                dir: t.dir,
+                command: None,
+                interactive: false,
+                exit_code: 0,
+                ssh_alias: Some(e.alias),
+                ssh_config: Some(file.display().to_string()),
+            },
+        );
+        return Ok(Outcome::Done);
+    }
     let interactive = cli.command.is_none();
     if interactive && !std::io::stdin().is_terminal() {
         return Err(ToolError::bad_input(
@@ -150,6 +180,8 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             command: cli.command.clone(),
             interactive,
             exit_code: code,
+            ssh_alias: None,
+            ssh_config: None,
         },
     );
     Ok(Outcome::Exit(u8::try_from(code).unwrap_or(255)))
