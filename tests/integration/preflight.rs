@@ -26,6 +26,10 @@ fn the_direct_host_passes_and_reports_the_remote() {
     assert!(remote["slurm_version"].as_str().unwrap().contains("22.05"));
     assert_eq!(remote["accounting"], "enabled");
     assert_eq!(remote["container_flags"], true);
+    // The real stack's versions, as the testbed built them.
+    assert_eq!(remote["pyxis"], testbed().s("pyxis_version").as_str());
+    assert_eq!(remote["enroot"], testbed().s("enroot_version").as_str());
+    assert_eq!(remote["container_writable"], true);
     assert!(remote["git"].as_str().unwrap().starts_with("git version"));
     assert!(remote["tar"].as_str().unwrap().contains("tar"));
 }

@@ -40,8 +40,13 @@ help=; if have srun; then help=$(srun --help 2>&1); fi
 case "$help" in *--container-image*) echo container_flags=1 ;; *) echo container_flags=0 ;; esac
 case "$help" in *--container-writable*) echo container_writable=1 ;; *) echo container_writable=0 ;; esac
 # pyxis's version, from the plugin srun loads (its plugstack.conf and the files it includes).
-conf=$(scontrol show config 2>/dev/null | awk -F'= ' '/^PlugStackConfig/ { print $2; exit }')
-[ -n "$conf" ] || conf=/etc/slurm/plugstack.conf
+# (PlugStackConfig "(null)" is the default: plugstack.conf beside slurm.conf.)
+cfg=$(scontrol show config 2>/dev/null)
+conf=$(printf '%s\n' "$cfg" | awk -F'= ' '/^PlugStackConfig/ { print $2; exit }')
+case "$conf" in ""|"(null)")
+  sc=$(printf '%s\n' "$cfg" | awk -F'= ' '/^SLURM_CONF/ { print $2; exit }')
+  conf=$(dirname -- "${sc:-${SLURM_CONF:-/etc/slurm/slurm.conf}}")/plugstack.conf ;;
+esac
 so=
 if [ -r "$conf" ]; then
   for f in "$conf" $(awk '$1 == "include" { print $2 }' "$conf" 2>/dev/null); do
