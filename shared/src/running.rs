@@ -118,3 +118,67 @@ pub fn not_running_error(job: &str, out: &Output) -> Option<ToolError> {
         ),
     }
 }
+
+/// Shell text after [`check_running`]: sets `node` to `want` when it is one of the job's nodes,
+/// else to the job's first; a `want` that is not the job's prints `NOT_IN_JOB <its nodes>` and
+/// ends the script (see [`run_on_job`]).
+pub fn pick_node(s: &mut Script, want: Option<&str>) -> Result<()> {
+    s.assign("want_node", want.unwrap_or(""))?;
+    s.raw(
+        r#"nodes=$(scontrol show hostnames "$nodelist" 2>/dev/null); [ -n "$nodes" ] || nodes=$nodelist
+if [ -n "$want_node" ]; then
+  printf '%s\n' "$nodes" | grep -Fqx -- "$want_node" || { echo "NOT_IN_JOB $(printf '%s ' $nodes)"; exit 0; }
+  node=$want_node
+else
+  node=$(printf '%s\n' "$nodes" | head -n 1)
+fi
+"#,
+    );
+    Ok(())
+}
+
+/// The `KEY value` lines a script printed.
+pub struct Reply {
+    pub out: Output,
+    text: String,
+}
+
+impl Reply {
+    /// The value after `key` (e.g. `"NODE "`) on its line, trimmed.
+    pub fn field(&self, key: &str) -> Option<String> {
+        self.text
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| v.trim().to_string())
+    }
+
+    pub fn says(&self, marker: &str) -> bool {
+        self.text.contains(marker)
+    }
+}
+
+/// Run a script built with [`check_running`] and [`pick_node`] for `t`: a job that does not run
+/// or a `want` node that is not the job's is an error here; the rest is the caller's.
+pub fn run_on_job(
+    ssh: &crate::ssh::Ssh,
+    t: &Target,
+    want: Option<&str>,
+    s: &Script,
+) -> Result<Reply> {
+    let out = ssh.run_script(s, None, std::time::Duration::from_secs(60))?;
+    if let Some(e) = not_running_error(&t.job_id, &out) {
+        return Err(e);
+    }
+    let reply = Reply {
+        text: out.stdout_text(),
+        out,
+    };
+    if let Some(nodes) = reply.field("NOT_IN_JOB") {
+        return Err(ToolError::bad_input(format!(
+            "--node {} is not a node of job {} (its nodes: {nodes})",
+            want.unwrap_or_default(),
+            t.job_id
+        )));
+    }
+    Ok(reply)
+}

@@ -6,7 +6,7 @@ use shared::layout::{self, Layout};
 use shared::quote::Script;
 use shared::remote_exit::{self, Alloc as Exit, ExitCodes};
 use shared::schema::{Allocation, AllocationState, ExecMode, LastExec, Negotiation};
-use shared::slurm::{self, check_slurm_value, enroot_image, format_duration, Settings};
+use shared::slurm::{self, check_slurm_value, enroot_image, format_duration, Settings, OVERLAP};
 use shared::ssh::Ssh;
 use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::{Duration, Instant};
@@ -718,9 +718,6 @@ fn release_session(a: &Alloc) -> Result<bool> {
 const ALL_NODES: &str =
     "nn=$(squeue -h -j \"$job\" -o '%D' 2>/dev/null | head -n 1); [ -n \"$nn\" ] || nn=1\n";
 
-/// `--overlap` where srun has it (Slurm 20.11 and later), so steps run beside each other.
-const OVERLAP: &str = "ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi\n";
-
 fn down(ctx: &mut Context) -> Result<Outcome> {
     let a = alloc_of(&ctx.doc)?;
     let mut sec = section(&ctx.doc)?;
@@ -738,9 +735,11 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     s.raw(
         r#"me=$(id -un)
 [ -n "$job" ] || job=$(squeue -h -u "$me" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
-if [ -n "$job" ] && squeue -h -j "$job" -o '%T' 2>/dev/null | grep -q RUNNING; then
+st=; [ -z "$job" ] || st=$(squeue -h -j "$job" -o '%T %D' 2>/dev/null | head -n 1)
+if [ "${st%% *}" = RUNNING ]; then
   # pyxis names the enroot container pyxis_<jobid>_<name> (container_scope=job) or pyxis_<name>.
-  nn=$(squeue -h -j "$job" -o '%D' 2>/dev/null | head -n 1); [ -n "$nn" ] || nn=1
+  # One step on every node of the allocation (its node count is the second word of st).
+  nn=${st#* }
   srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
 fi
 kill_session "$session" && echo "SESSION_KILLED"

@@ -10,7 +10,7 @@
 //! (the login node's sshd does not know it, and the in-job sshd exists only inside their job).
 
 use shared::quote::{quote, Script};
-use shared::running::{check_running, not_running_error, Target};
+use shared::running::{check_running, pick_node, run_on_job, Target};
 use shared::ssh::Ssh;
 use shared::{Context, Result, ToolError};
 use std::path::{Path, PathBuf};
@@ -82,17 +82,11 @@ pub fn write_entry(
     let mut s = Script::new();
     s.raw("set -u\n");
     check_running(&mut s, &t.job_id)?;
-    s.assign("want_node", node.unwrap_or(""))?;
+    pick_node(&mut s, node)?;
+    s.raw(shared::slurm::OVERLAP);
     s.assign("pub", public.trim())?;
     s.raw(
-        r#"nodes=$(scontrol show hostnames "$nodelist" 2>/dev/null); [ -n "$nodes" ] || nodes=$nodelist
-if [ -n "$want_node" ]; then
-  printf '%s\n' "$nodes" | grep -Fqx -- "$want_node" || { echo "NOT_IN_JOB $(printf '%s ' $nodes)"; exit 0; }
-  node=$want_node
-else
-  node=$(printf '%s\n' "$nodes" | head -n 1)
-fi
-sshd=$(command -v sshd 2>/dev/null || true)
+        r#"sshd=$(command -v sshd 2>/dev/null || true)
 [ -n "$sshd" ] || for p in /usr/sbin/sshd /usr/local/sbin/sshd /sbin/sshd; do [ -x "$p" ] && sshd=$p && break; done
 [ -n "$sshd" ] || { echo "NO_SSHD"; exit 0; }
 d=$HOME/.slurm-tools/ide
@@ -111,7 +105,6 @@ Subsystem sftp internal-sftp
 EOF
 touch "$d/authorized_keys"
 grep -Fqx -- "$pub" "$d/authorized_keys" || printf '%s\n' "$pub" >>"$d/authorized_keys"
-ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi
 echo "NODE $node"
 echo "SSHD $sshd"
 echo "DIR $d"
@@ -120,24 +113,9 @@ echo "USER $(id -un)"
 echo "HOSTKEY $(cut -d' ' -f1,2 "$d/host_key.pub")"
 "#,
     );
-    let out = ssh.run_script(&s, None, Duration::from_secs(60))?;
-    if let Some(e) = not_running_error(&t.job_id, &out) {
-        return Err(e);
-    }
-    let text = out.stdout_text();
-    let field = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(k))
-            .map(|v| v.trim().to_string())
-    };
-    if let Some(nodes) = field("NOT_IN_JOB") {
-        return Err(ToolError::bad_input(format!(
-            "--node {} is not a node of job {} (its nodes: {nodes})",
-            node.unwrap_or_default(),
-            t.job_id
-        )));
-    }
-    if text.contains("NO_SSHD") {
+    let reply = run_on_job(ssh, t, node, &s)?;
+    let field = |k: &str| reply.field(k);
+    if reply.says("NO_SSHD") {
         return Err(ToolError::remote(
             "the OpenSSH server (sshd) is not installed on the cluster's nodes, and the IDE entry needs it (run by you inside the job, no root)",
         )
@@ -152,9 +130,9 @@ echo "HOSTKEY $(cut -d' ' -f1,2 "$d/host_key.pub")"
     ) else {
         return Err(ToolError::remote(format!(
             "could not set up the in-job sshd ({})",
-            out.exit_text()
+            reply.out.exit_text()
         ))
-        .with_command(out.record()));
+        .with_command(reply.out.record()));
     };
     let overlap = field("OVERLAP ").unwrap_or_default();
     let alias = format!("slurm-job-{}", t.job_id);

@@ -74,12 +74,12 @@ fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-attach", attach)
 }
 
-/// The step script: check the job runs, then go in. `interactive` adds `--pty` and a login shell.
-fn script(t: &Target, cli: &Cli, interactive: bool) -> Result<Script> {
+/// The step script: check the job runs, then go in (without --command: `--pty` and a login shell).
+fn script(t: &Target, cli: &Cli) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
     check_running(&mut s, &t.job_id)?;
-    s.raw("ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi\n");
+    s.raw(slurm::OVERLAP);
     if t.dir == "~" {
         s.raw("cd || exit 126\n");
     } else {
@@ -97,14 +97,10 @@ fn script(t: &Target, cli: &Cli, interactive: bool) -> Result<Script> {
         s.arg(&format!("--container-name={c}"))?;
         s.raw(" --container-workdir=\"$PWD\"");
     }
-    match (&cli.command, interactive) {
-        (Some(c), _) => {
-            s.raw(" bash -c").arg(c)?.raw(" 2>&1\n");
-        }
-        (None, _) => {
-            s.raw(" --pty bash -l\n");
-        }
-    }
+    match &cli.command {
+        Some(c) => s.raw(" bash -c").arg(c)?.raw(" 2>&1\n"),
+        None => s.raw(" --pty bash -l\n"),
+    };
     Ok(s)
 }
 
@@ -147,7 +143,7 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ));
     }
     let ssh = Ssh::from_doc(&ctx.doc)?;
-    let s = script(&t, cli, interactive)?;
+    let s = script(&t, cli)?;
     ctx.note(format!(
         "attaching to job {}{}{} in {}",
         t.job_id,

@@ -4,7 +4,7 @@
 use clap::Parser;
 use shared::process::Cmd;
 use shared::quote::Script;
-use shared::running::{check_running, not_running_error, target};
+use shared::running::{check_running, not_running_error, pick_node, run_on_job, target};
 use shared::schema::{Forward, Preflight, SshPath};
 use shared::ssh::{ssh_program, Ssh};
 use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
@@ -175,19 +175,11 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let mut s = Script::new();
     s.raw("set -u\n");
     check_running(&mut s, &t.job_id)?;
-    s.assign("want_node", cli.node.as_deref().unwrap_or(""))?;
+    pick_node(&mut s, cli.node.as_deref())?;
     s.assign("port", &cli.port.map(|p| p.to_string()).unwrap_or_default())?;
     s.assign("port_file", cli.port_file.as_deref().unwrap_or(""))?;
     s.raw(
-        r#"nodes=$(scontrol show hostnames "$nodelist" 2>/dev/null)
-[ -n "$nodes" ] || nodes=$nodelist
-if [ -n "$want_node" ]; then
-  printf '%s\n' "$nodes" | grep -Fqx -- "$want_node" || { echo "NOT_IN_JOB $(printf '%s ' $nodes)"; exit 0; }
-  node=$want_node
-else
-  node=$(printf '%s\n' "$nodes" | head -n 1)
-fi
-if [ -z "$port" ]; then
+        r#"if [ -z "$port" ]; then
   case "$port_file" in "~/"*) port_file=$HOME/${port_file#"~/"} ;; esac
   [ -r "$port_file" ] || { echo "NO_PORT_FILE"; exit 0; }
   port=$(grep -o '[0-9][0-9]*' "$port_file" | head -n 1)
@@ -204,24 +196,9 @@ echo "PORT $port"
 echo "REACH $reach"
 "#,
     );
-    let out = ssh.run_script(&s, None, Duration::from_secs(60))?;
-    if let Some(e) = not_running_error(&t.job_id, &out) {
-        return Err(e);
-    }
-    let text = out.stdout_text();
-    let field = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(k))
-            .map(|v| v.trim().to_string())
-    };
-    if let Some(nodes) = field("NOT_IN_JOB") {
-        return Err(ToolError::bad_input(format!(
-            "--node {} is not a node of job {} (its nodes: {nodes})",
-            cli.node.as_deref().unwrap_or_default(),
-            t.job_id
-        )));
-    }
-    if text.contains("NO_PORT_FILE") || text.contains("NO_PORT_IN_FILE") {
+    let reply = run_on_job(&ssh, &t, cli.node.as_deref(), &s)?;
+    let field = |k: &str| reply.field(k);
+    if reply.says("NO_PORT_FILE") || reply.says("NO_PORT_IN_FILE") {
         return Err(ToolError::new(
             ErrorKind::NeedsPerson,
             format!(
@@ -234,9 +211,9 @@ echo "REACH $reach"
     let (Some(node), Some(port)) = (field("NODE "), field("PORT ")) else {
         return Err(ToolError::remote(format!(
             "could not learn the job's node and port ({})",
-            out.exit_text()
+            reply.out.exit_text()
         ))
-        .with_command(out.record()));
+        .with_command(reply.out.record()));
     };
     let remote_port: u16 = port.parse().map_err(|_| {
         ToolError::bad_input(format!("the port file holds {port:?}, which is not a port"))

@@ -80,6 +80,11 @@ pub fn parse_slurm_duration(s: &str) -> Option<u64> {
     Some(days * 86_400 + secs)
 }
 
+/// Shell text: `ov` is `--overlap` where srun has it (Slurm 20.11 and later), so steps run beside
+/// each other in a job or allocation; empty on older srun.
+pub const OVERLAP: &str =
+    "ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi\n";
+
 /// The CUDA architecture for the build (PROCEDURE step 5).
 pub fn cuda_arch(device_type: Option<&str>) -> &'static str {
     match device_type.map(str::to_ascii_uppercase).as_deref() {
