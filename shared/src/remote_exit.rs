@@ -80,6 +80,7 @@ remote_exit_codes! {
         NoJobId = 37 => "E_NO_JOB_ID",
         NoTmux = 38 => "E_NO_TMUX",
         LockTimeout = 39 => "E_LOCK_TIMEOUT",
+        LockFailed = 40 => "E_LOCK_FAILED",
     }
 }
 

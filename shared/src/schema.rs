@@ -523,6 +523,10 @@ pub enum Source {
     Scontrol,
     /// The watch itself decided: a hang, or monitor_timeout_seconds.
     Watch,
+    /// Accounting is disabled and Slurm no longer has the job's record (it ended more than
+    /// MinJobAge ago): the job's own end marker (its exit code) and its logs.
+    #[serde(rename = "end_marker")]
+    EndMarker,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -828,6 +832,7 @@ mod tests {
         assert_eq!(v(&Via::Direct), "\"direct\"");
         assert_eq!(v(&JobKind::Build), "\"build\"");
         assert_eq!(v(&Source::Scontrol), "\"scontrol\"");
+        assert_eq!(v(&Source::EndMarker), "\"end_marker\"");
         assert_eq!(v(&AllocationState::Released), "\"RELEASED\"");
         assert_eq!(v(&ExecMode::PerNode), "\"pernode\"");
         assert_eq!(v(&Accounting::Unreachable), "\"unreachable\"");

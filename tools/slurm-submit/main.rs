@@ -538,11 +538,36 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
 }
 
 /// Shell function: the job's id, from the file the job writes when it starts, else from squeue
-/// by the unique tag in its --comment; empty when Slurm does not have it (yet). Needs `token`
-/// and `jobid_file`.
+/// by the unique tag in its --comment or by its working directory (the job's own tree); empty
+/// when Slurm does not have it (yet). Needs `token`, `tree` and `jobid_file`.
 const FIND_JOB: &str = r#"find_job() {
   if [ -s "$jobid_file" ]; then head -n 1 "$jobid_file"; return; fi
-  squeue -h --states=all -u "$(id -un)" -o '%i %k' 2>/dev/null | awk -v t="$token" 'index($0, t) { print $1; exit }'
+  # By the tag in the comment, or by the job's working directory, its own code tree (unique per
+  # tag): a site's job_submit policy may clear or rewrite the comment.
+  squeue -h --states=all -u "$(id -un)" -o '%i|%Z|%k' 2>/dev/null | awk -F'|' -v t="$token" -v d="$tree" '$2 == d || index($0, t) { print $1; exit }'
+}
+"#;
+
+/// Shell function `take_lock`: one submission per tag at a time, held until the script exits.
+/// A directory made with mkdir (atomic on every filesystem, NFS and Lustre without flock too),
+/// holding its owner's pid and login node; a lock whose owner died on this login node, or older
+/// than ten minutes (an owner on another login node), is broken. Waits two minutes at most.
+/// Needs `state`, `token` and `nap`.
+const TAG_LOCK: &str = r#"take_lock() {
+  lock="$state/$token.lock.d" host=$(hostname 2>/dev/null) waited=0
+  until mkdir -- "$lock" 2>/dev/null; do
+    if [ ! -d "$lock" ]; then echo "LOCK_FAILED $lock"; exit "$E_LOCK_FAILED"; fi
+    holder=$(cat "$lock/owner" 2>/dev/null)
+    if [ -n "$(find "$lock" -maxdepth 0 -mmin +10 2>/dev/null)" ] ||
+       { [ -n "$holder" ] && [ "${holder#* }" = "$host" ] && ! kill -0 "${holder%% *}" 2>/dev/null; }; then
+      echo "BROKE_STALE_LOCK $holder"; rm -rf -- "$lock"; continue
+    fi
+    waited=$((waited + 1))
+    [ "$waited" -le 120 ] || exit "$E_LOCK_TIMEOUT"
+    nap 1
+  done
+  printf '%s %s\n' "$$" "$host" >"$lock/owner"
+  trap 'rm -rf -- "$lock"' EXIT
 }
 "#;
 
@@ -567,12 +592,11 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
     s.assign("thorough", if thorough { "yes" } else { "no" })?;
     plan.tree.assign(&mut s, plan.kind == JobKind::Build)?;
     s.raw(FIND_JOB);
+    s.raw(shared::slurm::NAP);
+    s.raw(TAG_LOCK);
     s.raw(
         r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit "$E_UPLOAD_DIR"
-if command -v flock >/dev/null 2>&1; then
-  exec 9>>"$state/$token.lock" || exit "$E_UPLOAD_DIR"
-  flock -w 120 9 || exit "$E_LOCK_TIMEOUT"
-fi
+take_lock
 id=
 if [ "$thorough" = yes ] || [ -s "$jobid_file" ]; then id=$(find_job); fi
 if [ -n "$id" ]; then cat >/dev/null; echo "RESUMED"; echo "JOBID $id"; exit 0; fi
@@ -601,13 +625,14 @@ else
   tmux new-session -d -s "$session" "$wrapper_cmd" || exit "$E_TMUX_START"
 fi
 echo "TMUX $session"
-i=0
-while [ "$i" -lt 600 ]; do
+# A minute, by the clock: a sleep without fractions (not GNU) naps a whole second instead.
+i=0 until=$(( $(date +%s) + 60 ))
+while [ "$(date +%s)" -lt "$until" ]; do
   id=$(find_job)
   if [ -n "$id" ]; then printf '%s\n' "$id" >"$trees/$token.job"; echo "JOBID $id"; exit 0; fi
   if [ -s "$exit_file" ]; then echo "SRUN_EXIT $(cat "$exit_file")"; cat "$srun_log" >&2; exit "$E_SRUN_EXITED"; fi
-  sleep 0.1
   i=$((i + 1))
+  if [ "$i" -lt 20 ]; then nap 0.1; else nap 1; fi
 done
 exit "$E_NO_JOB_ID"
 "#,
@@ -704,6 +729,8 @@ fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
             .with_hint("check that tmux works on the login node (`tmux new -d true`), or use the batch recipe"),
         Some(Exit::LockTimeout) => ToolError::remote(format!("another submission with tag {token} held its lock on {} for two minutes", ssh.host))
             .with_hint("another slurm-submit on the same input is still submitting; wait for it, then rerun"),
+        Some(Exit::LockFailed) => ToolError::remote(format!("could not create the submission's lock directory in {} on {}", plan.state_dir, ssh.host))
+            .with_hint("mkdir failed there (read-only, full, or not yours): check the directory; nothing was submitted"),
         Some(Exit::NoJobId) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
             .with_hint(format!("look with: squeue -u $USER -o '%i %k' | grep {token}; attach with: tmux attach -t {token}")),
         None => ToolError::remote(format!("submission on {} failed ({}) without a job id", ssh.host, shared::process::describe_exit(out.code))).with_hint("see the command's stderr in this error"),

@@ -71,7 +71,9 @@ pub fn command_file(
         // The batch script's end, for slurm-watch to notice at once (squeue is the fallback
         // when the command replaces this shell or sets its own EXIT trap).
         s.assign("slurm_tools_end", end_marker)?;
-        s.raw("trap 'date +%s >\"$slurm_tools_end\"' EXIT\n");
+        // Its first word is the script's exit code (how the command ended, should Slurm's record
+        // of the job be gone), then the time.
+        s.raw("trap 'printf \"%s %s\\n\" \"$?\" \"$(date +%s)\" >\"$slurm_tools_end\"' EXIT\n");
     }
     if matches!(recipe, Recipe::Distributed | Recipe::Launcher) {
         // A container image has no Slurm client: the first host comes from the node list then.
@@ -89,10 +91,11 @@ pub fn command_file(
     s.raw("# --- command ---\n");
     if recipe == Recipe::Launcher {
         let gpus = st.devices_per_node();
-        s.raw("exec torchrun --nnodes=\"$SLURM_NNODES\" --node-rank=\"$SLURM_NODEID\"");
-        s.raw(" --rdzv-id=\"$SLURM_JOB_ID\" --rdzv-backend=c10d");
-        s.raw(" --rdzv-endpoint=\"$(first_host):29500\"");
-        s.raw(" --nproc-per-node=");
+        // The underscore spellings: every torchrun takes them (the hyphenated ones are newer).
+        s.raw("exec torchrun --nnodes=\"$SLURM_NNODES\" --node_rank=\"$SLURM_NODEID\"");
+        s.raw(" --rdzv_id=\"$SLURM_JOB_ID\" --rdzv_backend=c10d");
+        s.raw(" --rdzv_endpoint=\"$(first_host):29500\"");
+        s.raw(" --nproc_per_node=");
         s.glued(&gpus.to_string())?;
         s.raw(" ");
     }
@@ -251,10 +254,15 @@ mod tests {
             l.contains("exec torchrun --nnodes=\"$SLURM_NNODES\""),
             "{l}"
         );
-        assert!(l.contains("--nproc-per-node=4"), "{l}");
+        assert!(l.contains("--nproc_per_node=4"), "{l}");
+        for old_torchrun_refuses in ["--nproc-per-node", "--node-rank", "--rdzv-"] {
+            assert!(!l.contains(old_torchrun_refuses), "{l}");
+        }
         let b = command_file(Recipe::Batch, &st, "true", "/s/t.jobid", "/s/t.end").unwrap();
         assert!(
-            b.contains("trap 'date +%s >\"$slurm_tools_end\"' EXIT"),
+            b.contains(
+                "trap 'printf \"%s %s\\n\" \"$?\" \"$(date +%s)\" >\"$slurm_tools_end\"' EXIT"
+            ),
             "{b}"
         );
         let s = command_file(Recipe::Single, &st, "true", "/s/t.jobid", "/s/t.end").unwrap();

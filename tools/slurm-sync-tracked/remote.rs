@@ -90,7 +90,8 @@ if [ -n "$dirty" ]; then
     if [ -f "$ours_aside" ]; then . "./$ours_aside"; fi
     i=0
     for p do i=$((i + 1)); if [ -e "$p" ] || [ -L "$p" ]; then mv -- "$p" ".git/slurm-tools/aside-$i"; fi; done
-    git stash push -u -q -m "auto-stash before remote sync $temp" >&2
+    # `stash save`, not `stash push` (git 2.13+): the git of an old login node has only `save`.
+    git stash save -u -q "auto-stash before remote sync $temp" >&2
     rc=$?
     i=0
     for p do i=$((i + 1)); if [ -e ".git/slurm-tools/aside-$i" ] || [ -L ".git/slurm-tools/aside-$i" ]; then mv -- ".git/slurm-tools/aside-$i" "$p"; fi; done
@@ -102,11 +103,13 @@ if [ -n "$dirty" ]; then
   echo "STASHED $(git rev-parse -q --verify refs/stash) auto-stash before remote sync $temp"
 fi
 if [ "$via" = origin ]; then
-  if [ "$(git remote get-url origin 2>/dev/null)" = "$url" ]; then
+  # `config --get`, not `remote get-url` (git 2.7+).
+  origin=$(git config --get remote.origin.url 2>/dev/null)
+  if [ "$origin" = "$url" ]; then
     git fetch -q --prune origin >&2 || exit "$E_FETCH"
   else
     # The clone's origin is not where the snapshot was pushed: fetch the branch from there.
-    echo "ORIGIN_DIFFERS $(git remote get-url origin 2>/dev/null)"
+    echo "ORIGIN_DIFFERS $origin"
     git fetch -q -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit "$E_FETCH"
   fi
   git checkout -q -f -B "$temp" "refs/remotes/origin/$temp" >&2 || exit "$E_CHECKOUT"

@@ -473,6 +473,15 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 progress.finish();
                 let by = reply.cancelled_by.clone();
                 break final_verdict(job.kind, &st.findings, &patterns, &acct, by, Source::Sacct);
+            } else if reply.accounting_disabled && reply.scontrol_purged {
+                progress.finish();
+                ctx.warn("accounting is disabled on this cluster and Slurm no longer has the job's record (MinJobAge passed): the verdict comes from the job's end marker and logs");
+                break verdict::purged_verdict(
+                    job.kind,
+                    &st.findings,
+                    &patterns,
+                    reply.marker_text.as_deref(),
+                );
             } else if reply.accounting_disabled {
                 if let Some(acct) = reply.scontrol.as_deref().and_then(from_scontrol) {
                     if slurm::is_final(&acct.state) {

@@ -49,10 +49,10 @@ pub fn script(t: &Target) -> Result<Script> {
     s.glued(SQUEUE_FORMAT)?;
     s.raw("\nafmt=");
     s.glued(SACCT_FORMAT)?;
+    s.raw("\n");
+    s.raw(shared::slurm::NAP);
     s.raw(
-        r#"
-nap() { sleep "$1" 2>/dev/null || sleep 1; }
-pause() {
+        r#"pause() {
   # $1 quarter seconds; $2 = 1: end early when the end marker appears.
   if [ "$2" = 1 ] && [ -n "$marker" ]; then
     k=0
@@ -80,7 +80,14 @@ acct() {
   case "$a" in
     *"accounting storage is disabled"*)
       echo ACCT_DISABLED
-      sc=$(scontrol show job -o "$job" 2>&1) && printf 'SC %s\n' "$(printf '%s\n' "$sc" | head -n 1)" ;;
+      if sc=$(scontrol show job -o "$job" 2>&1); then printf 'SC %s\n' "$(printf '%s\n' "$sc" | head -n 1)"
+      else
+        # Purged: the job ended more than MinJobAge ago. Its end marker says how its command ended.
+        case "$sc" in *"Invalid job id"*)
+          echo SC_PURGED
+          if [ -n "$marker" ] && [ -s "$marker" ]; then printf 'MARKTEXT %s\n' "$(head -n 1 "$marker")"; fi ;;
+        esac
+      fi ;;
     *)
       if [ "$arc" -ne 0 ]; then printf 'AERR %s\n' "$(printf '%s\n' "$a" | head -n 1)"
       elif [ -z "$a" ]; then echo A_EMPTY
@@ -127,6 +134,10 @@ pub struct Reply {
     pub accounting_error: Option<String>,
     pub accounting_disabled: bool,
     pub scontrol: Option<String>,
+    /// Accounting is disabled and scontrol no longer knows the job (MinJobAge passed).
+    pub scontrol_purged: bool,
+    /// The end marker's first line (the command's exit code), sent when the record is purged.
+    pub marker_text: Option<String>,
     pub cancelled_by: Option<String>,
     /// The end marker exists.
     pub marker: bool,
@@ -170,6 +181,8 @@ pub fn parse_at(bytes: &[u8]) -> Option<(Reply, usize)> {
             "AERR" => r.accounting_error = Some(rest.to_string()),
             "ACCT_DISABLED" => r.accounting_disabled = true,
             "SC" => r.scontrol = Some(rest.to_string()),
+            "SC_PURGED" => r.scontrol_purged = true,
+            "MARKTEXT" => r.marker_text = Some(rest.to_string()),
             "BY" => {
                 let (uid, name) = rest.split_once(' ').unwrap_or((rest, ""));
                 r.cancelled_by = Some(if name.is_empty() {

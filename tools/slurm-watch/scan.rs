@@ -30,6 +30,9 @@ pub struct Findings {
     pub importing: Option<String>,
     /// pyxis's own lines (the first ones), to say why a container did not start.
     pub pyxis_lines: Vec<String>,
+    /// slurmstepd's `*** JOB|STEP N ON node CANCELLED AT ... ***` line, when the job was ended
+    /// by Slurm (a time limit, scancel): how it ended when Slurm's record is gone.
+    pub slurm_cancel: Option<String>,
 }
 
 pub struct Patterns {
@@ -114,6 +117,9 @@ impl Patterns {
                 f.importing = Some(image.to_string());
             } else if shared::slurm::pyxis::import_ended(line) {
                 f.importing = None;
+            }
+            if f.slurm_cancel.is_none() && line.contains("***") && line.contains(" CANCELLED AT ") {
+                f.slurm_cancel = Some(line.clone());
             }
             if line.contains("pyxis:") && f.pyxis_lines.len() < 60 {
                 f.pyxis_lines.push(line.clone());

@@ -102,6 +102,56 @@ pub fn final_verdict(
     }
 }
 
+/// The verdict for a job whose record Slurm no longer has (accounting disabled, ended more than
+/// MinJobAge ago): what is known, and how. A time limit or a cancellation shows in slurmstepd's
+/// own log line; otherwise the end marker's exit code (the command's, written when it ended);
+/// with neither, the end is unknown and said so (ERROR, never a guess).
+pub fn purged_verdict(
+    kind: JobKind,
+    f: &Findings,
+    patterns: &Patterns,
+    marker_text: Option<&str>,
+) -> Verdict {
+    const WHY: &str = "Slurm no longer has the job's record (accounting is disabled on this cluster and the job ended more than MinJobAge ago)";
+    let code: Option<i64> = marker_text
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|w| w.parse().ok());
+    let (state, exit, how) = match (&f.slurm_cancel, code) {
+        (Some(line), _) if line.contains("DUE TO TIME LIMIT") => {
+            ("TIMEOUT", None, format!("slurmstepd's log line: {line}"))
+        }
+        (Some(line), _) => ("CANCELLED", None, format!("slurmstepd's log line: {line}")),
+        (None, Some(0)) => ("COMPLETED", Some("0:0".to_string()), "the job's end marker: exit code 0".to_string()),
+        (None, Some(c)) => ("FAILED", Some(format!("{c}:0")), format!("the job's end marker: exit code {c}")),
+        (None, None) => {
+            return Verdict {
+                status: Status::Error,
+                slurm_state: "PURGED".into(),
+                exit_code: None,
+                elapsed: None,
+                summary: format!("{WHY}, and the job left no end marker and no Slurm line in its logs: how it ended is unknown; see its logs"),
+                source: Source::EndMarker,
+                cancelled_by: None,
+                success_patterns_missing: None,
+                hang_line: None,
+                excerpt_lines: None,
+            }
+        }
+    };
+    let acct = AccountingEntry {
+        state: state.into(),
+        cancelled_by_uid: None,
+        exit_code: exit.clone().unwrap_or_default(),
+        elapsed: String::new(),
+    };
+    let mut v = final_verdict(kind, f, patterns, &acct, None, Source::EndMarker);
+    v.summary = format!("{}; known from {how}, because {WHY}", v.summary);
+    v.slurm_state = "PURGED".into();
+    v.exit_code = exit;
+    v.elapsed = None;
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,5 +391,48 @@ mod tests {
         assert_eq!(v.cancelled_by.as_deref(), Some("alice"));
         assert_eq!(v.source, Source::Scontrol);
         assert_eq!(v.success_patterns_missing, Some(vec![]));
+    }
+
+    #[test]
+    fn a_purged_record_gives_what_the_marker_and_the_logs_know_and_says_how() {
+        let p = Patterns {
+            hang: String::new(),
+            failure: vec!["traceback".into()],
+            success: vec!["done".into()],
+        };
+        let cancel = |l: &str| Findings {
+            slurm_cancel: Some(l.into()),
+            successes: vec!["done".into()],
+            ..Findings::default()
+        };
+        let done = findings(&[], &["done"], None);
+        // (findings, marker, status, exit code)
+        for (f, marker, status, exit) in [
+            (done, Some("0 1700000000"), Status::Passed, Some("0:0")),
+            (findings(&[], &["done"], None), Some("3"), Status::Failed, Some("3:0")),
+            (findings(&["traceback"], &["done"], None), Some("0"), Status::Failed, Some("0:0")),
+            (findings(&[], &[], None), Some("0"), Status::Failed, Some("0:0")),
+            (cancel("slurmstepd: error: *** JOB 7 ON mn1 CANCELLED AT 2026-12-03T16:00:00 DUE TO TIME LIMIT ***"), Some("0"), Status::Timeout, None),
+            (cancel("slurmstepd: error: *** STEP 7.0 ON mn1 CANCELLED AT 2026-12-03T16:00:00 ***"), None, Status::Cancelled, None),
+            (findings(&[], &["done"], None), None, Status::Error, None),
+            (findings(&[], &["done"], None), Some("garbage"), Status::Error, None),
+        ] {
+            let v = purged_verdict(JobKind::Run, &f, &p, marker);
+            assert_eq!(v.status, status, "{marker:?} {f:?}: {}", v.summary);
+            assert_eq!(v.exit_code.as_deref(), exit, "{marker:?}");
+            assert_eq!(v.source, Source::EndMarker);
+            assert_eq!(v.slurm_state, "PURGED");
+            assert!(v.summary.contains("MinJobAge"), "{}", v.summary);
+        }
+        let v = purged_verdict(
+            JobKind::Build,
+            &findings(&[], &[], None),
+            &Patterns {
+                success: vec![],
+                ..p
+            },
+            Some("2"),
+        );
+        assert_eq!(v.status, Status::BuildFailed, "{}", v.summary);
     }
 }

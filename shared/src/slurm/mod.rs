@@ -85,6 +85,11 @@ pub fn parse_slurm_duration(s: &str) -> Option<u64> {
 pub const OVERLAP: &str =
     "ov=; if srun --help 2>&1 | grep -q -- '--overlap'; then ov=--overlap; fi\n";
 
+/// Shell function `nap SECONDS`: sleep a fraction of a second where sleep takes fractions (GNU),
+/// else a whole second, so a wait loop never spins on a sleep that refuses "0.1" (busybox, BSD,
+/// old coreutils).
+pub const NAP: &str = "nap() { sleep \"$1\" 2>/dev/null || sleep 1; }\n";
+
 /// The CUDA architecture for the build (PROCEDURE step 5).
 pub fn cuda_arch(device_type: Option<&str>) -> &'static str {
     match device_type.map(str::to_ascii_uppercase).as_deref() {
