@@ -280,6 +280,31 @@ pub struct RemoteCheck {
     /// `enroot version` on the login node, when enroot is there (often only on compute nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enroot: Option<String>,
+    /// The MPI plugin types srun offers (`srun --mpi=list`), e.g. ["none", "pmi2", "pmix"];
+    /// absent when srun could not be asked. The mpi recipe needs `pmix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi_plugins: Option<Vec<String>>,
+}
+
+impl RemoteCheck {
+    /// Refuse the mpi recipe (or an mpi step) before anything is submitted when preflight saw
+    /// that srun has no `pmix` plugin; nothing to say when it was not asked. `what` is the
+    /// request in the person's words (`field `recipe` is "mpi"`, `--mode mpi`).
+    pub fn require_pmix(&self, field: &str, what: &str) -> crate::Result<()> {
+        match &self.mpi_plugins {
+            Some(list) if !list.iter().any(|p| p == "pmix") => Err(crate::ToolError::field(
+                crate::ErrorKind::BadInput,
+                field,
+                format!(
+                    "{what} starts its tasks with srun --mpi=pmix, but Slurm on {} has no mpi/pmix plugin (srun --mpi=list offers: {})",
+                    self.login_host.as_deref().unwrap_or("the login node"),
+                    if list.is_empty() { "nothing".to_string() } else { list.join(", ") }
+                ),
+            )
+            .with_hint("use the distributed recipe (one task per GPU with RANK, LOCAL_RANK and WORLD_SIZE set, no PMIx), or ask the site for Slurm with PMIx; nothing was submitted")),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -652,6 +677,11 @@ pub struct Allocation {
     pub last_exec: Option<LastExec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub released: Option<Vec<String>>,
+    /// The login node whose tmux holds the allocation's salloc (`hostname` there). Behind a
+    /// round-robin alias a later connection may reach another login node, which does not see
+    /// that session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login_host: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

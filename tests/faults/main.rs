@@ -9,6 +9,8 @@ mod fixture;
 #[allow(dead_code)]
 mod harness;
 
+mod compat;
+
 use fixture::{synced, wait_done};
 use harness::*;
 use serde_json::json;

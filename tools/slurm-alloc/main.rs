@@ -270,6 +270,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     s.raw(TMUX_EXACT);
     s.raw(
         r#"me=$(id -un)
+echo "LOGIN $(hostname 2>/dev/null)"
 existing=$(squeue -h -u "$me" --states=RUNNING,PENDING -o '%i|%j|%k' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
 if [ -n "$existing" ]; then echo "REUSE $existing"; has_session "$session" && echo "SESSION $session"; exit 0; fi
 kill_session "$session" && echo "STALE_SESSION_KILLED"
@@ -297,6 +298,9 @@ echo "SESSION $session"
 i=0
 while [ "$i" -lt 300 ]; do
   id=$(squeue -h -u "$me" --states=all -o '%i %k' 2>/dev/null | awk -v t="$tag" '$2 == t { print $1; exit }')
+  # A site's job_submit policy may clear the comment: salloc's own line in this up's own
+  # session ("Pending/Granted job allocation N") names it too.
+  [ -n "$id" ] || id=$(tmux capture-pane -p -t "$session" 2>/dev/null | sed -n 's/.*job allocation \([0-9][0-9]*\).*/\1/p' | head -n 1)
   if [ -n "$id" ]; then echo "CREATED $id"; exit 0; fi
   has_session "$session" || { echo "SALLOC_EXITED"; exit "$E_SALLOC_EXITED"; }
   sleep 1; i=$((i + 10))
@@ -323,6 +327,9 @@ exit "$E_NO_JOB_ID"
         .or_else(|| tagged(&text, "CREATED").map(str::to_string))
         .ok_or_else(|| ToolError::remote("no job id came back for the allocation"))?;
     let max = tagged(&text, "MAXTIME").unwrap_or("UNLIMITED").to_string();
+    let login = tagged(&text, "LOGIN")
+        .filter(|h| !h.is_empty())
+        .map(str::to_string);
     shared::testhook::pause("alloc:created");
     let mut sec = section(&ctx.doc)?;
     // This document's own allocation, already set up by an `up` that finished.
@@ -333,6 +340,9 @@ exit "$E_NO_JOB_ID"
             "reusing allocation {job} ({}) held in tmux session {}",
             a.job_name, a.session
         ));
+        if !text.lines().any(|l| l == format!("SESSION {}", a.session)) {
+            warn_other_login(ctx, &sec, login.as_deref());
+        }
     } else {
         ctx.note(format!(
             "allocation {job} requested at the partition maximum ({max}), held in tmux session {}",
@@ -344,6 +354,7 @@ exit "$E_NO_JOB_ID"
     sec.tmux_session = Some(a.session.clone());
     sec.reused = Some(reused.is_some());
     if reused.is_none() {
+        sec.login_host = login.clone();
         sec.time_limit_requested = Some(max.clone());
         sec.negotiation = None;
     }
@@ -537,6 +548,40 @@ exit "$E_NO_JOB_ID"
     Ok(Outcome::Done)
 }
 
+/// The login node this connection reached, as preflight saw it.
+fn preflight_login(doc: &Document) -> Option<String> {
+    doc.section_as::<shared::schema::Preflight>("preflight")
+        .ok()
+        .flatten()
+        .and_then(|p| p.remote.login_host)
+}
+
+/// Say so when this connection reached another login node than the one whose tmux holds the
+/// allocation (a round-robin login alias): what still works from here, and how to reach it.
+fn warn_other_login(ctx: &mut Context, sec: &Allocation, here: Option<&str>) {
+    let (Some(there), Some(here)) = (sec.login_host.as_deref(), here) else {
+        return;
+    };
+    if there == here {
+        return;
+    }
+    let session = sec.tmux_session.as_deref().unwrap_or("trtllm-<name>");
+    let host = ctx
+        .doc
+        .str_opt("ssh_host")
+        .ok()
+        .flatten()
+        .unwrap_or("<ssh_host>")
+        .to_string();
+    ctx.warn(format!(
+        "the allocation's tmux session {session} is on login node {there}, but this connection reached {here} \
+         (`{host}` leads to several login nodes, or the connection was reopened on another one): \
+         srun steps (`slurm-alloc exec`) and scancel (`slurm-alloc down`) work from any login node, \
+         the tmux session does not show here; to see it, log in to {there} itself \
+         (e.g. `ssh -t {host} ssh -t {there} tmux attach -t {session}`, or a Host entry for {there} in your ssh config)"
+    ));
+}
+
 /// The salloc argv held in tmux (the time limit is added by the script, from the partition).
 fn salloc_argv(st: &Settings, job_name: &str, tag: &str) -> Vec<String> {
     let mut argv = vec![
@@ -628,7 +673,17 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     } else {
         args.command.join(" ")
     };
+    warn_other_login(ctx, &sec, preflight_login(&ctx.doc).as_deref());
     let st = Settings::from_doc(&ctx.doc)?;
+    if args.mode == Mode::Mpi {
+        if let Some(p) = ctx
+            .doc
+            .section_as::<shared::schema::Preflight>("preflight")?
+        {
+            p.remote
+                .require_pmix("mode", "`slurm-alloc exec --mode mpi`")?;
+        }
+    }
     let (per_node, nodes) = (st.devices_per_node(), st.nodes);
     let mut argv = vec!["srun".to_string(), format!("--jobid={job}")];
     match args.mode {
@@ -734,6 +789,7 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     s.raw(OVERLAP);
     s.raw(
         r#"me=$(id -un)
+echo "LOGIN $(hostname 2>/dev/null)"
 [ -n "$job" ] || job=$(squeue -h -u "$me" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
 st=; [ -z "$job" ] || st=$(squeue -h -j "$job" -o '%T %D' 2>/dev/null | head -n 1)
 if [ "${st%% *}" = RUNNING ]; then
@@ -750,7 +806,9 @@ exit 0
     shared::testhook::pause("alloc:down");
     let out = run(&a, &s, 120)?;
     let text = out.stdout_text();
-    let did: Vec<&str> = text.lines().collect();
+    let here = tagged(&text, "LOGIN").map(str::to_string);
+    warn_other_login(ctx, &sec, here.as_deref());
+    let did: Vec<&str> = text.lines().filter(|l| !l.starts_with("LOGIN ")).collect();
     ctx.note(if did.is_empty() {
         "nothing was left to release".to_string()
     } else {

@@ -36,7 +36,10 @@ if have sacct; then
     *) echo accounting=enabled ;;
   esac
 else echo accounting=missing; fi
-help=; if have srun; then help=$(srun --help 2>&1); fi
+help=; if have srun; then help=$(srun --help 2>&1)
+  # The MPI plugin types (the lines under "MPI plugin types are...", before the versions).
+  echo "mpi=$(srun --mpi=list 2>&1 | awk '/plugin types/ { on = 1; next } /specific|versions/ { on = 0 } on && NF == 1 { printf "%s%s", sep, $1; sep = "," }')"
+fi
 case "$help" in *--container-image*) echo container_flags=1 ;; *) echo container_flags=0 ;; esac
 case "$help" in *--container-writable*) echo container_writable=1 ;; *) echo container_writable=0 ;; esac
 # pyxis's version, from the plugin srun loads (its plugstack.conf and the files it includes).
@@ -100,6 +103,15 @@ pub fn parse(text: &str, remote_cwd: &str) -> RemoteCheck {
             "container_writable" => r.container_writable = Some(v == "1"),
             "pyxis" => r.pyxis = opt(),
             "enroot" => r.enroot = opt(),
+            "mpi" => {
+                r.mpi_plugins = Some(
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(|p| p.strip_prefix("mpi/").unwrap_or(p).to_string())
+                        .collect(),
+                )
+            }
             _ => {}
         }
     }
@@ -169,11 +181,30 @@ mod tests {
 
     #[test]
     fn the_check_lines_become_the_report() {
-        let text = "cwd=/home/u/work\ncwd_exists=1\ncwd_writable=1\ncwd_created=0\nuser=u\nhome=/home/u\nlogin_host=login1\ntmux=tmux 3.3a\nslurm=slurm 22.05.8\ngit=git version 2.39.5\ntar=tar (GNU tar) 1.34\naccounting=disabled\ncontainer_flags=1\ncontainer_writable=1\npyxis=0.24.0\nenroot=4.1.2\n";
+        let text = "cwd=/home/u/work\ncwd_exists=1\ncwd_writable=1\ncwd_created=0\nuser=u\nhome=/home/u\nlogin_host=login1\ntmux=tmux 3.3a\nslurm=slurm 22.05.8\ngit=git version 2.39.5\ntar=tar (GNU tar) 1.34\naccounting=disabled\ncontainer_flags=1\ncontainer_writable=1\npyxis=0.24.0\nenroot=4.1.2\nmpi=none,cray_shasta,pmi2,pmix\n";
         let r = parse(text, "~/work");
         assert_eq!(r.container_writable, Some(true));
         assert_eq!(r.pyxis.as_deref(), Some("0.24.0"));
         assert_eq!(r.enroot.as_deref(), Some("4.1.2"));
+        assert_eq!(
+            r.mpi_plugins.as_deref(),
+            Some(&["none", "cray_shasta", "pmi2", "pmix"].map(String::from)[..])
+        );
+        assert!(r.require_pmix("recipe", "the mpi recipe").is_ok());
+        let without = parse("login_host=login1\nmpi=none,pmi2\n", "~/work");
+        let e = without
+            .require_pmix("recipe", "the mpi recipe")
+            .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("recipe"));
+        assert!(
+            e.message.contains("no mpi/pmix plugin") && e.message.contains("none, pmi2"),
+            "{}",
+            e.message
+        );
+        // Not asked (an older document, or no srun): nothing to refuse.
+        assert!(parse("", "~/work")
+            .require_pmix("recipe", "the mpi recipe")
+            .is_ok());
         assert_eq!(r.remote_cwd, "/home/u/work");
         assert!(r.remote_cwd_exists && r.remote_cwd_writable && !r.remote_cwd_created);
         assert_eq!(r.home.as_deref(), Some("/home/u"));

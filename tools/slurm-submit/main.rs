@@ -335,6 +335,12 @@ fn run_plan(
             Recipe::Single
         }
     };
+    if recipe == Recipe::Mpi {
+        if let Some(p) = doc.section_as::<shared::schema::Preflight>("preflight")? {
+            p.remote
+                .require_pmix("recipe", "field `recipe` is \"mpi\", which")?;
+        }
+    }
     let work = Layout::of(doc)?.work_dir(repo)?.path;
     let state_dir = join(&work, ".slurm-tools");
     let mut items = Vec::new();

@@ -7,7 +7,7 @@ use shared::git::{run_git, LocalRepo};
 use shared::manifest::{self, Entry, Manifest};
 use shared::quote::Script;
 use shared::remote_exit::{ExitCodes, SyncUntracked as UntrackedExit};
-use shared::schema::{Preflight, Skipped, SyncTracked, SyncUntracked};
+use shared::schema::{Skipped, SyncTracked, SyncUntracked};
 use shared::ssh::Ssh;
 use shared::ui::{human_bytes, Progress};
 use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
@@ -78,11 +78,6 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .map(|t| t.commit);
     let local = LocalRepo::open(&ctx.doc)?;
     let (items, unopened) = untracked(&local)?;
-    let gnu_tar = ctx
-        .doc
-        .section_as::<Preflight>("preflight")?
-        .and_then(|p| p.remote.tar)
-        .is_none_or(|t| t.contains("GNU"));
 
     // One ssh execution, two parts: the remote side first says what the last sync sent, then
     // (only when there is something to do) takes the deletions and the tar stream.
@@ -172,7 +167,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 ssh.host
             ));
         }
-        let script = extract_script(&repo_path, &to_send, &delete, cli.gzip, gnu_tar)?;
+        let script = extract_script(&repo_path, &to_send, &delete, cli.gzip)?;
         let total = to_send.len() as u64;
         let progress_started = Instant::now();
         let mut progress = Progress::new(ctx.tool);
@@ -450,13 +445,7 @@ fn unopened_dirs(stderr: &str) -> Vec<Skipped> {
 
 /// The remote side: delete what was deleted locally (never through a symlink), remove what
 /// would make tar write outside the checkout, then extract (the manifest files come last).
-fn extract_script(
-    repo: &str,
-    items: &[Item],
-    delete: &[String],
-    gzip: bool,
-    gnu: bool,
-) -> Result<Script> {
+fn extract_script(repo: &str, items: &[Item], delete: &[String], gzip: bool) -> Result<Script> {
     // Every directory that will hold a file, shallowest first (the manifest's own directory too).
     let mut dirs: BTreeSet<Vec<u8>> = BTreeSet::new();
     let names = items
@@ -520,13 +509,13 @@ for d do
 done
 "#,
     );
-    s.raw("exec tar -x --no-same-owner");
-    if gnu {
-        s.raw(" --warning=no-timestamp --no-overwrite-dir");
-    }
-    if gzip {
-        s.raw(" -z");
-    }
+    // GNU tar's quieter, directory-keeping options only where tar is GNU's (asked there, not
+    // guessed here: bsdtar and busybox tar refuse them).
+    let z = if gzip { " -z" } else { "" };
+    s.raw("if tar --version 2>/dev/null | grep -q GNU; then\n  exec tar -x --no-same-owner --warning=no-timestamp --no-overwrite-dir");
+    s.raw(z);
+    s.raw(" -f -\nfi\nexec tar -x --no-same-owner");
+    s.raw(z);
     s.raw(" -f -\n");
     Ok(s)
 }
