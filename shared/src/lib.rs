@@ -14,6 +14,7 @@
 //! - [`remote_exit`]: the remote scripts' exit codes, named once for the shell and the Rust.
 //! - [`slurm`]: Slurm settings (parsed once for submit and alloc), job ids, squeue/sacct parsers.
 //! - [`process`]: running external programs with deadlines and bounded output.
+//! - [`script_check`]: the static checks of every generated remote script (shellcheck, sh -n).
 //!
 //! The local side:
 //! - [`git`], [`snapshot`]: the local repository, and the zero-disturbance snapshot commit.
@@ -41,6 +42,7 @@ pub mod quote;
 pub mod remote_exit;
 pub mod running;
 pub mod schema;
+pub mod script_check;
 pub mod slurm;
 pub mod snapshot;
 pub mod ssh;

@@ -127,7 +127,7 @@ pub fn pick_node(s: &mut Script, want: Option<&str>) -> Result<()> {
     s.raw(
         r#"nodes=$(scontrol show hostnames "$nodelist" 2>/dev/null); [ -n "$nodes" ] || nodes=$nodelist
 if [ -n "$want_node" ]; then
-  printf '%s\n' "$nodes" | grep -Fqx -- "$want_node" || { echo "NOT_IN_JOB $(printf '%s ' $nodes)"; exit 0; }
+  printf '%s\n' "$nodes" | grep -Fqx -- "$want_node" || { echo "NOT_IN_JOB $(printf '%s\n' "$nodes" | tr '\n' ' ')"; exit 0; }
   node=$want_node
 else
   node=$(printf '%s\n' "$nodes" | head -n 1)

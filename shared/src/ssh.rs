@@ -33,9 +33,37 @@ pub const REMOTE_ENTRY: &str =
 /// A script as [`REMOTE_ENTRY`] reads it: its length in bytes on a line, then the script.
 pub fn framed(script: &Script) -> Vec<u8> {
     let text = script.as_str().as_bytes();
+    dump_for_static_checks(text);
     let mut framed = format!("{}\n", text.len()).into_bytes();
     framed.extend_from_slice(text);
     framed
+}
+
+/// With `SLURM_TOOLS_SCRIPT_DUMP=DIR` (the test suite sets it), every script sent to a cluster is
+/// also written to DIR as `<tool>-<hash>.sh`, once per distinct text, for the static checks of
+/// `scripts/check-remote-scripts` (shellcheck, and `sh -n` under dash, bash --posix, busybox sh
+/// and posh). Best effort: a dump that cannot be written changes nothing.
+fn dump_for_static_checks(text: &[u8]) {
+    let Some(dir) = std::env::var_os("SLURM_TOOLS_SCRIPT_DUMP") else {
+        return;
+    };
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    let tool = std::env::args()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
+        .unwrap_or_else(|| "tool".into());
+    let dir = std::path::PathBuf::from(dir);
+    let _ = std::fs::create_dir_all(&dir);
+    let path = dir.join(format!("{tool}-{:016x}.sh", h.finish()));
+    if !path.exists() {
+        let _ = std::fs::write(&path, text);
+    }
 }
 
 /// The ControlPath every tool after preflight uses, decided here only: the one preflight settled

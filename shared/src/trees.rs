@@ -116,6 +116,8 @@ make_tree() {
 prune_trees() {
   live=$(squeue -h -u "$(id -un)" -o '%i' 2>/dev/null) || return 0
   n=0
+  # Newest first; the names are our own tags (no blanks), and ls -t is the portable age order.
+  # shellcheck disable=SC2045
   for name in $(ls -1t -- "$trees" 2>/dev/null); do
     case "$name" in build-*|*.job|*.built|*.lock) continue ;; esac
     [ -d "$trees/$name" ] || [ -L "$trees/$name" ] || continue
@@ -129,7 +131,7 @@ prune_trees() {
       continue
     fi
     if [ -L "$trees/$name" ]; then rm -f -- "$trees/$name"
-    else git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "$trees/$name"; fi
+    else git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "${trees:?}/$name"; fi
     rm -f -- "$trees/$name.job"
     git update-ref -d "refs/slurm-tools/trees/$name" 2>/dev/null
     echo "PRUNED $name"

@@ -169,6 +169,10 @@ pub fn tool(tool: &str) -> Command {
     if let Some(tmp) = std::env::var_os("TMPDIR") {
         c.env("TMPDIR", tmp);
     }
+    // scripts/test collects every remote script for its static checks.
+    if let Some(dir) = std::env::var_os("SLURM_TOOLS_SCRIPT_DUMP") {
+        c.env("SLURM_TOOLS_SCRIPT_DUMP", dir);
+    }
     c
 }
 

@@ -215,6 +215,7 @@ fn status_reports_every_part_running() {
         "slurmd",
         "sshd-direct",
         "sshd-mfa",
+        "sshd-old",
     ] {
         assert!(
             text.lines()
@@ -245,4 +246,67 @@ fn a_second_up_changes_nothing() {
             "a second `up` did something ({word}):\n{log}"
         );
     }
+}
+
+/// The stand-ins refuse what the old tools they stand for refuse, and pass the rest to the real
+/// tool: torchrun (hyphenated spellings are newer), git 2.6 (`stash push`, `remote get-url`),
+/// tmux 1.8 (`=name` targets), flock on a filesystem without it, sleep without fractions.
+#[test]
+fn the_stand_ins_refuse_what_the_old_tools_refuse() {
+    crate::needs_cluster!();
+    let sh = |cmd: &str| {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let (code, text) = sh("torchrun --nproc-per-node=2 --nnodes=1 true");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("unrecognized arguments: --nproc-per-node=2"),
+        "{text}"
+    );
+    let (code, text) = sh("torchrun --nproc_per_node=2 --nnodes=1 --node_rank=0 --rdzv_id=1 --rdzv_backend=c10d --rdzv_endpoint=h:1 sh -c 'echo rank=$RANK'");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("rank=0") && text.contains("rank=1"), "{text}");
+
+    let bin = format!("{}/bin", testbed().s("old_userland_dir"));
+    let dir = tempdir();
+    let d = dir.path().display();
+    let old = |cmd: &str| sh(&format!("cd {d} && PATH={bin}:$PATH && {cmd}"));
+    assert_eq!(
+        old("git init -q . && git --version")
+            .1
+            .trim_start()
+            .get(..17),
+        Some("git version 2.6.6")
+    );
+    let (code, text) = old("git stash push -u -q -m x");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("usage: git stash"), "{text}");
+    let (code, text) = old("git -c user.name=t -c user.email=t@l commit -q --allow-empty -m i && echo x >f && git -c user.name=t -c user.email=t@l stash save -u -q x && git stash list");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("On master: x") || text.contains(": x"),
+        "{text}"
+    );
+    let (code, text) = old("git remote get-url origin");
+    assert_eq!(code, Some(129), "{text}");
+    assert_eq!(old("git config --get remote.origin.url").0, Some(1));
+    let (code, text) = old("tmux has-session -t =nosuch");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("can't find session"), "{text}");
+    assert_eq!(old("tmux -V").1.trim(), "tmux 1.8");
+    let (code, text) = old("flock -w 1 9 9>lock");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("Function not implemented"), "{text}");
+    assert_eq!(old("sleep 0.1").0, Some(1));
+    assert_eq!(old("sleep 0").0, Some(0));
+    assert!(old("tar --version").1.contains("bsdtar"));
 }

@@ -10,6 +10,8 @@ use shared::{Result, ToolError};
 
 pub fn script(remote_cwd: &str) -> Result<Script> {
     let mut s = Script::new();
+    // A literal ~ (quoted, as every value is) is the home, expanded below where it is known.
+    s.raw("# shellcheck disable=SC2088\n");
     s.assign("cwd", remote_cwd)?;
     s.raw(
         r#"case "$cwd" in "~") cwd=$HOME ;; "~/"*) cwd=$HOME/${cwd#"~/"} ;; esac
@@ -178,6 +180,13 @@ impl Require for RemoteCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_check_passes_the_static_checks() {
+        for cwd in ["~/work", "/h/u/it's here"] {
+            shared::script_check::assert_clean("preflight-check", script(cwd).unwrap().as_str());
+        }
+    }
 
     #[test]
     fn the_check_lines_become_the_report() {

@@ -87,6 +87,7 @@ if [ -n "$dirty" ]; then
   # subshell: its positional parameters are not the refresh paths').
   (
     set --
+    # shellcheck source=/dev/null
     if [ -f "$ours_aside" ]; then . "./$ours_aside"; fi
     i=0
     for p do i=$((i + 1)); if [ -e "$p" ] || [ -L "$p" ]; then mv -- "$p" ".git/slurm-tools/aside-$i"; fi; done
@@ -256,6 +257,26 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_script_passes_the_static_checks() {
+        let refresh = ["cpp".to_string(), "a dir/with space".to_string()];
+        let p = Plan {
+            repo: "/h/u/work/repo",
+            url: "/srv/origin.git",
+            temp: "slurm-tools/tmp-1",
+            work: "/h/u/work/repo/work_dirs",
+            refresh: &refresh,
+        };
+        for (name, s) in [
+            ("sync-tracked-origin", origin_script(&p)),
+            ("sync-tracked-direct-prepare", direct_prepare_script(&p)),
+            ("sync-tracked-direct-checkout", direct_checkout_script(&p)),
+            ("sync-tracked-direct-release", direct_release_script(&p)),
+        ] {
+            shared::script_check::assert_clean(name, s.unwrap().as_str());
+        }
+    }
 
     #[test]
     fn the_tagged_lines_become_the_report() {

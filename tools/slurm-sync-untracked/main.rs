@@ -521,6 +521,29 @@ done
 }
 
 #[cfg(test)]
+mod scripts {
+    use super::*;
+
+    #[test]
+    fn every_script_passes_the_static_checks() {
+        for full in [false, true] {
+            shared::script_check::assert_clean(
+                "sync-untracked-manifest",
+                manifest_script("/h/u/work/repo", full).unwrap().as_str(),
+            );
+        }
+        let items = vec![Item {
+            source: shared::archive::Source::File("/dev/null".into()),
+            name: "data/nested/u.bin".into(),
+        }];
+        for gzip in [false, true] {
+            let s = extract_script("/h/u/work/repo", &items, &["gone.txt".to_string()], gzip);
+            shared::script_check::assert_clean("sync-untracked-extract", s.unwrap().as_str());
+        }
+    }
+}
+
+#[cfg(test)]
 mod help {
     #[test]
     fn help_names_every_field_of_the_sections_it_writes() {

@@ -218,6 +218,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_serving_loop_passes_the_static_checks() {
+        for (err, marker) in [
+            (None, None),
+            (Some("/h/u/j.err"), Some("/h/u/.slurm-tools/t.end")),
+        ] {
+            let t = Target {
+                job_id: "42",
+                out: "/h/u/j.out",
+                err,
+                end_marker: marker,
+            };
+            shared::script_check::assert_clean("watch-poll", script(&t).unwrap().as_str());
+        }
+    }
+
+    #[test]
     fn parses_chunks_with_newlines_inside() {
         let reply =
             b"Q RUNNING|None|1|0:01|1:00|0:59\nCHUNK out 0 6 6\na\nb\nc\nCHUNK err 3 0 3\nEND\n";
