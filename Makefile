@@ -8,6 +8,7 @@
 #   make watch                       watch it to a verdict    -> .slurm-tools/report.json
 #   make all                         everything above, in order
 #   make report                      print the last report as a table
+#   make install PREFIX=~/.local     the binaries, man pages and shell completions
 #
 # JOB is the job document (default: the local test cluster's sample job); CATALOG the cluster
 # catalog (default: the local test cluster's). DIR is where the step documents go. Set TOOLS to
@@ -19,9 +20,13 @@ JOB     ?= $(shell scripts/local-cluster info 2>/dev/null | python3 -c 'import j
 CATALOG ?= $(shell scripts/local-cluster info 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["catalog"])' 2>/dev/null)
 WATCH_FLAGS ?= --interval 5
 
+PREFIX  ?= $(HOME)/.local
+
 SHELL := /bin/bash
+# GNU make 3.81 (macOS's /usr/bin/make) ignores .SHELLFLAGS: each piped recipe also says
+# `set -o pipefail` itself, so a failing first tool fails the step everywhere.
 .SHELLFLAGS := -o pipefail -ec
-.PHONY: all tools resolve preflight sync build run watch report clean cluster test demo docs \
+.PHONY: all tools resolve preflight sync build run watch report clean cluster test demo docs install \
 	preflight-again sync-again build-again run-again watch-again
 
 all: watch
@@ -42,10 +47,10 @@ preflight: resolve
 	$(TOOLS)/slurm-ssh-preflight $(DIR)/resolved.json > $(DIR)/preflight.json
 
 sync: preflight
-	$(TOOLS)/slurm-sync-tracked $(DIR)/preflight.json | $(TOOLS)/slurm-sync-untracked > $(DIR)/synced.json
+	set -o pipefail; $(TOOLS)/slurm-sync-tracked $(DIR)/preflight.json | $(TOOLS)/slurm-sync-untracked > $(DIR)/synced.json
 
 build: sync
-	$(TOOLS)/slurm-submit --build $(DIR)/synced.json | $(TOOLS)/slurm-watch $(WATCH_FLAGS) > $(DIR)/built.json
+	set -o pipefail; $(TOOLS)/slurm-submit --build $(DIR)/synced.json | $(TOOLS)/slurm-watch $(WATCH_FLAGS) > $(DIR)/built.json
 
 run: build
 	$(TOOLS)/slurm-submit $(DIR)/built.json > $(DIR)/submitted.json
@@ -55,7 +60,7 @@ watch: run
 
 # Rerun single steps on the saved documents, without redoing the ones before.
 preflight-again sync-again build-again run-again watch-again: tools
-	@case $@ in \
+	@set -o pipefail; case $@ in \
 	  preflight-again) $(TOOLS)/slurm-ssh-preflight $(DIR)/resolved.json > $(DIR)/preflight.json ;; \
 	  sync-again) $(TOOLS)/slurm-sync-tracked $(DIR)/preflight.json | $(TOOLS)/slurm-sync-untracked > $(DIR)/synced.json ;; \
 	  build-again) $(TOOLS)/slurm-submit --build $(DIR)/synced.json | $(TOOLS)/slurm-watch $(WATCH_FLAGS) > $(DIR)/built.json ;; \
@@ -77,3 +82,18 @@ docs: tools
 
 clean:
 	rm -rf $(DIR)
+
+# For a laptop without the test cluster: the ten binaries in $(PREFIX)/bin, their man pages in
+# $(PREFIX)/share/man/man1, and bash, zsh and fish completions where those shells look.
+install:
+	cargo build --release --quiet
+	install -d $(PREFIX)/bin $(PREFIX)/share/man/man1 $(PREFIX)/share/bash-completion/completions \
+		$(PREFIX)/share/zsh/site-functions $(PREFIX)/share/fish/vendor_completions.d
+	for t in $$(ls completions/bash); do \
+		install -m 755 target/release/$$t $(PREFIX)/bin/$$t; \
+		install -m 644 docs/man/$$t.1 $(PREFIX)/share/man/man1/$$t.1; \
+		install -m 644 completions/bash/$$t $(PREFIX)/share/bash-completion/completions/$$t; \
+		install -m 644 completions/zsh/_$$t $(PREFIX)/share/zsh/site-functions/_$$t; \
+		install -m 644 completions/fish/$$t.fish $(PREFIX)/share/fish/vendor_completions.d/$$t.fish; \
+	done
+	@echo "installed into $(PREFIX): add $(PREFIX)/bin to PATH (and $(PREFIX)/share/man to MANPATH if man does not find the pages)"

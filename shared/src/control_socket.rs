@@ -5,14 +5,55 @@
 //! `<path>.<16 random chars>` first, so about 90 bytes on Linux, verified with OpenSSH 9.2), its
 //! directory belongs to us or root and is not writable by others (unless sticky, like /tmp), and
 //! an existing socket is a socket, not a symlink, and ours.
+//!
+//! Portable to macOS: the uid comes from the OS (the owner of `/proc/self` on Linux, else of a
+//! file this process just created: macOS has no `/proc`), and the length limit follows the
+//! platform's `sun_path` (104 bytes on macOS and the BSDs, 108 on Linux). Both are injectable
+//! ([`Platform`]) so the other platforms' paths are unit-tested here.
 
 use crate::error::{ErrorKind, Result, ToolError};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
-/// The longest expanded ControlPath a master can listen on (Linux `sun_path` is 108 bytes, minus
-/// the 17-byte temporary suffix OpenSSH adds).
-pub const MAX_CONTROL_PATH: usize = 90;
+/// The size of `sockaddr_un.sun_path`: 104 bytes on macOS and the BSDs, 108 on Linux.
+pub const SUN_PATH: usize = if cfg!(any(
+    target_os = "macos",
+    target_os = "ios",
+    target_os = "freebsd",
+    target_os = "openbsd",
+    target_os = "netbsd",
+    target_os = "dragonfly"
+)) {
+    104
+} else {
+    108
+};
+
+/// The longest expanded ControlPath a master can listen on with a `sun_path` of `sun_path`
+/// bytes: minus the NUL and the `.<16 random chars>` suffix OpenSSH adds while it binds.
+pub const fn max_control_path(sun_path: usize) -> usize {
+    sun_path - 18
+}
+
+/// This platform's limit: 90 bytes on Linux, 86 on macOS.
+pub const MAX_CONTROL_PATH: usize = max_control_path(SUN_PATH);
+
+/// What the checks take from the operating system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Platform {
+    /// The effective uid of this process.
+    pub uid: u32,
+    pub max_control_path: usize,
+}
+
+impl Platform {
+    pub fn this_machine() -> Platform {
+        Platform {
+            uid: our_uid(),
+            max_control_path: MAX_CONTROL_PATH,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SocketState {
@@ -21,11 +62,25 @@ pub enum SocketState {
     Present,
 }
 
+/// This process's effective uid, without libc: the owner of `/proc/self` (Linux), else the owner
+/// of a file it creates (macOS and the BSDs have no `/proc`).
 fn our_uid() -> u32 {
-    // The owner of /proc/self is the process's effective uid: no libc call needed.
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(0)
+    uid_from(
+        std::fs::metadata("/proc/self").ok().map(|m| m.uid()),
+        || {
+            tempfile::tempfile()
+                .ok()
+                .and_then(|f| f.metadata().ok())
+                .map(|m| m.uid())
+        },
+    )
+}
+
+/// The uid from `/proc/self` when there is one, else from the probe; never a guess: with
+/// neither, `u32::MAX` (no file is owned by it, so every ownership check refuses and says
+/// which uid it found, rather than taking someone else's socket for ours).
+fn uid_from(proc_self: Option<u32>, created_file: impl FnOnce() -> Option<u32>) -> u32 {
+    proc_self.or_else(created_file).unwrap_or(u32::MAX)
 }
 
 fn refuse(msg: String, hint: &str) -> ToolError {
@@ -34,18 +89,24 @@ fn refuse(msg: String, hint: &str) -> ToolError {
 
 /// Check an expanded control path. Creates its directory (mode 700) when missing.
 pub fn check(expanded: &str) -> Result<SocketState> {
+    check_on(expanded, &Platform::this_machine())
+}
+
+/// [`check`] with the platform's facts given (tests of other platforms).
+pub fn check_on(expanded: &str, platform: &Platform) -> Result<SocketState> {
     const FIX: &str = "set `control_path` in the job document to a short path in a directory only you can write, e.g. /tmp/ssh-%C or ~/.ssh/cm-%C";
-    if expanded.len() > MAX_CONTROL_PATH {
+    let max = platform.max_control_path;
+    if expanded.len() > max {
         return Err(refuse(
             format!(
-                "the ControlMaster socket path {expanded:?} is {} bytes long; ssh can only use paths of at most {MAX_CONTROL_PATH} bytes (it would fail with exit 255)",
+                "the ControlMaster socket path {expanded:?} is {} bytes long; ssh can only use paths of at most {max} bytes here (it would fail with exit 255)",
                 expanded.len()
             ),
             FIX,
         ));
     }
     let path = Path::new(expanded);
-    let me = our_uid();
+    let me = platform.uid;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         match std::fs::symlink_metadata(dir) {
             Err(_) => {
@@ -114,6 +175,67 @@ pub fn check(expanded: &str) -> Result<SocketState> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_uid_comes_from_the_os_without_proc() {
+        // Linux: /proc/self's owner. macOS: no /proc, the owner of a file it created.
+        assert_eq!(uid_from(Some(1000), || Some(7)), 1000);
+        assert_eq!(uid_from(None, || Some(501)), 501);
+        assert_eq!(uid_from(None, || None), u32::MAX);
+        // The probe this platform uses agrees with /proc where both exist.
+        let probed = tempfile::tempfile().unwrap().metadata().unwrap().uid();
+        if let Ok(m) = std::fs::metadata("/proc/self") {
+            assert_eq!(m.uid(), probed);
+        }
+        assert_eq!(Platform::this_machine().uid, probed);
+    }
+
+    #[test]
+    fn the_length_limit_follows_the_platforms_sun_path() {
+        assert_eq!(max_control_path(108), 90);
+        assert_eq!(max_control_path(104), 86);
+        let mac = Platform {
+            uid: 501,
+            max_control_path: max_control_path(104),
+        };
+        let p87 = format!("/tmp/{}", "x".repeat(82));
+        assert_eq!(p87.len(), 87);
+        let e = check_on(&p87, &mac).unwrap_err();
+        assert!(e.message.contains("at most 86 bytes"), "{}", e.message);
+        let linux = Platform {
+            max_control_path: 90,
+            ..mac
+        };
+        assert!(check_on(&p87, &linux).is_ok());
+    }
+
+    /// A Mac user (uid 501) with their own master socket in their own directory: accepted; the
+    /// same socket seen by another uid: refused naming both uids.
+    #[test]
+    fn a_socket_owned_by_the_user_is_theirs_on_every_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = dir.path().join("cm");
+        std::fs::create_dir(&own).unwrap();
+        std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let sock = own.join("s");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let owner = std::fs::metadata(&sock).unwrap().uid();
+        let as_uid = |uid| Platform {
+            uid,
+            max_control_path: 86,
+        };
+        assert_eq!(
+            check_on(sock.to_str().unwrap(), &as_uid(owner)).unwrap(),
+            SocketState::Present
+        );
+        let e = check_on(sock.to_str().unwrap(), &as_uid(owner + 501)).unwrap_err();
+        assert!(
+            e.message.contains(&format!("belongs to uid {owner}"))
+                || e.message.contains(&format!("uid {owner},")),
+            "{}",
+            e.message
+        );
+    }
 
     #[test]
     fn too_long_is_refused_with_the_length() {

@@ -448,20 +448,39 @@ fn read_tail(mut r: impl Read) -> String {
     String::from_utf8_lossy(&tail).replace('\r', "")
 }
 
-/// Wait for the child, killing it at the deadline. Returns (exit code, timed out).
+/// Wait for the child, ending it at the deadline. Returns (exit code, timed out).
+///
+/// At the deadline it gets SIGTERM first and two seconds to go (ssh at a password prompt puts
+/// the terminal's echo back on SIGTERM; SIGKILL would leave it off), then SIGKILL.
 fn wait_deadline(child: &mut Child, deadline: Duration) -> (Option<i32>, bool) {
     let start = Instant::now();
     let mut nap = Duration::from_millis(1);
+    let mut terminated: Option<Instant> = None;
     loop {
         match child.try_wait() {
+            Ok(Some(status)) if terminated.is_some() => return (status.code(), true),
             Ok(Some(status)) => return (status.code(), false),
             Ok(None) => {}
             Err(_) => return (None, false),
         }
-        if start.elapsed() >= deadline {
+        if terminated.is_some_and(|t| t.elapsed() >= Duration::from_secs(2)) {
             let _ = child.kill();
             let _ = child.wait();
             return (None, true);
+        }
+        if terminated.is_none() && start.elapsed() >= deadline {
+            // std has no SIGTERM: kill(1) sends it.
+            let sent = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !sent {
+                let _ = child.kill();
+                let _ = child.wait();
+                return (None, true);
+            }
+            terminated = Some(Instant::now());
         }
         thread::sleep(nap);
         nap = (nap * 2).min(Duration::from_millis(20));

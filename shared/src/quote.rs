@@ -98,7 +98,16 @@ impl Script {
     pub fn assign(&mut self, name: &'static str, value: &str) -> Result<&mut Self> {
         self.text.push_str(name);
         self.text.push('=');
-        self.text.push_str(&quote(value)?);
+        let q = quote(value)?;
+        // Always quoted, also when nothing in it needs it: `name=st-run-42` reads to a reader
+        // (and to shellcheck, SC2100) like arithmetic gone wrong.
+        if q.starts_with('\'') || q.starts_with('"') || q.bytes().all(|b| b.is_ascii_digit()) {
+            self.text.push_str(&q);
+        } else {
+            self.text.push('\'');
+            self.text.push_str(&q);
+            self.text.push('\'');
+        }
         self.text.push('\n');
         Ok(self)
     }

@@ -73,7 +73,8 @@ pub fn check_running(s: &mut Script, job: &str) -> Result<()> {
 case "$st" in
   RUNNING*) ;;
   PENDING*) st=${st#*|}; echo "PENDING ${st%%|*}" >&2; exit "$E_PENDING" ;;
-  "") exit "$E_GONE" ;;
+  # Ended: COMPLETING is Slurm cleaning up its nodes after the job.
+  ""|COMPLETING*) exit "$E_GONE" ;;
   *) echo "STATE ${st%%|*}" >&2; exit "$E_NOT_RUNNING" ;;
 esac
 nodelist=${st##*|}

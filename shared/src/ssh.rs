@@ -30,6 +30,26 @@ pub const DEFAULT_CONTROL_PATH: &str = "/tmp/ssh-trtllm-%r@%h:%p";
 pub const REMOTE_ENTRY: &str =
     "/bin/sh -c 'IFS= read -r n && eval \"$(dd bs=1 count=\"$n\" 2>/dev/null)\"'";
 
+/// `Some(version)` when this machine's ssh is older than OpenSSH 8.4, which ignores
+/// `SSH_ASKPASS_REQUIRE` (it then prompts on the terminal itself).
+pub fn askpass_require_ignored() -> Option<String> {
+    let out = std::process::Command::new(ssh_program())
+        .arg("-V")
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    let (major, minor) = openssh_version(&text)?;
+    ((major, minor) < (8, 4)).then(|| text.split([',', ' ']).next().unwrap_or("").to_string())
+}
+
+/// `OpenSSH_9.2p1 Debian-2, OpenSSL 3.0.11` -> (9, 2).
+pub fn openssh_version(v: &str) -> Option<(u32, u32)> {
+    let rest = v.trim_start().strip_prefix("OpenSSH_")?;
+    let (major, rest) = rest.split_once('.')?;
+    let minor: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((major.parse().ok()?, minor.parse().ok()?))
+}
+
 /// A script as [`REMOTE_ENTRY`] reads it: its length in bytes on a line, then the script.
 pub fn framed(script: &Script) -> Vec<u8> {
     let text = script.as_str().as_bytes();
@@ -174,6 +194,9 @@ impl Ssh {
             "ControlMaster=auto",
             "-o",
             "ControlPersist=24h",
+            // One try at the prompts: a wrong answer is not typed again into a lockout.
+            "-o",
+            "NumberOfPasswordPrompts=1",
             "-T",
             "--",
             &self.host,
@@ -604,6 +627,26 @@ pub fn spawn_error(program: &str, e: std::io::Error) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn openssh_versions_are_read_from_ssh_v() {
+        assert_eq!(
+            openssh_version("OpenSSH_9.2p1 Debian-2+deb12u3, OpenSSL 3.0.15"),
+            Some((9, 2))
+        );
+        assert_eq!(
+            openssh_version("OpenSSH_8.0p1, OpenSSL 1.1.1k  FIPS 25 Mar 2021"),
+            Some((8, 0))
+        );
+        assert_eq!(
+            openssh_version("OpenSSH_10.0p2, LibreSSL 3.3.6"),
+            Some((10, 0))
+        );
+        assert_eq!(openssh_version("OpenSSH_8.4"), Some((8, 4)));
+        assert_eq!(openssh_version("Sun_SSH_1.1"), None);
+        // This machine's ssh (9.2) honours SSH_ASKPASS_REQUIRE.
+        assert_eq!(askpass_require_ignored(), None);
+    }
 
     #[test]
     fn classifies_openssh_messages() {

@@ -21,6 +21,42 @@ pub fn error(tool: &str, e: &ToolError) {
     }
 }
 
+/// The person's terminal settings (`stty -g` of /dev/tty), saved before a program that may
+/// change them (ssh turns echo off at a password prompt) and put back afterwards: a program
+/// killed mid-prompt (a timeout) must not leave the terminal without echo. No terminal: `None`.
+pub struct Terminal {
+    saved: String,
+}
+
+impl Terminal {
+    pub fn save() -> Option<Terminal> {
+        let tty = std::fs::File::open("/dev/tty").ok()?;
+        let out = std::process::Command::new("stty")
+            .arg("-g")
+            .stdin(tty)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        let saved = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        (out.status.success() && !saved.is_empty()).then_some(Terminal { saved })
+    }
+
+    /// Put the settings back; with `fresh_line`, also end whatever line a prompt left open, so
+    /// the message that follows starts at the left margin.
+    pub fn restore(&self, fresh_line: bool) {
+        if let Ok(tty) = std::fs::File::open("/dev/tty") {
+            let _ = std::process::Command::new("stty")
+                .arg(&self.saved)
+                .stdin(tty)
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
+        if fresh_line {
+            let _ = std::io::stderr().write_all(b"\n");
+        }
+    }
+}
+
 /// A one-line progress display on stderr, redrawn at most five times a second, only when
 /// stderr is a terminal (and `TERM` is not `dumb`).
 ///

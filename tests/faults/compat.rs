@@ -3,9 +3,9 @@
 //! fractions) and site policies (real Slurm configuration, switched per test with
 //! `scripts/local-cluster policy NAME`, and back to none at the end, whatever happens).
 
+use crate::alloc;
 use crate::fixture::{self, Fixture};
 use crate::harness::*;
-use crate::{alloc, ONE_AT_A_TIME};
 use serde_json::{json, Value};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -83,7 +83,7 @@ fn job_output(w: &Run) -> String {
 #[test]
 fn an_old_login_node_runs_every_tool_with_old_git_tmux_18_no_flock_and_busybox() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::one_at_a_time();
     struct TarBack;
     impl Drop for TarBack {
         fn drop(&mut self) {
@@ -225,7 +225,7 @@ fn purged(job: &str) -> bool {
 #[test]
 fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a_purge() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::one_at_a_time();
     let _policy = Policy::set("no-accounting");
     let pf = run("slurm-ssh-preflight", &[], &doc_for("direct_host"));
     assert_eq!(pf.code, 0, "{}", pf.stderr);
@@ -313,7 +313,7 @@ fn jobs_named(name: &str) -> Vec<String> {
 #[test]
 fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::one_at_a_time();
     let _policy = Policy::set("comment-cleared");
     let (_fx, base) = fixture::synced(&format!("nocomment-{}", std::process::id()));
     for recipe in ["single", "batch"] {
@@ -402,7 +402,7 @@ fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
 #[test]
 fn slurm_alloc_works_where_salloc_would_start_an_interactive_step() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::one_at_a_time();
     let _policy = Policy::set("interactive-step");
     let (_fx, base) = fixture::synced(&format!("istep-{}", std::process::id()));
     let mut a = base.clone();
@@ -443,7 +443,7 @@ fn slurm_alloc_works_where_salloc_would_start_an_interactive_step() {
 #[test]
 fn without_pmix_the_mpi_recipe_is_refused_before_anything_is_submitted() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::one_at_a_time();
     let _policy = Policy::set("no-pmix");
     let (_fx, base) = fixture::synced(&format!("nopmix-{}", std::process::id()));
     let pf = run("slurm-ssh-preflight", &[], &base);
@@ -479,7 +479,7 @@ fn without_pmix_the_mpi_recipe_is_refused_before_anything_is_submitted() {
 #[test]
 fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = crate::one_at_a_time();
     // `slurm-rr`: one name, two login nodes (this machine and login-old); which one a new
     // connection reaches is the port the config names at that moment.
     let dir = tempdir();

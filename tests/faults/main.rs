@@ -21,6 +21,36 @@ use std::time::Duration;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The cluster to this test alone: the lock, and no job left by a test before it (one that
+/// failed half-way may leave a job or an allocation, which would hold the nodes and fail every
+/// test after it). What it cancels is named on stderr, so a leak still shows.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    let guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let user = testbed().s("cluster_user");
+    let left = Command::new("squeue")
+        .args(["-h", "-u", &user, "-o", "%i %j %T"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if !left.is_empty() {
+        eprintln!("cancelling jobs a test before this one left:\n{left}");
+        let _ = Command::new("scancel").args(["-u", &user]).status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::time::Instant::now() < deadline {
+            let q = Command::new("squeue")
+                .args(["-h", "-u", &user])
+                .output()
+                .map(|o| o.stdout.is_empty())
+                .unwrap_or(true);
+            if q {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+    guard
+}
+
 fn pid_of(file: &str) -> String {
     std::fs::read_to_string(file).unwrap().trim().to_string()
 }
@@ -177,7 +207,7 @@ fn watch_in_background(doc: &serde_json::Value) -> std::thread::JoinHandle<Run> 
 #[test]
 fn the_watch_survives_sshd_stopping_and_restarting_and_the_job_is_untouched() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let (_fx, mut d) = synced("f-sshd");
     d["recipe"] = json!("single");
     d["command"] = json!("echo before; sleep 14; echo after");
@@ -215,7 +245,7 @@ fn the_watch_survives_sshd_stopping_and_restarting_and_the_job_is_untouched() {
 #[test]
 fn the_watch_waits_out_a_stopped_slurmctld_without_a_verdict() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let (_fx, mut d) = synced("f-ctld");
     d["recipe"] = json!("batch");
     d["command"] = json!("echo before; sleep 20; echo after; exit 4");
@@ -248,7 +278,7 @@ fn the_watch_waits_out_a_stopped_slurmctld_without_a_verdict() {
 #[test]
 fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let cp = control_path("fault-mfa");
     mfa_login(&cp);
     let (_fx, mut d) = synced("f-mfa");
@@ -354,7 +384,7 @@ fn enroot_containers() -> String {
 #[test]
 fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let mut d = alloc_doc("direct_host", &format!("st-alloc-{}", std::process::id()));
     // The registry image, written as a person writes it, and a package from a local wheel.
     d["container_image"] = json!(testbed().s("container_image"));
@@ -588,10 +618,11 @@ fn fill_node() -> String {
         if String::from_utf8_lossy(&sq.stdout).trim() == "RUNNING" {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the filler job did not start: is something else holding the node?"
-        );
+        if std::time::Instant::now() >= deadline {
+            // Not left pending behind the test: it would hold the nodes for every test after.
+            let _ = Command::new("scancel").arg(&filler).status();
+            panic!("the filler job did not start: is something else holding the node?");
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
     filler
@@ -600,7 +631,7 @@ fn fill_node() -> String {
 #[test]
 fn a_queued_job_runs_the_code_it_was_submitted_with_not_a_later_syncs() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let fx = fixture::Fixture::new("f-own-tree");
     let mut d = fx.doc();
     d["account"] = json!(testbed().s("account"));
@@ -680,7 +711,7 @@ fn tmux_sessions() -> Vec<String> {
 #[test]
 fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_session() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let name = format!("st-again-{}", std::process::id());
     let mut d = alloc_doc("direct_host", &name);
     d.as_object_mut().unwrap().remove("container_image");
@@ -756,7 +787,7 @@ fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_ses
 #[test]
 fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     // Fill the node so the allocation pends with a start far away.
     let filler = fill_node();
     let mut d = alloc_doc(
@@ -812,7 +843,7 @@ fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
 #[test]
 fn an_allocation_survives_the_laptops_master_dying_and_exec_works_after_a_new_preflight() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let cp = control_path("alloc-mfa");
     mfa_login(&cp);
     let mut d = alloc_doc("mfa_host", &format!("st-alloc-mfa-{}", std::process::id()));
@@ -917,7 +948,7 @@ fn rerun_both_syncs(
 #[test]
 fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for (tool_name, step) in [
         ("slurm-sync-tracked", "sync-tracked:snapshot"),
         ("slurm-sync-tracked", "sync-tracked:pushed"),
@@ -950,7 +981,7 @@ fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
 #[test]
 fn a_submit_killed_before_sending_submits_nothing_and_a_rerun_submits_once() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for signal in ["-KILL", "-INT"] {
         // Unique per run: squeue lists ended jobs for minutes (MinJobAge).
         let name = format!("f-kill-submit{signal}-{}", std::process::id());
@@ -977,7 +1008,7 @@ fn a_submit_killed_before_sending_submits_nothing_and_a_rerun_submits_once() {
 #[test]
 fn an_index_lock_in_the_remote_clone_is_a_clear_error_and_nothing_is_lost() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let fx = fixture::Fixture::new("remote-lock");
     let t = run("slurm-sync-tracked", &[], &fx.doc());
     assert_eq!(t.code, 0, "{}", t.stderr);
@@ -1009,7 +1040,7 @@ fn an_index_lock_in_the_remote_clone_is_a_clear_error_and_nothing_is_lost() {
 #[test]
 fn a_full_remote_disk_during_extraction_is_reported_and_a_rerun_after_cleanup_works() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let fx = fixture::Fixture::new("diskfull");
     // The remote checkout lives on a 2 MB filesystem.
     std::fs::create_dir_all(&fx.remote_repo).unwrap();
@@ -1058,7 +1089,7 @@ fn a_full_remote_disk_during_extraction_is_reported_and_a_rerun_after_cleanup_wo
 #[test]
 fn a_stale_control_socket_left_by_a_killed_master_asks_for_login_then_works() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let cp = control_path("stale");
     mfa_login(&cp);
     let expanded = cp.replace("%p", &testbed().info["mfa_port"].to_string());
@@ -1108,7 +1139,7 @@ fn a_stale_control_socket_left_by_a_killed_master_asks_for_login_then_works() {
 #[test]
 fn accounting_down_when_the_job_ends_gives_no_verdict_until_it_is_back() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let (_fx, mut d) = synced("f-dbd");
     d["recipe"] = json!("batch");
     d["command"] = json!("sleep 4; exit 6");
@@ -1136,7 +1167,7 @@ fn accounting_down_when_the_job_ends_gives_no_verdict_until_it_is_back() {
 #[test]
 fn a_node_set_down_under_a_running_job_is_followed_to_slurms_final_word() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let (_fx, mut d) = synced("f-node");
     d["recipe"] = json!("batch");
     d["command"] = json!("echo run ${SLURM_RESTART_COUNT:-0}; sleep 8");
@@ -1179,7 +1210,7 @@ fn a_node_set_down_under_a_running_job_is_followed_to_slurms_final_word() {
 #[test]
 fn a_requeued_job_is_followed_through_its_second_run() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let (_fx, mut d) = synced("f-requeue");
     d["recipe"] = json!("batch");
     d["command"] =
@@ -1207,7 +1238,7 @@ fn a_requeued_job_is_followed_through_its_second_run() {
 #[test]
 fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restart_works() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for (tool_name, step) in [
         ("slurm-sync-tracked", "sync-tracked:pushed"),
         ("slurm-sync-untracked", "sync-untracked:streaming"),
@@ -1242,7 +1273,7 @@ fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restar
 #[test]
 fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let name = format!("f-ctld-submit-{}", std::process::id());
     let (_fx, mut d) = synced(&name);
     d["recipe"] = json!("batch");
@@ -1268,7 +1299,7 @@ fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
 #[test]
 fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for signal in ["-KILL", "-INT"] {
         let (_fx, mut d) = synced(&format!("f-kill-watch{signal}"));
         d["recipe"] = json!("batch");
@@ -1331,7 +1362,7 @@ fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
 #[test]
 fn a_preflight_killed_before_its_check_changes_nothing_and_a_rerun_passes() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for signal in ["-KILL", "-INT"] {
         let mut d = doc_for("direct_host");
         d["mfa_style"] = json!(false);
@@ -1350,7 +1381,7 @@ fn a_preflight_killed_before_its_check_changes_nothing_and_a_rerun_passes() {
 #[test]
 fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_again() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for recipe in ["batch", "single"] {
         for signal in ["-KILL", "-INT"] {
             let name = format!("f-acc-{recipe}{signal}-{}", std::process::id());
@@ -1427,7 +1458,7 @@ fn alloc_killed_at(args: &[&str], doc: &serde_json::Value, step: &str, signal: &
 #[test]
 fn alloc_killed_at_every_step_holds_one_allocation_and_a_rerun_finishes_the_work() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     for signal in ["-KILL", "-INT"] {
         let name = format!("st-alloc-kill{signal}-{}", std::process::id());
         let d = alloc_doc("direct_host", &name);
@@ -1480,7 +1511,7 @@ fn alloc_killed_at_every_step_holds_one_allocation_and_a_rerun_finishes_the_work
 #[test]
 fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let canary = canary_dir("packages");
     let c = canary.display();
     let name = format!("st-alloc-pkgs-{}", std::process::id());
@@ -1533,7 +1564,7 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
 #[test]
 fn alloc_names_the_image_it_cannot_import_and_the_image_without_python() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let name = format!("st-alloc-img-{}", std::process::id());
     let mut d = alloc_doc("direct_host", &name);
     let registry = testbed().s("registry");
@@ -1593,7 +1624,7 @@ fn askpass_dirs() -> Vec<String> {
 #[test]
 fn a_preflight_killed_during_the_mfa_login_leaves_no_master_and_a_rerun_logs_in() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let password = std::fs::read_to_string(testbed().s("mfa_password_file"))
         .unwrap()
         .trim()
@@ -1658,7 +1689,7 @@ fn two_nodes_to_ourselves() -> Option<std::sync::MutexGuard<'static, ()>> {
         eprintln!("skipped: the local cluster has one node");
         return None;
     }
-    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+    Some(one_at_a_time())
 }
 
 /// A two-node job (srun distributed recipe) whose `command` is `command`, submitted, with its
@@ -1783,7 +1814,7 @@ fn attach(args: &[&str], doc: &serde_json::Value) -> Run {
 #[test]
 fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let _mfa = mfa_lock();
     let cp = control_path("attach");
     let log = testbed().s("mfa_sshd_log");
@@ -2017,7 +2048,7 @@ fn http_get(url_port: u16) -> Option<String> {
 #[test]
 fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_job() {
     crate::needs_cluster!();
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = one_at_a_time();
     let _mfa = mfa_lock();
     let cp = control_path("forward");
     let log = testbed().s("mfa_sshd_log");

@@ -173,7 +173,8 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 
     // One round trip: the job runs, its node, the port, and whether the port answers there.
     let mut s = Script::new();
-    s.raw("set -u\n");
+    // A literal ~/ in --port-file (quoted, as every value is) is the home, expanded below.
+    s.raw("# shellcheck disable=SC2088\nset -u\n");
     check_running(&mut s, &t.job_id)?;
     pick_node(&mut s, cli.node.as_deref())?;
     s.assign("port", &cli.port.map(|p| p.to_string()).unwrap_or_default())?;

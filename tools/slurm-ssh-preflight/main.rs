@@ -44,12 +44,16 @@ struct Cli {
     /// When an MFA login is needed, log in now, attached to your terminal (ssh prompts on the
     /// tty although stdin carries the document): that one ssh opens the managed ControlMaster
     /// (ControlPersist=24h) and runs the remote check through it. With `slurm_password` in the
-    /// document, ssh gets it through SSH_ASKPASS, never argv.
+    /// document, the password prompt gets it (through SSH_ASKPASS, never argv), once; every
+    /// other prompt (a one-time code, "Passcode or option", "press ENTER after approving") shows
+    /// on your terminal for you to answer. A refused answer is never retried (no lockouts):
+    /// the login stops and says which prompt failed. The terminal is restored however it ends.
     #[arg(long)]
     establish: bool,
 
-    /// Seconds to wait for the interactive login with --establish.
-    #[arg(long, default_value_t = 300, value_name = "SECONDS")]
+    /// Seconds to wait for the interactive login with --establish. The default stays below the
+    /// 120 s most sshd allow for a login (LoginGraceTime), after which the server hangs up anyway.
+    #[arg(long, default_value_t = 110, value_name = "SECONDS")]
     establish_timeout: u64,
 }
 
@@ -61,8 +65,8 @@ impl ToolCli for Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    if askpass::answer_if_asked() {
-        return std::process::ExitCode::SUCCESS;
+    if let Some(code) = askpass::answer_if_asked() {
+        return code;
     }
     shared::driver::run::<Cli>("slurm-ssh-preflight", preflight)
 }
@@ -355,26 +359,66 @@ fn establish(
         .input(shared::process::Input::Bytes(shared::ssh::framed(script)))
         .inherit_stderr()
         .deadline(Duration::from_secs(cli.establish_timeout));
-    let _server;
+    let mut server = None;
     if let Some(pw) = ctx.secrets.slurm_password.clone() {
-        let server = askpass::Server::start(pw, 3)
+        if let Some(old) = shared::ssh::askpass_require_ignored() {
+            ctx.warn(format!("this ssh ({old}) is older than OpenSSH 8.4 and ignores SSH_ASKPASS_REQUIRE: it asks for the password on the terminal itself, and `slurm_password` goes unused"));
+        }
+        let s = askpass::Server::start(pw)
             .map_err(|e| ToolError::remote(format!("cannot set up the password hand-over: {e}")))?;
         let me = std::env::current_exe()
             .map_err(|e| ToolError::remote(format!("cannot find this program's path: {e}")))?;
         cmd = cmd
             .env("SSH_ASKPASS", me.display().to_string())
             .env("SSH_ASKPASS_REQUIRE", "force")
-            .env(askpass::SOCKET_ENV, server.socket.display().to_string());
-        _server = server;
+            .env(askpass::SOCKET_ENV, s.socket.display().to_string());
+        server = Some(s);
     }
-    let out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e))?;
+    // The terminal as it was: restored however the login ends (a timeout kills ssh mid-prompt,
+    // with echo off), and the error then starts on a line of its own.
+    let terminal = shared::ui::Terminal::save();
+    let out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e));
+    let prompts = server.as_ref().map(|s| s.state()).unwrap_or_default();
+    drop(server);
+    let failed =
+        !matches!(&out, Ok(o) if o.success() && std::path::Path::new(control_path).exists());
+    if let Some(t) = &terminal {
+        t.restore(failed);
+    }
+    let out = out?;
     if out.code == Some(255) || out.timed_out || !std::path::Path::new(control_path).exists() {
-        return Err(ToolError::needs_person(format!(
-            "the interactive login to {} did not leave a running ControlMaster",
-            ssh.host
-        ))
-        .with_hint("run the ssh -fNM command from `slurm-ssh-preflight` (without --establish) yourself in a terminal and watch its prompts")
-        .with_command(out.record()));
+        let at = prompts
+            .waiting_at()
+            .map(|p| format!(" at the prompt {p:?}"))
+            .unwrap_or_default();
+        let (what, hint) = if out.timed_out {
+            (
+                format!(
+                    "the interactive login to {} timed out after {} s{at}",
+                    ssh.host, cli.establish_timeout
+                ),
+                "rerun and answer the prompts in time (--establish-timeout gives more time, up to the server's own login limit, usually 120 s)".to_string(),
+            )
+        } else if let Some(why) = &prompts.refused {
+            (
+                format!("the interactive login to {} failed: {why}; nothing was retried (repeated failures lock accounts on many sites)", ssh.host),
+                "check `slurm_password` (or drop it and type the password yourself), then rerun once".to_string(),
+            )
+        } else if out.stderr_tail.contains("Permission denied") {
+            (
+                format!("the interactive login to {} was refused{}: an answer was wrong (ssh tries once here, so no lockout)", ssh.host,
+                    if prompts.prompts.is_empty() { String::new() } else { format!(" after the prompts {:?}", prompts.prompts) }),
+                "rerun and answer again; a one-time code must be the current one".to_string(),
+            )
+        } else {
+            (
+                format!("the interactive login to {} did not leave a running ControlMaster", ssh.host),
+                "run the ssh -fNM command from `slurm-ssh-preflight` (without --establish) yourself in a terminal and watch its prompts".to_string(),
+            )
+        };
+        return Err(ToolError::needs_person(what)
+            .with_hint(hint)
+            .with_command(out.record()));
     }
     if !out.success() {
         return Err(check_failed(ssh, &out));
