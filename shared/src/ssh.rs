@@ -271,6 +271,7 @@ impl Ssh {
         deadline: Duration,
     ) -> Result<Output> {
         let framed = framed(script);
+        let replayable = payload.is_none().then(|| framed.clone());
         let input = match payload {
             None => Input::Bytes(framed),
             Some(p) => Input::Stream(Box::new(move |w: &mut dyn Write| {
@@ -279,7 +280,29 @@ impl Ssh {
             })),
         };
         let cmd = self.batch(REMOTE_ENTRY).input(input).deadline(deadline);
-        let out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e))?;
+        let mut out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e))?;
+        // A server with MaxSessions refuses a session while another tool holds one on the same
+        // master: wait for it a little (one at a time), then say so. The refused session never
+        // started the script, so running it again is safe.
+        if let Some(bytes) = replayable {
+            for wait in [1, 2, 4] {
+                if !(out.code == Some(255)
+                    && matches!(
+                        SshFailure::classify(&out.stderr_tail),
+                        SshFailure::SessionRefused { .. }
+                    ))
+                {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs(wait));
+                out = self
+                    .batch(REMOTE_ENTRY)
+                    .input(Input::Bytes(bytes.clone()))
+                    .deadline(deadline)
+                    .run()
+                    .map_err(|e| spawn_error(&ssh_program(), e))?;
+            }
+        }
         if out.timed_out {
             return Err(ToolError::remote(format!(
                 "ssh to {} did not finish within {} s",
@@ -448,6 +471,15 @@ pub enum SshFailure {
     ConnectionLost {
         detail: String,
     },
+    /// The server closed the connection before any login: a source it penalises after failed
+    /// logins (OpenSSH 9.8+ `PerSourcePenalties`) or too many logins at once (`MaxStartups`).
+    ClosedBeforeLogin {
+        detail: String,
+    },
+    /// The master is fine but the server refused another session on it (`MaxSessions`).
+    SessionRefused {
+        detail: String,
+    },
     Config {
         detail: String,
     },
@@ -493,6 +525,16 @@ impl SshFailure {
             {
                 return SshFailure::Unreachable { detail: last };
             }
+        }
+        if stderr.contains("administratively prohibited")
+            || stderr.contains("Session open refused by peer")
+        {
+            return SshFailure::SessionRefused { detail: last };
+        }
+        if stderr.contains("kex_exchange_identification")
+            && (stderr.contains("Connection closed") || stderr.contains("Connection reset"))
+        {
+            return SshFailure::ClosedBeforeLogin { detail: last };
         }
         for p in [
             "not responding",
@@ -562,6 +604,23 @@ impl SshFailure {
                 format!("the connection to {host} was lost: {detail}"),
                 "rerun this step; if it keeps happening, rerun slurm-ssh-preflight".into(),
             ),
+            SshFailure::ClosedBeforeLogin { detail } => (
+                ErrorKind::Remote,
+                format!("{host} closed the connection before the login started ({detail})"),
+                "the server may be refusing this address for a while after failed logins \
+                 (OpenSSH 9.8+ PerSourcePenalties; behind a NAT, others' failures count too) or \
+                 be busy (MaxStartups): wait a few minutes before trying again, since every \
+                 attempt meanwhile prolongs the penalty; nothing was retried"
+                    .into(),
+            ),
+            SshFailure::SessionRefused { detail } => (
+                ErrorKind::Remote,
+                format!("{host} refused another session on the open connection ({detail}): the server allows few sessions per connection (MaxSessions)"),
+                "another tool holds a session on this connection (a running slurm-watch, say): \
+                 run the tools on this cluster one at a time, or ask the site to raise MaxSessions; \
+                 this step changed nothing"
+                    .into(),
+            ),
             SshFailure::Config { detail } => (
                 ErrorKind::BadInput,
                 format!("ssh rejected its options: {detail}"),
@@ -627,6 +686,40 @@ pub fn spawn_error(program: &str, e: std::io::Error) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn login_node_sshd_refusals_are_told_apart() {
+        // OpenSSH 9.8+ PerSourcePenalties (and MaxStartups): closed before any login.
+        let penalised = "kex_exchange_identification: Connection closed by remote host\r\nConnection closed by 10.0.0.5 port 22\r\n";
+        assert!(matches!(
+            SshFailure::classify(&penalised.replace('\r', "")),
+            SshFailure::ClosedBeforeLogin { .. }
+        ));
+        let (_, msg, hint) = SshFailure::classify(penalised).explain("login1");
+        assert!(msg.contains("before the login started"), "{msg}");
+        assert!(
+            hint.contains("PerSourcePenalties") && hint.contains("nothing was retried"),
+            "{hint}"
+        );
+        // MaxSessions reached on a multiplexed connection.
+        for refused in [
+            "channel 2: open failed: administratively prohibited: open failed\n",
+            "Session open refused by peer\n",
+        ] {
+            let f = SshFailure::classify(refused);
+            assert!(matches!(f, SshFailure::SessionRefused { .. }), "{refused}");
+            let (_, msg, hint) = f.explain("login1");
+            assert!(
+                msg.contains("MaxSessions") && hint.contains("one at a time"),
+                "{msg} {hint}"
+            );
+        }
+        // A plain dropped connection is still just that.
+        assert!(matches!(
+            SshFailure::classify("Connection to login1 closed by remote host.\n"),
+            SshFailure::ConnectionLost { .. }
+        ));
+    }
 
     #[test]
     fn openssh_versions_are_read_from_ssh_v() {

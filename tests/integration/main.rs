@@ -15,4 +15,5 @@ mod secrets;
 pub mod submit;
 pub mod sync;
 mod testbed;
+mod totp;
 mod watch;

@@ -406,9 +406,12 @@ fn establish(
             )
         } else if out.stderr_tail.contains("Permission denied") {
             (
-                format!("the interactive login to {} was refused{}: an answer was wrong (ssh tries once here, so no lockout)", ssh.host,
-                    if prompts.prompts.is_empty() { String::new() } else { format!(" after the prompts {:?}", prompts.prompts) }),
-                "rerun and answer again; a one-time code must be the current one".to_string(),
+                format!(
+                    "the interactive login to {} was refused: {}; ssh tried once (no lockout)",
+                    ssh.host,
+                    refused_answer(&prompts)
+                ),
+                "rerun and answer again (a one-time code must be the current one), or check `slurm_password`".to_string(),
             )
         } else {
             (
@@ -425,6 +428,41 @@ fn establish(
     }
     ctx.note(format!("ControlMaster running at {control_path}"));
     Ok(out)
+}
+
+/// Which answer the server refused, as far as the prompts tell (the last one answered).
+fn refused_answer(p: &askpass::State) -> String {
+    match p.prompts.last() {
+        None => "an answer at the terminal was wrong".to_string(),
+        Some(last) if askpass::is_password_prompt(last) && p.password_given => {
+            "the password in `slurm_password` was refused".to_string()
+        }
+        Some(last) if askpass::is_password_prompt(last) => "the password was refused".to_string(),
+        Some(last) => {
+            format!("the answer to {last:?} was refused (a wrong or expired one-time code?)")
+        }
+    }
+}
+
+#[cfg(test)]
+mod refusals {
+    use super::*;
+
+    #[test]
+    fn the_refused_answer_is_named_from_the_prompts() {
+        let mut p = askpass::State::default();
+        assert_eq!(refused_answer(&p), "an answer at the terminal was wrong");
+        p.decide("Password: ", true);
+        assert_eq!(
+            refused_answer(&p),
+            "the password in `slurm_password` was refused"
+        );
+        p.decide("Verification code: ", true);
+        assert!(refused_answer(&p).contains("\"Verification code:\" was refused"));
+        let mut q = askpass::State::default();
+        q.decide("Password: ", false);
+        assert_eq!(refused_answer(&q), "the password was refused");
+    }
 }
 
 #[cfg(test)]
