@@ -1,7 +1,8 @@
 //! Private temporary directories (mode 0700, made by `tempfile`: a random name created with
 //! O_EXCL semantics) named `<prefix>-<pid>-<random>` in the system's temp directory. A tool killed
 //! with SIGKILL cannot remove its own, so each new one first removes those of the same prefix
-//! whose process is gone (checked in /proc; without /proc nothing is removed). That sweep is
+//! whose process is gone (checked in /proc on Linux; with `kill -0` where there is no /proc, as
+//! on macOS). That sweep is
 //! ours: tempfile removes a directory only when its owner drops it, which a killed process never
 //! does.
 
@@ -23,14 +24,11 @@ pub fn create(prefix: &str) -> std::io::Result<PathBuf> {
 /// Remove `<prefix>-<pid>-*` directories in `tmp` whose process no longer runs and that are
 /// ours (same owner). Best effort: what cannot be removed stays.
 fn remove_stale(tmp: &Path, prefix: &str) {
-    if !Path::new("/proc/self").exists() {
-        return;
-    }
     let Ok(entries) = std::fs::read_dir(tmp) else {
         return;
     };
     let lead = format!("{prefix}-");
-    let me = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m));
+    let me: std::io::Result<u32> = Ok(crate::control_socket::Platform::this_machine().uid);
     for e in entries.flatten() {
         let name = e.file_name();
         let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(&lead)) else {
@@ -43,14 +41,44 @@ fn remove_stale(tmp: &Path, prefix: &str) {
         let ours = me
             .as_ref()
             .is_ok_and(|uid| std::os::unix::fs::MetadataExt::uid(&meta) == *uid);
-        if meta.is_dir() && ours && !Path::new("/proc").join(pid).exists() {
+        if meta.is_dir() && ours && !alive(pid) {
             let _ = std::fs::remove_dir_all(e.path());
         }
     }
 }
 
+/// Whether process `pid` runs: /proc on Linux, else `kill -0` (macOS and the BSDs have no
+/// /proc). In doubt, alive: a live run's directory is never removed.
+fn alive(pid: &str) -> bool {
+    alive_with(pid, Path::new("/proc/self").exists())
+}
+
+fn alive_with(pid: &str, proc_present: bool) -> bool {
+    if proc_present {
+        return Path::new("/proc").join(pid).exists();
+    }
+    std::process::Command::new("kill")
+        .args(["-0", pid])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(true)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_process_is_known_alive_or_dead_with_and_without_proc() {
+        let me = std::process::id().to_string();
+        for proc_present in [true, false] {
+            assert!(super::alive_with(&me, proc_present), "{proc_present}");
+            assert!(
+                !super::alive_with("4294967", proc_present),
+                "{proc_present}"
+            );
+        }
+    }
+
     #[test]
     fn a_dead_processs_directory_is_removed_and_a_live_ones_is_kept() {
         let prefix = format!("slurm-tools-tempdir-test-{}", std::process::id());

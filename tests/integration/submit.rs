@@ -258,7 +258,7 @@ fn the_command_runs_exactly_as_written() {
     let r = submit(&d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
-    assert_eq!(wait_done(&id, 60).0, "COMPLETED");
+    assert_eq!(wait_done(&id, 240).0, "COMPLETED");
     let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
     assert_eq!(out, "double 'single' inside single \"double\" inside\nheredoc $HOME `not run`\ntrailing continued\n");
 }
@@ -301,7 +301,7 @@ fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
         std::thread::sleep(Duration::from_millis(300));
     }
     assert_eq!(
-        wait_done(&id, 60),
+        wait_done(&id, 240),
         ("COMPLETED".to_string(), "0:0".to_string())
     );
     assert!(read(r.doc["job"]["stdout_path"].as_str().unwrap()).contains("survived"));
@@ -399,7 +399,7 @@ fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
     let job = &r.doc["job"];
     assert_eq!(job["kind"], "build");
     let id = job["job_id"].as_str().unwrap().to_string();
-    assert_eq!(wait_done(&id, 60).0, "COMPLETED");
+    assert_eq!(wait_done(&id, 240).0, "COMPLETED");
     let sc = scontrol(&id);
     assert_eq!(sc["JobName"], "testacct-trtllm.build");
     assert_eq!(sc["TimeLimit"], "02:00:00");
@@ -516,7 +516,7 @@ fn hostile_file_names_partitions_and_accounts_arrive_literally_or_are_refused() 
     let r = submit(&d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
-    assert_eq!(wait_done(&id, 60).0, "COMPLETED");
+    assert_eq!(wait_done(&id, 240).0, "COMPLETED");
     let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
     assert!(out.starts_with("script ran\n"), "{out}");
     assert!(out.contains("--checkpoint-action=exec=sh x;`id`"), "{out}");
@@ -581,7 +581,7 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
         let r = submit(&d, &[]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert_eq!(
-            wait_done(r.doc["job"]["job_id"].as_str().unwrap(), 60).0,
+            wait_done(r.doc["job"]["job_id"].as_str().unwrap(), 240).0,
             "COMPLETED"
         );
         finished.push(tree_name(&r.doc["job"]));
@@ -624,7 +624,7 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
     }
     // The long job was not disturbed: it runs until cancelled.
     let _ = std::process::Command::new("scancel").arg(long_id).status();
-    assert_eq!(wait_done(long_id, 60).0, "CANCELLED");
+    assert_eq!(wait_done(long_id, 240).0, "CANCELLED");
 }
 
 #[test]
@@ -703,7 +703,7 @@ fn submitted_and_done(d: &Value) -> (Run, String) {
     let r = submit(d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
-    assert_eq!(wait_done(&id, 60).0, "COMPLETED");
+    assert_eq!(wait_done(&id, 240).0, "COMPLETED");
     let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
     (r, out)
 }

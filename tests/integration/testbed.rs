@@ -216,6 +216,7 @@ fn status_reports_every_part_running() {
         "sshd-direct",
         "sshd-mfa",
         "sshd-old",
+        "sshd-totp",
     ] {
         assert!(
             text.lines()

@@ -89,6 +89,17 @@ impl Pane {
         }
     }
 
+    /// A clean screen and scrollback: what is waited for next is new.
+    fn reset(&self) {
+        self.type_line("clear");
+        std::thread::sleep(Duration::from_millis(300));
+        let ok = Command::new("tmux")
+            .args(["clear-history", "-t", &self.name])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
     fn screen(&self) -> String {
         let out = Command::new("tmux")
             .args(["capture-pane", "-p", "-J", "-S", "-500", "-t", &self.name])
@@ -197,7 +208,7 @@ fn establish_without_a_password_shows_both_prompts_and_later_runs_ride_the_maste
     pane.type_line(&password());
     pane.wait_for("Verification code:", 30);
     pane.type_line(&code());
-    let screen = pane.wait_for("EXIT=", 60);
+    let screen = pane.wait_for("\nEXIT=", 60);
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(!screen.contains(&password()), "the password was echoed");
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -233,7 +244,7 @@ fn establish_with_the_password_shows_only_the_code_prompt_and_logs_in_once() {
         "the password prompt was answered, not shown:\n{screen}"
     );
     pane.type_line(&code());
-    let screen = pane.wait_for("EXIT=", 60);
+    let screen = pane.wait_for("\nEXIT=", 60);
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(!screen.contains(&password()));
     assert_eq!(accepted(), before.0 + 1, "one login");
@@ -264,7 +275,7 @@ fn a_wrong_code_is_said_as_such_and_never_retried() {
     pane.wait_for("Verification code:", 30);
     let right: u32 = code().parse().unwrap();
     pane.type_line(&format!("{:06}", (right + 500_000) % 1_000_000));
-    let screen = pane.wait_for("EXIT=", 60);
+    let screen = pane.wait_for("\nEXIT=", 60);
     assert!(screen.contains("EXIT=3"), "{screen}");
     assert!(
         screen.contains("\"Verification code:\" was refused"),
@@ -299,7 +310,7 @@ fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
         out.display()
     ));
     pane.wait_for("Password:", 30);
-    let screen = pane.wait_for("EXIT=", 60);
+    let screen = pane.wait_for("\nEXIT=", 60);
     assert!(screen.contains("EXIT=3"), "{screen}");
     assert!(screen.contains("timed out after 4 s"), "{screen}");
     assert!(
@@ -309,11 +320,33 @@ fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
         "the error starts on a fresh line:\n{screen}"
     );
     pane.type_line("stty -a | tr ' ' '\\n' | grep -x -e echo -e -echo; echo STTY-DONE");
-    let screen = pane.wait_for("STTY-DONE\n", 20);
+    let screen = pane.wait_for("\nSTTY-DONE", 20);
     let after = screen.rsplit("stty -a").next().unwrap();
     assert!(
         after.lines().any(|l| l.trim() == "echo") && !after.lines().any(|l| l.trim() == "-echo"),
         "the terminal echoes again:\n{screen}"
+    );
+
+    // Ctrl-C at the prompt: the terminal echoes afterwards too.
+    pane.reset();
+    pane.type_line(&format!(
+        "{} --establish {f} > {}",
+        preflight(),
+        out.display()
+    ));
+    pane.wait_for("Password:", 30);
+    let ok = Command::new("tmux")
+        .args(["send-keys", "-t", &pane.name, "C-c"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    std::thread::sleep(Duration::from_secs(1));
+    pane.type_line("stty -a | tr ' ' '\\n' | grep -x -e echo -e -echo; echo STTY2-DONE");
+    let screen = pane.wait_for("\nSTTY2-DONE", 20);
+    let after = screen.rsplit("stty -a").next().unwrap();
+    assert!(
+        after.lines().any(|l| l.trim() == "echo") && !after.lines().any(|l| l.trim() == "-echo"),
+        "the terminal echoes after Ctrl-C:\n{screen}"
     );
 
     // The command preflight prints, typed by the person.
@@ -328,6 +361,7 @@ fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
         .find(|l| l.starts_with("ssh ") && l.contains("-fNM"))
         .unwrap_or_else(|| panic!("no login command in: {}", r.stderr))
         .to_string();
+    pane.reset();
     pane.type_line(&printed);
     pane.wait_for("Password:", 30);
     pane.type_line(&password());

@@ -114,7 +114,7 @@ fn monitor_timeout_cancels_the_job_unless_told_to_keep_it() {
     assert_eq!(r["status"], "TIMEOUT");
     assert!(r["summary"].as_str().unwrap().contains("cancelled"));
     let id = r["job_id"].as_str().unwrap();
-    assert_eq!(wait_done(id, 60).0, "CANCELLED");
+    assert_eq!(wait_done(id, 240).0, "CANCELLED");
 
     let w = submit_and_watch(
         &base,
@@ -182,7 +182,11 @@ fn a_hang_is_detected_within_one_interval_and_the_job_is_cancelled() {
         "found within a poll interval or so"
     );
     let id = r["job_id"].as_str().unwrap();
-    assert_eq!(wait_done(id, 60).0, "CANCELLED", "sacct shows it cancelled");
+    assert_eq!(
+        wait_done(id, 240).0,
+        "CANCELLED",
+        "sacct shows it cancelled"
+    );
 }
 
 #[test]

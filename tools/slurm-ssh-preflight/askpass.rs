@@ -34,6 +34,14 @@ pub fn is_password_prompt(prompt: &str) -> bool {
         .any(|w| p.contains(w))
 }
 
+/// The prompt without the `(user@host) ` OpenSSH 8.x+ puts before keyboard-interactive prompts.
+fn without_user_host(prompt: &str) -> &str {
+    match prompt.strip_prefix('(').and_then(|r| r.split_once(") ")) {
+        Some((who, rest)) if who.contains('@') && !who.contains(' ') => rest,
+        _ => prompt,
+    }
+}
+
 /// What the server tells the helper to do with one prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
@@ -58,7 +66,7 @@ pub struct State {
 impl State {
     /// Decide one prompt. Pure: table-tested below.
     pub fn decide(&mut self, prompt: &str, have_password: bool) -> Reply {
-        let prompt = prompt.trim().to_string();
+        let prompt = without_user_host(prompt.trim()).to_string();
         let before = self.prompts.last().cloned();
         self.prompts.push(prompt.clone());
         if is_password_prompt(&prompt) && have_password {
@@ -247,6 +255,13 @@ mod tests {
         s.decide("Password: ", true);
         assert_eq!(s.decide("Password: ", true), Reply::Refuse);
         assert!(s.refused.unwrap().contains("`slurm_password` was refused"));
+
+        // OpenSSH's "(user@host) " before the prompt is not part of its name.
+        let mut s = State::default();
+        s.decide("(alice@login1) Password: ", true);
+        s.decide("(alice@login1) Verification code: ", true);
+        assert_eq!(s.waiting_at(), Some("Verification code:"));
+        assert_eq!(without_user_host("(not a host) x"), "(not a host) x");
 
         // Without a password every prompt is the person's.
         let mut s = State::default();

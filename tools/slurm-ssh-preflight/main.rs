@@ -404,7 +404,7 @@ fn establish(
                 format!("the interactive login to {} failed: {why}; nothing was retried (repeated failures lock accounts on many sites)", ssh.host),
                 "check `slurm_password` (or drop it and type the password yourself), then rerun once".to_string(),
             )
-        } else if out.stderr_tail.contains("Permission denied") {
+        } else if !prompts.prompts.is_empty() || out.stderr_tail.contains("Permission denied") {
             (
                 format!(
                     "the interactive login to {} was refused: {}; ssh tried once (no lockout)",
@@ -415,8 +415,8 @@ fn establish(
             )
         } else {
             (
-                format!("the interactive login to {} did not leave a running ControlMaster", ssh.host),
-                "run the ssh -fNM command from `slurm-ssh-preflight` (without --establish) yourself in a terminal and watch its prompts".to_string(),
+                format!("the interactive login to {} did not succeed (ssh's own message is above): no ControlMaster is running", ssh.host),
+                "rerun once and answer the prompts again, or run the ssh -fNM command from `slurm-ssh-preflight` (without --establish) yourself in a terminal".to_string(),
             )
         };
         return Err(ToolError::needs_person(what)
