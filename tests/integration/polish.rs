@@ -153,3 +153,21 @@ fn a_section_field_the_schema_does_not_declare_is_caught() {
         "unknown top-level fields are allowed"
     );
 }
+
+/// macOS's make is GNU make 3.81, which ignores `.SHELLFLAGS`: every recipe line with a pipe sets
+/// `pipefail` itself, so a failing first tool fails the step there too.
+#[test]
+fn every_piped_make_recipe_sets_pipefail_itself() {
+    let text = std::fs::read_to_string(repo_root().join("Makefile")).unwrap();
+    // Recipe lines, with their backslash continuations joined.
+    let joined = text.replace("\\\n", " ");
+    let piped: Vec<&str> = joined
+        .lines()
+        .filter(|l| l.starts_with('\t'))
+        .filter(|l| l.contains(" | "))
+        .collect();
+    assert!(!piped.is_empty());
+    for l in piped {
+        assert!(l.contains("set -o pipefail"), "no pipefail of its own: {l}");
+    }
+}
