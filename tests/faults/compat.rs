@@ -4,7 +4,7 @@
 //! `scripts/local-cluster policy NAME`, and back to none at the end, whatever happens).
 
 use crate::alloc;
-use crate::fixture::{self, Fixture};
+use crate::fixture::{self, synced_on};
 use crate::harness::*;
 use serde_json::{json, Value};
 use std::process::Command;
@@ -34,21 +34,6 @@ impl Drop for Policy {
             .args(["policy", "none"])
             .output();
     }
-}
-
-/// A fixture synced through `host_key`'s login node.
-fn synced_on(host_key: &str, name: &str) -> (Fixture, Value, String) {
-    let fx = Fixture::new(name);
-    let mut d = fx.doc();
-    let base = doc_for(host_key);
-    d["ssh_host"] = base["ssh_host"].clone();
-    d["account"] = json!(testbed().s("account"));
-    d["partition"] = json!(testbed().s("partition"));
-    d["time_limit"] = json!("00:05:00");
-    d["job_name"] = json!(format!("st-{name}"));
-    let t = run("slurm-sync-tracked", &[], &d);
-    assert_eq!(t.code, 0, "{}", t.stderr);
-    (fx, t.doc, t.stderr)
 }
 
 /// Run a shell command on the old login node (its own /tmp: its tmux sessions are its own).

@@ -239,8 +239,15 @@ pub fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>, skip: 
 
 /// A fixture synced to the cluster, ready for submission.
 pub fn synced(name: &str) -> (Fixture, Value) {
+    let (fx, doc, _) = synced_on("direct_host", name);
+    (fx, doc)
+}
+
+/// A fixture synced through the login node `host_key` names in `info`; also what the sync said.
+pub fn synced_on(host_key: &str, name: &str) -> (Fixture, Value, String) {
     let fx = Fixture::new(name);
     let mut d = fx.doc();
+    d["ssh_host"] = doc_for(host_key)["ssh_host"].clone();
     d["account"] = json!(testbed().s("account"));
     d["partition"] = json!(testbed().s("partition"));
     d["time_limit"] = json!("00:05:00");
@@ -248,7 +255,7 @@ pub fn synced(name: &str) -> (Fixture, Value) {
     // No GPUs unless a test asks: a job holding the node's 4 fake GPUs makes every other wait.
     let t = run("slurm-sync-tracked", &[], &d);
     assert_eq!(t.code, 0, "{}", t.stderr);
-    (fx, t.doc)
+    (fx, t.doc, t.stderr)
 }
 
 /// scontrol's view of a job as key=value pairs.

@@ -300,6 +300,11 @@ pub fn mfa_login(control_path: &str) {
 }
 
 pub fn mfa_logout(control_path: &str) {
+    master_exit("mfa_host", control_path);
+}
+
+/// Close the master at `control_path` to the testbed host named by `host_key` in `info`.
+pub fn master_exit(host_key: &str, control_path: &str) {
     let _ = Command::new("ssh")
         .args([
             "-F",
@@ -308,7 +313,7 @@ pub fn mfa_logout(control_path: &str) {
             &format!("ControlPath={control_path}"),
             "-O",
             "exit",
-            &testbed().s("mfa_host"),
+            &testbed().s(host_key),
         ])
         .output();
 }

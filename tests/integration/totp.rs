@@ -148,17 +148,7 @@ fn doc_file(dir: &std::path::Path, test: &str, with_password: bool) -> (String, 
 }
 
 fn close_master(cp: &str) {
-    let _ = Command::new("ssh")
-        .args([
-            "-F",
-            &testbed().ssh_config(),
-            "-o",
-            &format!("ControlPath={cp}"),
-            "-O",
-            "exit",
-            &testbed().s("totp_host"),
-        ])
-        .output();
+    master_exit("totp_host", cp);
 }
 
 fn preflight() -> String {

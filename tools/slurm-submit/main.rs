@@ -756,6 +756,55 @@ mod help {
 mod tests {
     use super::*;
 
+    /// The tag lock, run for real in sh: a lock that cannot be made is said as such (not as a
+    /// timeout), a dead owner's lock on this host is broken, and the lock goes when the script
+    /// ends. No flock anywhere.
+    #[test]
+    fn the_tag_lock_works_without_flock_and_says_what_failed() {
+        let run = |state: &str| {
+            let mut s = Script::new();
+            shared::remote_exit::assign::<Exit>(&mut s).unwrap();
+            s.assign("state", state).unwrap();
+            s.assign("token", "slurm-tools-t1").unwrap();
+            s.raw(shared::slurm::NAP);
+            s.raw(TAG_LOCK);
+            s.raw("take_lock\necho TOOK\n");
+            assert!(!s.as_str().contains("flock"));
+            shared::script_check::assert_clean("submit-tag-lock", s.as_str());
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(s.as_str())
+                .output()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
+        };
+        // Cannot be made: its parent is a file.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let (code, out) = run(file.to_str().unwrap());
+        assert_eq!(code, Some(40), "{out}");
+        assert!(out.contains("LOCK_FAILED"), "{out}");
+        assert_eq!(Exit::from_status(code), Some(Exit::LockFailed));
+        // A dead owner on this login node: broken, then taken, then gone at the end.
+        let state = dir.path().join("state");
+        let lock = state.join("slurm-tools-t1.lock.d");
+        std::fs::create_dir_all(&lock).unwrap();
+        let host = std::process::Command::new("hostname").output().unwrap();
+        let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
+        std::fs::write(lock.join("owner"), format!("4294967 {host}\n")).unwrap();
+        let (code, out) = run(state.to_str().unwrap());
+        assert_eq!(code, Some(0), "{out}");
+        assert!(
+            out.contains("BROKE_STALE_LOCK 4294967") && out.contains("TOOK"),
+            "{out}"
+        );
+        assert!(!lock.exists(), "the lock outlived its script");
+    }
+
     #[test]
     fn the_job_id_comes_only_from_a_jobid_line_that_is_a_job_id() {
         for (text, id) in [
