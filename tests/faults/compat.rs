@@ -337,20 +337,7 @@ fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
         assert_ne!(out.status.code(), Some(0));
         let first = jobs_named(&killed_name);
         assert_eq!(first.len(), 1, "{first:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        let saved = stderr
-            .split("`slurm-submit ")
-            .nth(1)
-            .and_then(|r| r.split('`').next())
-            .unwrap_or_else(|| panic!("where the input was saved: {stderr}"))
-            .to_string();
-        let again = if recipe == "single" {
-            let mut cmd = tool("slurm-submit");
-            cmd.arg(&saved);
-            run_raw(cmd, b"")
-        } else {
-            run("slurm-submit", &[], &d)
-        };
+        let (again, _) = crate::rerun_killed_submit(&out, recipe, &d);
         assert_eq!(again.code, 0, "{recipe}: {}", again.stderr);
         assert!(
             again.stderr.contains("not submitting again"),

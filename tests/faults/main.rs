@@ -1396,22 +1396,7 @@ fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_agai
             assert_eq!(first.len(), 1, "{label}: Slurm has the job: {first:?}");
 
             // The rerun on the same input finds that job instead of submitting a second one.
-            // The killed run said where it saved its input (for a pipeline, which has no saved
-            // input): the srun variants rerun on that file, the batch ones on the same stdin.
-            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-            let saved = stderr
-                .split("`slurm-submit ")
-                .nth(1)
-                .and_then(|r| r.split('`').next())
-                .unwrap_or_else(|| panic!("{label}: where the input was saved: {stderr}"))
-                .to_string();
-            let s = if recipe == "single" {
-                let mut cmd = tool("slurm-submit");
-                cmd.arg(&saved);
-                run_raw(cmd, b"")
-            } else {
-                run("slurm-submit", &[], &d)
-            };
+            let (s, saved) = rerun_killed_submit(&out, recipe, &d);
             assert!(
                 !std::path::Path::new(&saved).exists(),
                 "{label}: the record goes once the result is written"
@@ -1447,6 +1432,31 @@ fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_agai
             );
         }
     }
+}
+
+/// Rerun a submit that was killed after Slurm accepted its job. The killed run said where it
+/// saved its input (for a pipeline, which has no saved input): the srun recipes rerun on that
+/// file, the batch one on the same stdin. The rerun's result, and the saved file's path.
+fn rerun_killed_submit(
+    killed: &std::process::Output,
+    recipe: &str,
+    doc: &serde_json::Value,
+) -> (Run, String) {
+    let stderr = String::from_utf8_lossy(&killed.stderr).into_owned();
+    let saved = stderr
+        .split("`slurm-submit ")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .unwrap_or_else(|| panic!("{recipe}: where the input was saved: {stderr}"))
+        .to_string();
+    let again = if recipe == "batch" {
+        run("slurm-submit", &[], doc)
+    } else {
+        let mut cmd = tool("slurm-submit");
+        cmd.arg(&saved);
+        run_raw(cmd, b"")
+    };
+    (again, saved)
 }
 
 fn alloc_killed_at(args: &[&str], doc: &serde_json::Value, step: &str, signal: &str) {

@@ -147,6 +147,41 @@ fn doc_file(dir: &std::path::Path, test: &str, with_password: bool) -> (String, 
     (f.display().to_string(), cp)
 }
 
+/// One test's login: its document (a control path of its own), where the output goes, and a
+/// terminal to type in.
+struct Login {
+    _dir: tempfile::TempDir,
+    f: String,
+    cp: String,
+    out: std::path::PathBuf,
+    pane: Pane,
+}
+
+impl Login {
+    fn new(test: &str, with_password: bool) -> Login {
+        let dir = tempdir();
+        let (f, cp) = doc_file(dir.path(), test, with_password);
+        let out = dir.path().join("out.json");
+        Login {
+            _dir: dir,
+            f,
+            cp,
+            out,
+            pane: Pane::new(test),
+        }
+    }
+
+    /// Type `slurm-ssh-preflight --establish FLAGS DOC > OUT; echo EXIT=$?` at the prompt.
+    fn establish(&self, flags: &str) {
+        self.pane.type_line(&format!(
+            "{} --establish {flags}{} > {}; echo EXIT=$?",
+            preflight(),
+            self.f,
+            self.out.display()
+        ));
+    }
+}
+
 fn close_master(cp: &str) {
     master_exit("totp_host", cp);
 }
@@ -184,16 +219,10 @@ fn without_a_master_the_totp_host_asks_for_a_login_with_the_command() {
 fn establish_without_a_password_shows_both_prompts_and_later_runs_ride_the_master() {
     crate::needs_cluster!();
     let _one = lock();
-    let dir = tempdir();
-    let (f, cp) = doc_file(dir.path(), "both", false);
-    let out = dir.path().join("out.json");
+    let l = Login::new("both", false);
+    let (pane, cp, out) = (&l.pane, &l.cp, &l.out);
     let before = (accepted(), failed());
-    let pane = Pane::new("both");
-    pane.type_line(&format!(
-        "{} --establish {f} > {}; echo EXIT=$?",
-        preflight(),
-        out.display()
-    ));
+    l.establish("");
     pane.wait_for("Password:", 30);
     pane.type_line(&password());
     pane.wait_for("Verification code:", 30);
@@ -201,7 +230,7 @@ fn establish_without_a_password_shows_both_prompts_and_later_runs_ride_the_maste
     let screen = pane.wait_for("\nEXIT=", 60);
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(!screen.contains(&password()), "the password was echoed");
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
     assert_eq!(doc["preflight"]["master"], "managed");
     assert_eq!(accepted(), before.0 + 1);
     assert_eq!(failed(), before.1);
@@ -211,23 +240,17 @@ fn establish_without_a_password_shows_both_prompts_and_later_runs_ride_the_maste
         assert_eq!(again.code, 0, "{}", again.stderr);
     }
     assert_eq!(accepted(), before.0 + 1, "no second login");
-    close_master(&cp);
+    close_master(cp);
 }
 
 #[test]
 fn establish_with_the_password_shows_only_the_code_prompt_and_logs_in_once() {
     crate::needs_cluster!();
     let _one = lock();
-    let dir = tempdir();
-    let (f, cp) = doc_file(dir.path(), "pw", true);
-    let out = dir.path().join("out.json");
+    let l = Login::new("pw", true);
+    let (pane, cp, out) = (&l.pane, &l.cp, &l.out);
     let before = (accepted(), failed());
-    let pane = Pane::new("pw");
-    pane.type_line(&format!(
-        "{} --establish {f} > {}; echo EXIT=$?",
-        preflight(),
-        out.display()
-    ));
+    l.establish("");
     let screen = pane.wait_for("Verification code:", 30);
     assert!(
         !screen.contains("Password:"),
@@ -239,29 +262,23 @@ fn establish_with_the_password_shows_only_the_code_prompt_and_logs_in_once() {
     assert!(!screen.contains(&password()));
     assert_eq!(accepted(), before.0 + 1, "one login");
     assert_eq!(failed(), before.1, "no failed attempt");
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
     assert_eq!(doc["preflight"]["master"], "managed");
     assert!(
-        !std::fs::read_to_string(&out).unwrap().contains(&password()),
+        !std::fs::read_to_string(out).unwrap().contains(&password()),
         "the password is not in the output document"
     );
-    close_master(&cp);
+    close_master(cp);
 }
 
 #[test]
 fn a_wrong_code_is_said_as_such_and_never_retried() {
     crate::needs_cluster!();
     let _one = lock();
-    let dir = tempdir();
-    let (f, _cp) = doc_file(dir.path(), "wrong", true);
-    let out = dir.path().join("out.json");
+    let l = Login::new("wrong", true);
+    let pane = &l.pane;
     let before = (accepted(), failed());
-    let pane = Pane::new("wrong");
-    pane.type_line(&format!(
-        "{} --establish {f} > {}; echo EXIT=$?",
-        preflight(),
-        out.display()
-    ));
+    l.establish("");
     pane.wait_for("Verification code:", 30);
     let right: u32 = code().parse().unwrap();
     pane.type_line(&format!("{:06}", (right + 500_000) % 1_000_000));
@@ -287,18 +304,12 @@ fn a_wrong_code_is_said_as_such_and_never_retried() {
 fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
     crate::needs_cluster!();
     let _one = lock();
-    let dir = tempdir();
-    let (f, cp) = doc_file(dir.path(), "typed", false);
-    let out = dir.path().join("out.json");
-    let pane = Pane::new("typed");
+    let l = Login::new("typed", false);
+    let (pane, f, cp, out) = (&l.pane, &l.f, &l.cp, &l.out);
 
     // Nobody answers: the login times out, the terminal echoes again, the error has a line of
     // its own.
-    pane.type_line(&format!(
-        "{} --establish --establish-timeout 4 {f} > {}; echo EXIT=$?",
-        preflight(),
-        out.display()
-    ));
+    l.establish("--establish-timeout 4 ");
     pane.wait_for("Password:", 30);
     let screen = pane.wait_for("\nEXIT=", 60);
     assert!(screen.contains("EXIT=3"), "{screen}");
@@ -341,7 +352,7 @@ fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
 
     // The command preflight prints, typed by the person.
     let mut cmd = tool("slurm-ssh-preflight");
-    cmd.arg(&f);
+    cmd.arg(f);
     let r = run_raw(cmd, b"");
     assert_eq!(r.code, 3, "{}", r.stderr);
     let printed = r
@@ -360,7 +371,7 @@ fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let rode = loop {
         let mut c = tool("slurm-ssh-preflight");
-        c.arg(&f);
+        c.arg(f);
         let r = run_raw(c, b"");
         if r.code == 0 || Instant::now() > deadline {
             break r;
@@ -369,5 +380,5 @@ fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
     };
     assert_eq!(rode.code, 0, "{}", rode.stderr);
     assert_eq!(rode.doc["preflight"]["master"], "managed");
-    close_master(&cp);
+    close_master(cp);
 }
