@@ -509,4 +509,33 @@ fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
         "{}",
         down.stderr
     );
+    // On the first login node, the session (and its salloc) ends with the allocation: salloc's
+    // --kill-command ends the hold command, nothing lingers there.
+    let session = format!("trtllm-st-rr-{}", std::process::id());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ls = Command::new("runuser")
+            .args([
+                "-u",
+                &testbed().s("cluster_user"),
+                "--",
+                "tmux",
+                "ls",
+                "-F",
+                "#{session_name}",
+            ])
+            .output()
+            .unwrap();
+        if !String::from_utf8_lossy(&ls.stdout)
+            .lines()
+            .any(|l| l == session)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{session} outlived its allocation"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }

@@ -292,7 +292,10 @@ echo "MAXTIME ${max:-UNLIMITED}"
 # salloc holds the allocation with a command of its own on the login node, never an interactive
 # step (sites with LaunchParameters=use_interactive_step would otherwise start one that takes the
 # allocation's resources, and every `exec` step would wait behind it).
-hold="sh -c 'while :; do sleep 3600; done'"
+# When the allocation ends without `down` (scancel from elsewhere, the time limit), salloc's
+# --kill-command=TERM ends this command, so salloc and its tmux session end too (nothing lingers on
+# the login node).
+hold="sh -c 'trap \"kill \\\$! 2>/dev/null; exit 0\" TERM HUP; while :; do sleep 3600 & wait \$!; done'"
 tmux new-session -d -s "$session" "$salloc_words $limit $hold" || exit "$E_TMUX_START"
 echo "SESSION $session"
 i=0
@@ -589,6 +592,8 @@ fn salloc_argv(st: &Settings, job_name: &str, tag: &str) -> Vec<String> {
         format!("--job-name={job_name}"),
         format!("--nodes={}", st.nodes),
         format!("--comment={tag}"),
+        // The hold command ends when the allocation is revoked (scancel, time limit).
+        "--kill-command=TERM".to_string(),
     ];
     st.common(&mut argv);
     argv
@@ -850,6 +855,7 @@ mod tests {
                 "--job-name=m.alloc",
                 "--nodes=2",
                 "--comment=slurm-tools-alloc-m",
+                "--kill-command=TERM",
                 "--account=a",
                 "--partition=p",
                 "--gpus-per-node=4"
