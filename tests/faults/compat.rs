@@ -514,22 +514,7 @@ fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
     let session = format!("trtllm-st-rr-{}", std::process::id());
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ls = Command::new("runuser")
-            .args([
-                "-u",
-                &testbed().s("cluster_user"),
-                "--",
-                "tmux",
-                "ls",
-                "-F",
-                "#{session_name}",
-            ])
-            .output()
-            .unwrap();
-        if !String::from_utf8_lossy(&ls.stdout)
-            .lines()
-            .any(|l| l == session)
-        {
+        if !crate::tmux_sessions().contains(&session) {
             break;
         }
         assert!(
