@@ -183,6 +183,68 @@ impl LocalRepo {
             .and_then(|r| r.url().ok().map(str::to_string))
     }
 
+    /// Every remote's fetch and push URLs, as (remote name, URL).
+    pub fn remote_urls(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        let Ok(names) = self.repo.remotes() else {
+            return out;
+        };
+        for name in names.iter().flatten().flatten() {
+            let Ok(r) = self.repo.find_remote(name) else {
+                continue;
+            };
+            let urls = [r.url().ok(), r.pushurl().ok().flatten()];
+            for url in urls.into_iter().flatten() {
+                if !out.iter().any(|(n, u)| n == name && u == url) {
+                    out.push((name.to_string(), url.to_string()));
+                }
+            }
+        }
+        out
+    }
+
+    /// The commits without parents that HEAD descends from (at most `limit`): two clones of the
+    /// same repository share them, two unrelated repositories do not.
+    pub fn root_commits(&self, head: &str, limit: usize) -> Vec<String> {
+        self.git()
+            .args(["rev-list", "--max-parents=0", head])
+            .run()
+            .ok()
+            .filter(|o| o.success())
+            .map(|o| {
+                o.stdout_text()
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .take(limit)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether any branch or tag tip of the repository at `url` is a commit this repository has
+    /// (`None`: `url` could not be asked, or holds nothing yet, so nothing can be said).
+    pub fn shares_a_commit_with(&self, url: &str) -> Option<bool> {
+        let out = self
+            .git()
+            .args(["ls-remote", "--heads", "--tags", "--", url])
+            .deadline(Duration::from_secs(60))
+            .run()
+            .ok()
+            .filter(|o| o.success())?;
+        let tips: Vec<git2::Oid> = out
+            .stdout_text()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter_map(|sha| git2::Oid::from_str(sha).ok())
+            .collect();
+        if tips.is_empty() {
+            return None;
+        }
+        Some(tips.iter().any(|oid| self.repo.find_commit(*oid).is_ok()))
+    }
+
     /// Whether `.git/index.lock` exists (another git command running, or a crashed one).
     pub fn index_locked(&self) -> bool {
         self.git_dir.join("index.lock").exists()
@@ -237,6 +299,49 @@ impl LocalRepo {
     }
 }
 
+/// Whether two git URLs name the same repository, whatever the spelling: `git@host:org/r.git`,
+/// `ssh://git@host/org/r`, `https://host/org/r/` are one repository; local paths compare after
+/// resolving links (`file://` included). Users, ports and a trailing `.git` or `/` do not count.
+pub fn same_repository(a: &str, b: &str) -> bool {
+    a == b || url_key(a) == url_key(b)
+}
+
+/// (host, path) of a git URL, for [`same_repository`].
+fn url_key(url: &str) -> (String, String) {
+    let trim = |p: &str| -> String {
+        let p = p.trim_end_matches('/');
+        let p = p.strip_suffix(".git").unwrap_or(p).trim_end_matches('/');
+        p.trim_start_matches('/')
+            .trim_start_matches("~/")
+            .to_string()
+    };
+    let local = |p: &str| -> (String, String) {
+        let resolved = std::fs::canonicalize(p)
+            .map(|c| c.display().to_string())
+            .unwrap_or_else(|_| p.to_string());
+        (String::new(), trim(&resolved))
+    };
+    if let Some(p) = url.strip_prefix("file://") {
+        return local(p);
+    }
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if !scheme.contains('/') {
+            let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            let host = host.split(':').next().unwrap_or(host);
+            return (host.to_ascii_lowercase(), trim(path));
+        }
+    }
+    // scp-like `[user@]host:path` (a colon before any slash), else a local path.
+    if let Some((before, path)) = url.split_once(':') {
+        if !before.contains('/') && !before.is_empty() {
+            let host = before.rsplit('@').next().unwrap_or(before);
+            return (host.to_ascii_lowercase(), trim(path));
+        }
+    }
+    local(url)
+}
+
 /// `git -C <dir>` that never prompts (a prompt would hang a pipeline).
 pub fn git_in(dir: &Path) -> Cmd {
     Cmd::new("git")
@@ -259,4 +364,54 @@ pub fn run_git(cmd: Cmd, doing: &str, hint: &str) -> Result<Output> {
             .with_command(out.record()));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::same_repository;
+
+    #[test]
+    fn one_repository_in_every_spelling() {
+        for (a, b) in [
+            ("git@github.com:org/repo.git", "https://github.com/org/repo"),
+            (
+                "git@github.com:org/repo.git",
+                "ssh://git@github.com:22/org/repo/",
+            ),
+            (
+                "https://GitHub.com/org/repo.git/",
+                "git@github.com:org/repo",
+            ),
+            ("/srv/git/sample.git", "file:///srv/git/sample.git"),
+            ("/srv/git/sample.git", "/srv/git/sample"),
+        ] {
+            assert!(same_repository(a, b), "{a} {b}");
+        }
+        for (a, b) in [
+            (
+                "git@github.com:org/repo.git",
+                "git@github.com:org/other.git",
+            ),
+            ("git@github.com:org/repo.git", "git@gitlab.com:org/repo.git"),
+            ("/srv/git/sample.git", "/srv/git/tools.git"),
+            ("https://host/a/repo", "https://host/b/repo"),
+        ] {
+            assert!(!same_repository(a, b), "{a} {b}");
+        }
+    }
+
+    #[test]
+    fn local_paths_compare_through_links() {
+        let dir = std::env::temp_dir().join(format!("url-test-{}", std::process::id()));
+        let real = dir.join("real.git");
+        std::fs::create_dir_all(&real).unwrap();
+        let link = dir.join("link.git");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(same_repository(
+            &real.display().to_string(),
+            &link.display().to_string()
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

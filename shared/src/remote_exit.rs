@@ -57,6 +57,8 @@ remote_exit_codes! {
         Stash = 17 => "E_STASH",
         NotARepo = 18 => "E_NOT_A_REPO",
         LostLock = 19 => "E_LOST_LOCK",
+        Unrelated = 21 => "E_UNRELATED",
+        Submodule = 22 => "E_SUBMODULE",
     }
 }
 

@@ -163,7 +163,8 @@ impl Fixture {
 /// Everything about the local repository that a sync must leave alone.
 pub fn local_state(root: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut s = BTreeMap::new();
-    let gd = root.join(".git");
+    // The git directory wherever it is (`.git` may be a file: a linked worktree, a submodule).
+    let gd = PathBuf::from(git(root, &["rev-parse", "--absolute-git-dir"]).trim());
     for f in [
         "HEAD",
         "index",
@@ -203,6 +204,28 @@ pub fn local_state(root: &Path) -> BTreeMap<String, Vec<u8>> {
     );
     walk(root, root, &mut s, &[".git"]);
     s
+}
+
+/// [`local_state`] of a superproject and of every submodule in it (nested ones too), each
+/// submodule's keyed by its path.
+pub fn local_state_recursive(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut all = local_state(root);
+    let listed = git(
+        root,
+        &[
+            "submodule",
+            "--quiet",
+            "foreach",
+            "--recursive",
+            "echo \"$displaypath\"",
+        ],
+    );
+    for sub in listed.lines().filter(|l| !l.is_empty()) {
+        for (k, v) in local_state(&root.join(sub)) {
+            all.insert(format!("[{sub}] {k}"), v);
+        }
+    }
+    all
 }
 
 /// Files under `root` (content, mode, symlink targets), skipping the named top-level entries.

@@ -10,6 +10,7 @@ mod nodes;
 mod polish;
 mod preflight;
 mod remote_quoting;
+mod repos;
 mod resolve;
 mod secrets;
 pub mod submit;

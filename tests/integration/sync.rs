@@ -173,6 +173,12 @@ fn assert_failed_sync_loses_nothing(fx: &Fixture, doc: Value, expect_in_message:
 fn an_unreachable_origin_fails_cleanly() {
     crate::needs_cluster!();
     let fx = Fixture::new("no-origin-reach");
+    // The local repository's origin is that URL too (else the sync refuses it as another
+    // repository's before trying to push).
+    git(
+        &fx.local,
+        &["remote", "set-url", "origin", "/nonexistent/origin.git"],
+    );
     let mut d = fx.doc();
     d["repo_url"] = json!("/nonexistent/origin.git");
     assert_failed_sync_loses_nothing(&fx, d, "pushing the snapshot");
@@ -602,6 +608,12 @@ fn a_remote_clone_whose_origin_differs_from_repo_url_still_gets_the_snapshot() {
         .status()
         .unwrap();
     write(&fx.local.join("README.md"), "after the move\n");
+    // The person follows the move locally too (else the sync refuses repo_url as none of the
+    // local repository's remotes).
+    git(
+        &fx.local,
+        &["remote", "set-url", "origin", moved.to_str().unwrap()],
+    );
     let mut d = fx.doc();
     d["repo_url"] = json!(moved);
     let t = run("slurm-sync-tracked", &[], &d);

@@ -51,6 +51,13 @@ struct Cli {
     /// remote (the snapshot commit exists only as an unreferenced local object).
     #[arg(long)]
     dry_run: bool,
+
+    /// Sync even when the local repository is not the one the document names: `repo_url` is
+    /// none of its remotes, or the remote clone shares no commit with it. Without this flag
+    /// such a sync is refused before anything is pushed (a sync run from the wrong directory
+    /// would otherwise put one project's code over another's clone).
+    #[arg(long)]
+    allow_unrelated: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -106,6 +113,9 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "repo_url",
             "may not start with `-`",
         ));
+    }
+    if !cli.allow_unrelated {
+        check_repo_url(&local, &url)?;
     }
     // The remote layout, decided in shared::layout (one precedence for every tool).
     let remote = Layout::of(&ctx.doc)?;
@@ -235,12 +245,15 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
     }
 
+    let roots = local.root_commits(&head.commit, 20);
     let plan = remote::Plan {
         repo: &repo_path,
         url: &url,
         temp: &temp,
         work: &work,
         refresh: &refresh,
+        roots: &roots,
+        allow_unrelated: cli.allow_unrelated,
     };
     let (report, temp_ref_deleted) = match cli.via {
         Via::Origin => via_origin(ctx, &local, &ssh, &plan, &snap.commit)?,
@@ -301,6 +314,41 @@ fn short(sha: &str) -> &str {
 fn warn_and_record(ctx: &Context, warnings: &mut Vec<String>, w: String) {
     ctx.warn(&w);
     warnings.push(w);
+}
+
+/// `repo_url` must be one of the local repository's remotes; a repository without remotes must
+/// share a commit with what `repo_url` holds (one `git ls-remote`; an empty repository is fine).
+/// A sync from another repository's directory is refused before anything is pushed.
+fn check_repo_url(local: &LocalRepo, url: &str) -> Result<()> {
+    let remotes = local.remote_urls();
+    if remotes
+        .iter()
+        .any(|(_, u)| shared::git::same_repository(u, url))
+    {
+        return Ok(());
+    }
+    let described = if remotes.is_empty() {
+        match local.shares_a_commit_with(url) {
+            Some(true) | None => return Ok(()),
+            Some(false) => format!(
+                "repo_url {url:?} holds commits none of which the local repository {} has, and it has no remotes: this is not the repository the document names, and nothing was pushed",
+                local.root.display()
+            ),
+        }
+    } else {
+        let listed: Vec<String> = remotes.iter().map(|(n, u)| format!("{n} = {u}")).collect();
+        format!(
+            "repo_url {url:?} is none of the remotes of the local repository {} ({}): this is not the repository the document names, and nothing was pushed",
+            local.root.display(),
+            listed.join(", ")
+        )
+    };
+    Err(
+        ToolError::field(ErrorKind::BadInput, "repo_url", described).with_hint(format!(
+            "run the tool inside the repository {url} belongs to (or set `repo_root` to it), or fix `repo_url`; to push {} there deliberately, rerun with --allow-unrelated",
+            local.root.display()
+        )),
+    )
 }
 
 fn check_refresh_path(p: &str) -> Result<()> {

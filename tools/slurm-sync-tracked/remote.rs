@@ -16,6 +16,10 @@ pub struct Plan<'a> {
     pub temp: &'a str,
     pub work: &'a str,
     pub refresh: &'a [String],
+    /// The local repository's root commits: a clone that has none of them holds another
+    /// repository, and is never checked out over (unless `allow_unrelated`).
+    pub roots: &'a [String],
+    pub allow_unrelated: bool,
 }
 
 fn header(p: &Plan) -> Result<Script> {
@@ -29,6 +33,11 @@ fn header(p: &Plan) -> Result<Script> {
     s.assign("ours", shared::manifest::MANIFEST)?;
     s.assign("ours_exclude", shared::manifest::EXCLUDE)?;
     s.assign("ours_aside", shared::manifest::UNEXCLUDABLE)?;
+    s.assign("roots", &p.roots.join(" "))?;
+    s.assign(
+        "allow_unrelated",
+        if p.allow_unrelated { "yes" } else { "no" },
+    )?;
     s.raw("set --");
     for r in p.refresh {
         s.arg(r)?;
@@ -65,6 +74,21 @@ if [ ! -d "$repo/.git" ]; then
     git init -q -- "$repo" >&2 || exit "$E_CLONE"
   fi
   echo CREATED
+  created=yes
+fi
+# The clone's HEAD must descend from one of this repository's root commits, or a sync from the
+# wrong directory would check another project out over it. A shallow clone may lack the roots.
+if [ "$allow_unrelated" != yes ] && [ -n "$roots" ] && here=$(git -C "$repo" rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null) && [ ! -f "$repo/.git/shallow" ]; then
+  related=no
+  for r in $roots; do
+    if git -C "$repo" merge-base --is-ancestor "$r" HEAD 2>/dev/null; then related=yes; break; fi
+  done
+  if [ "$related" = no ]; then
+    echo "UNRELATED $here $(git -C "$repo" config --get remote.origin.url 2>/dev/null)"
+    # A clone made just now for this sync goes again: nothing is left changed.
+    if [ "${created:-no}" = yes ]; then rm -rf -- "$repo"; fi
+    exit "$E_UNRELATED"
+  fi
 fi
 "#;
 
@@ -177,6 +201,8 @@ pub struct Report {
     pub broke_stale_lock: Option<String>,
     pub locked_by: Option<String>,
     pub origin_differs: Option<String>,
+    /// The remote clone's HEAD and origin, when it holds another repository.
+    pub unrelated: Option<String>,
 }
 
 pub fn parse(text: &str) -> Report {
@@ -194,6 +220,7 @@ pub fn parse(text: &str) -> Report {
             "BROKE_STALE_LOCK" => r.broke_stale_lock = Some(rest.to_string()),
             "LOCKED" => r.locked_by = Some(rest.to_string()),
             "ORIGIN_DIFFERS" => r.origin_differs = Some(rest.to_string()),
+            "UNRELATED" => r.unrelated = Some(rest.to_string()),
             _ => {}
         }
     }
@@ -239,6 +266,22 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
             format!("{repo} on {host} exists, is not empty, and is not a git repository"),
             "move it away or set `remote_repo_path` to another directory".to_string(),
         ),
+        Some(Exit::Unrelated) => {
+            let said = report.unrelated.as_deref().unwrap_or("");
+            let (head, origin) = said.split_once(' ').unwrap_or((said, ""));
+            (
+                format!(
+                    "the remote clone {repo} on {host} holds another repository (HEAD {}{}): it shares no commit with your local repository, so the sync refused to check your code out over it; nothing was pushed into it or changed there",
+                    &head[..head.len().min(12)],
+                    if origin.is_empty() { String::new() } else { format!(", origin {origin}") }
+                ),
+                "point `remote_repo_path` at a clone of this repository (or at a new directory: it is cloned from `repo_url`), or set `repo_root` to the repository that clone belongs to; to replace its content with this repository deliberately, rerun with --allow-unrelated".to_string(),
+            )
+        }
+        Some(Exit::Submodule) => (
+            format!("checking out a submodule in {repo} on {host} failed"),
+            "see git's stderr in this error; the superproject is checked out, the submodule named there is not".to_string(),
+        ),
         Some(Exit::LostLock) => (
             format!("the sync lock for {repo} on {host} was taken over by another run"),
             "rerun the sync".to_string(),
@@ -267,6 +310,8 @@ mod tests {
             temp: "slurm-tools/tmp-1",
             work: "/h/u/work/repo/work_dirs",
             refresh: &refresh,
+            roots: &["a".repeat(40)],
+            allow_unrelated: false,
         };
         for (name, s) in [
             ("sync-tracked-origin", origin_script(&p)),
@@ -300,6 +345,8 @@ mod tests {
             temp: "t",
             work: "/r/w",
             refresh: &[],
+            roots: &[],
+            allow_unrelated: false,
         };
         let script = origin_script(&p).unwrap();
         let locked = Report {
