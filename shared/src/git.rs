@@ -32,6 +32,8 @@ pub struct IndexNotes {
     pub intent_to_add: Vec<String>,
     pub skip_worktree: Vec<String>,
     pub submodules: Vec<String>,
+    /// The commit each submodule entry records, in the order of `submodules`.
+    pub gitlinks: Vec<String>,
 }
 
 // Index format (git's Documentation/gitformat-index.txt).
@@ -103,6 +105,10 @@ fn scan_index(b: &[u8]) -> Option<IndexNotes> {
         }
         if mode == GITLINK_MODE {
             notes.submodules.push(name());
+            let sha = b.get(start + 40..start + 60)?;
+            notes
+                .gitlinks
+                .push(sha.iter().map(|x| format!("{x:02x}")).collect());
         }
         prev = path;
     }
@@ -118,6 +124,7 @@ impl LocalRepo {
                 ToolError::bad_input(format!("cannot read the current directory: {e}"))
             })?,
         };
+        let start = start.canonicalize().unwrap_or(start);
         let repo = git2::Repository::discover(&start).map_err(|e| {
             ToolError::field(
                 ErrorKind::BadInput,
@@ -130,6 +137,18 @@ impl LocalRepo {
             )
             .with_hint("run the tool inside your repository, or set `repo_root` to it")
         })?;
+        // A `.git` file (a linked worktree, `--separate-git-dir`, a submodule) names the git
+        // directory but not the work tree when no core.worktree says it: the work tree is where
+        // that file is (libgit2 would guess the git directory's parent).
+        if let Some(top) = start
+            .ancestors()
+            .find(|d| d.join(".git").exists())
+            .filter(|d| d.join(".git").is_file())
+        {
+            if repo.workdir().map(|w| w.canonicalize().ok()) != Some(top.canonicalize().ok()) {
+                let _ = repo.set_workdir(top, false);
+            }
+        }
         let root = repo
             .workdir()
             .ok_or_else(|| {
@@ -254,10 +273,14 @@ impl LocalRepo {
     /// scanned directly (a few ms for 100,000 entries, where loading it through libgit2 costs
     /// more than `git status` itself); an index this scanner does not understand yields no notes.
     pub fn index_notes(&self) -> IndexNotes {
+        self.scan_index().unwrap_or_default()
+    }
+
+    /// The notes, or `None` when there is no index or the scanner does not know its format.
+    pub fn scan_index(&self) -> Option<IndexNotes> {
         std::fs::read(self.git_dir.join("index"))
             .ok()
             .and_then(|bytes| scan_index(&bytes))
-            .unwrap_or_default()
     }
 
     /// Whether a path exists in a commit's tree.

@@ -18,6 +18,7 @@
 //!
 //! The local side:
 //! - [`git`], [`snapshot`]: the local repository, and the zero-disturbance snapshot commit.
+//! - [`submodules`]: the submodules of a working tree, nested ones too.
 //! - [`trees`]: each job's own code tree on the cluster (made and pruned at submission).
 //! - [`archive`]: the tar stream of files sent to the cluster.
 //! - [`manifest`]: what the last untracked sync sent, for incremental re-syncs.
@@ -46,6 +47,7 @@ pub mod script_check;
 pub mod slurm;
 pub mod snapshot;
 pub mod ssh;
+pub mod submodules;
 pub mod tempdir;
 pub mod testhook;
 pub mod trees;

@@ -355,9 +355,42 @@ pub struct SyncTracked {
     pub stash: Option<Option<Stash>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
+    /// The submodules, nested ones too, parents first (absent when there are none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub submodules: Vec<SyncedSubmodule>,
     pub warnings: Vec<String>,
     pub derived: Vec<String>,
     pub seconds: f64,
+}
+
+/// One submodule of the synced tree.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncedSubmodule {
+    /// Its path from the repository's top level.
+    pub path: String,
+    /// Its name in `.gitmodules`.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Checked out locally; when false it is not checked out in the remote clone either.
+    pub initialised: bool,
+    /// The commit the remote submodule is checked out at: the local HEAD when the submodule is
+    /// clean, else a snapshot of its working tree (built like the superproject's). The
+    /// superproject's snapshot records this commit.
+    pub commit: String,
+    /// The local submodule's HEAD (null when it is not initialised).
+    pub head: Option<String>,
+    /// `commit` is a snapshot of local changes (tracked edits, or a nested submodule's).
+    pub snapshot: bool,
+    /// Cluster-side edits in the remote submodule, stashed there (null when there were none).
+    #[serde(
+        default,
+        deserialize_with = "double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<Stash>")]
+    pub stash: Option<Option<Stash>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

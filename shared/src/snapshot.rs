@@ -38,6 +38,30 @@ impl Drop for TempDir {
 }
 
 pub fn create(repo: &LocalRepo, base: &str, message: &str) -> Result<Snapshot> {
+    create_with(repo, base, message, &[], false)
+}
+
+/// The snapshot of a submodule: its gitlinks to nested submodules set to their own snapshots
+/// (`gitlinks`: path in this repository, commit); when that changes nothing, the submodule's
+/// HEAD itself (a clean submodule travels as the commit it is at).
+pub fn of_submodule(
+    repo: &LocalRepo,
+    base: &str,
+    message: &str,
+    gitlinks: &[(String, String)],
+) -> Result<Snapshot> {
+    create_with(repo, base, message, gitlinks, true)
+}
+
+/// The snapshot, with `gitlinks` set in its tree; `reuse_base`: HEAD itself when the tree is
+/// HEAD's.
+pub fn create_with(
+    repo: &LocalRepo,
+    base: &str,
+    message: &str,
+    gitlinks: &[(String, String)],
+    reuse_base: bool,
+) -> Result<Snapshot> {
     let tmp = TempDir::new()?;
     let index = tmp.0.join("index");
     let real_index = repo.git_dir.join("index");
@@ -64,6 +88,22 @@ pub fn create(repo: &LocalRepo, base: &str, message: &str) -> Result<Snapshot> {
         hint,
     )
     .map_err(unreadable_tracked_file)?;
+    if !gitlinks.is_empty() {
+        let mut cmd = repo
+            .git()
+            .env("GIT_INDEX_FILE", &index_env)
+            .args(["update-index", "--add"]);
+        for (path, commit) in gitlinks {
+            cmd = cmd
+                .arg("--cacheinfo")
+                .arg(format!("160000,{commit},{path}"));
+        }
+        run_git(
+            cmd,
+            "recording the submodules' snapshots in the temporary index",
+            hint,
+        )?;
+    }
     let tree = run_git(
         repo.git()
             .env("GIT_INDEX_FILE", &index_env)
@@ -74,6 +114,19 @@ pub fn create(repo: &LocalRepo, base: &str, message: &str) -> Result<Snapshot> {
     .stdout_text()
     .trim()
     .to_string();
+    if reuse_base {
+        let base_tree = git2::Oid::from_str(base)
+            .ok()
+            .and_then(|oid| repo.repo.find_commit(oid).ok())
+            .map(|c| c.tree_id().to_string());
+        if base_tree.as_deref() == Some(tree.as_str()) {
+            return Ok(Snapshot {
+                commit: base.to_string(),
+                tree,
+                base: base.to_string(),
+            });
+        }
+    }
     let commit_tree = |neutral: bool| {
         let mut c = repo
             .git()

@@ -66,7 +66,8 @@ impl Trees {
 /// Shell functions for the job's own code tree, in `$trees/<tag>`:
 ///
 /// - `make_tree`: a `git worktree` of the clone at the snapshot commit (a `--shared` clone where
-///   git has no worktrees), kept from gc by `refs/slurm-tools/trees/<tag>`, plus the untracked
+///   git has no worktrees), kept from gc by `refs/slurm-tools/trees/<tag>`, with the snapshot's
+///   submodules (nested too) exported from the clone's submodule repositories, plus the untracked
 ///   files the last untracked sync put into the clone (its manifest lists them). A run job that
 ///   follows a build of the same commit also gets that build's outputs (everything untracked or
 ///   ignored in the warm build tree), copied. A build job's warm tree is created here when new.
@@ -85,6 +86,15 @@ add_tree() { # add_tree DIR COMMIT
     git clone -q --shared --no-checkout . "$1" >&2 && (cd -- "$1" && git checkout -q --detach "$2" >&2)
   fi
 }
+fill_submodules() { # SRC DST COMMIT: COMMIT's submodules (nested too) from SRC's checkouts into DST
+  git -C "$1" ls-tree -r "$3" 2>/dev/null | LC_ALL=C awk -F '\t' '$1 ~ /^160000 commit / && $2 !~ /^"/ { split($1, f, " "); print f[3] " " $2 }' |
+  while read -r sha path; do
+    # A submodule the clone has not checked out (not initialised) stays empty, as it is there.
+    git -C "$1/$path" cat-file -e "$sha^{commit}" 2>/dev/null || continue
+    mkdir -p -- "$2/$path" && git -C "$1/$path" archive --format=tar "$sha" | tar -xf - -C "$2/$path" || return 1
+    fill_submodules "$1/$path" "$2/$path" "$sha" || return 1
+  done
+}
 make_tree() {
   [ -e "$tree" ] || [ -L "$tree" ] && return 0
   mkdir -p -- "$trees" || return 1
@@ -99,6 +109,7 @@ make_tree() {
   [ -n "$commit" ] || commit=$(git rev-parse HEAD) || return 1
   git update-ref "refs/slurm-tools/trees/$token" "$commit" || return 1
   add_tree "$tree" "$commit" || return 1
+  fill_submodules "$PWD" "$tree" "$commit" || return 1
   : >"$trees/$token.job"
   if [ -s "$paths0" ]; then
     snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)
@@ -106,7 +117,7 @@ make_tree() {
     copy_listed0 . "$tree" <"$paths0" || return 1
   fi
   if [ "$is_build" = yes ]; then
-    [ -e "$warm" ] || add_tree "$warm" "$commit" || return 1
+    [ -e "$warm" ] || { add_tree "$warm" "$commit" && fill_submodules "$PWD" "$warm" "$commit"; } || return 1
   elif [ -f "$warm.built" ] && [ "$(cat "$warm.built")" = "$commit" ]; then
     (cd -- "$warm" && { git ls-files -z --others --directory --exclude-standard; git ls-files -z --others --ignored --exclude-standard --directory; }) | copy_listed0 "$warm" "$tree" || return 1
     echo "BUILD_OUTPUTS $warm"

@@ -217,3 +217,378 @@ fn make_all_from_a_fresh_checkout_ends_passed() {
     );
     assert!(stderr.contains("PASSED"), "{stderr}");
 }
+
+/// git refuses `file://` submodule URLs by default since 2.38 (CVE-2022-39253); the test
+/// origins are local paths, so the fixture allows them for its own commands.
+fn git_sub(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["-c", "protocol.file.allow=always"];
+    all.extend_from_slice(args);
+    git(dir, &all)
+}
+
+/// A bare origin seeded with one file.
+fn small_origin(name: &str, file: &str, text: &str) -> PathBuf {
+    let tb = testbed();
+    let origin =
+        PathBuf::from(tb.s("test_origins")).join(format!("{name}-{}.git", std::process::id()));
+    let _ = std::fs::remove_dir_all(&origin);
+    let tmp = tempdir();
+    let w = tmp.path().join("w");
+    git(
+        Path::new("/"),
+        &["init", "-q", "-b", "main", w.to_str().unwrap()],
+    );
+    write(&w.join(file), text);
+    git(&w, &["add", "-A"]);
+    git(&w, &["commit", "-q", "-m", &format!("{name}: first")]);
+    git(
+        Path::new("/"),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            w.to_str().unwrap(),
+            origin.to_str().unwrap(),
+        ],
+    );
+    std::process::Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(&origin)
+        .status()
+        .unwrap();
+    origin
+}
+
+/// A superproject holding `third_party/lib` (its own origin), which holds `inner` (nested),
+/// both checked out, committed and pushed.
+fn with_nested_submodules(name: &str) -> Fixture {
+    let fx = Fixture::new(name);
+    let inner = small_origin(&format!("{name}-inner"), "inner.txt", "inner v1\n");
+    let lib = small_origin(&format!("{name}-lib"), "lib.txt", "lib v1\n");
+    // lib gets inner as a submodule, pushed to lib's origin.
+    let tmp = tempdir();
+    let lw = tmp.path().join("lib");
+    git(
+        Path::new("/"),
+        &["clone", "-q", lib.to_str().unwrap(), lw.to_str().unwrap()],
+    );
+    git_sub(
+        &lw,
+        &["submodule", "add", "-q", inner.to_str().unwrap(), "inner"],
+    );
+    git(&lw, &["commit", "-q", "-m", "lib: add inner"]);
+    git(&lw, &["push", "-q", "origin", "HEAD:main"]);
+    git_sub(
+        &fx.local,
+        &[
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().unwrap(),
+            "third_party/lib",
+        ],
+    );
+    git_sub(
+        &fx.local,
+        &["submodule", "update", "-q", "--init", "--recursive"],
+    );
+    git(&fx.local, &["commit", "-q", "-m", "add third_party/lib"]);
+    git(&fx.local, &["push", "-q", "origin", "main"]);
+    fx
+}
+
+/// Every file of a tree (tracked, untracked, inside submodules), without git's own files and
+/// without what the ignore rules exclude: what the remote tree must equal.
+fn files_recursive(root: &Path, ignored_too: bool) -> BTreeMap<String, Vec<u8>> {
+    let mut all = BTreeMap::new();
+    walk(root, root, &mut all, &[".git", "work_dirs"]);
+    let mut keep = std::collections::BTreeSet::new();
+    let mut repos = vec![String::new()];
+    let listed = git(
+        root,
+        &[
+            "submodule",
+            "--quiet",
+            "foreach",
+            "--recursive",
+            "echo \"$displaypath\"",
+        ],
+    );
+    repos.extend(listed.lines().filter(|l| !l.is_empty()).map(str::to_string));
+    for r in &repos {
+        let dir = if r.is_empty() {
+            root.to_path_buf()
+        } else {
+            root.join(r)
+        };
+        let mut args = vec!["ls-files", "-z", "--cached", "--others"];
+        if !ignored_too {
+            args.push("--exclude-standard");
+        }
+        for f in git(&dir, &args).split('\0').filter(|s| !s.is_empty()) {
+            keep.insert(if r.is_empty() {
+                f.to_string()
+            } else {
+                format!("{r}/{f}")
+            });
+        }
+    }
+    all.into_iter()
+        .filter(|(k, _)| {
+            let name = k[2..].rsplit_once(" x=").map_or(&k[2..], |(n, _)| n);
+            !name.split('/').any(|c| c == ".git") && (ignored_too || keep.contains(name))
+        })
+        .collect()
+}
+
+fn sync_both(doc: &Value) -> (Run, Run) {
+    let t = run("slurm-sync-tracked", &[], doc);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    let u = run("slurm-sync-untracked", &[], &t.doc);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    (t, u)
+}
+
+fn submodule_entry<'a>(t: &'a Run, path: &str) -> &'a Value {
+    t.doc["sync_tracked"]["submodules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["path"] == path)
+        .unwrap_or_else(|| panic!("no {path} in {}", t.doc["sync_tracked"]))
+}
+
+#[test]
+fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally() {
+    crate::needs_cluster!();
+    let fx = with_nested_submodules("subs");
+    let lib = fx.local.join("third_party/lib");
+    let inner = lib.join("inner");
+    let remote = PathBuf::from(&fx.remote_repo);
+    for via in ["origin", "direct"] {
+        let _ = std::fs::remove_dir_all(&remote);
+        // 1. Clean: each submodule at the commit its parent records.
+        let before = local_state_recursive(&fx.local);
+        let mut d = fx.doc();
+        d["sync_via_note"] = json!(via);
+        let t = run("slurm-sync-tracked", &["--via", via], &fx.doc());
+        assert_eq!(t.code, 0, "{via}: {}", t.stderr);
+        let u = run("slurm-sync-untracked", &[], &t.doc);
+        assert_eq!(u.code, 0, "{}", u.stderr);
+        assert_eq!(local_state_recursive(&fx.local), before, "{via}: clean");
+        assert_eq!(
+            files_recursive(&remote, true),
+            files_recursive(&fx.local, false)
+        );
+        for (path, dir) in [("third_party/lib", &lib), ("third_party/lib/inner", &inner)] {
+            let e = submodule_entry(&t, path);
+            let head = git(dir, &["rev-parse", "HEAD"]);
+            assert_eq!(e["commit"], head.trim(), "{path}");
+            assert_eq!(e["snapshot"], false, "{path}");
+            assert_eq!(e["initialised"], true, "{path}");
+            assert_eq!(
+                git(&remote.join(path), &["rev-parse", "HEAD"]).trim(),
+                head.trim(),
+                "{via}: {path}"
+            );
+        }
+    }
+
+    // 2. Dirty: a tracked edit in the nested submodule, an untracked file in the middle one,
+    // and a commit in the nested one that exists only locally (its origin never sees it).
+    write(
+        &inner.join("inner.txt"),
+        "inner v2, committed locally only\n",
+    );
+    git(&inner, &["commit", "-q", "-am", "inner: local only"]);
+    write(&inner.join("inner.txt"), "inner v3, uncommitted\n");
+    write(&inner.join("new-in-inner.txt"), "staged new file\n");
+    git(&inner, &["add", "new-in-inner.txt"]);
+    write(&lib.join("untracked-in-lib.txt"), "untracked in lib\n");
+    write(&lib.join("lib.txt"), "lib v1, edited\n");
+    write(
+        &fx.local.join("README.md"),
+        "readme edited with the submodules\n",
+    );
+    let before = local_state_recursive(&fx.local);
+    let (t, u) = sync_both(&fx.doc());
+    assert_eq!(local_state_recursive(&fx.local), before, "dirty");
+    assert_eq!(
+        files_recursive(&remote, true),
+        files_recursive(&fx.local, false),
+        "the remote tree is the local one"
+    );
+    let e_inner = submodule_entry(&t, "third_party/lib/inner");
+    assert_eq!(e_inner["snapshot"], true);
+    assert_eq!(
+        e_inner["head"],
+        git(&inner, &["rev-parse", "HEAD"]).trim(),
+        "head is the local-only commit"
+    );
+    let e_lib = submodule_entry(&t, "third_party/lib");
+    assert_eq!(e_lib["snapshot"], true);
+    // The superproject's snapshot records lib's snapshot, which records inner's.
+    let snap = t.doc["sync_tracked"]["commit"].as_str().unwrap();
+    let recorded = |dir: &Path, commit: &str, path: &str| {
+        git(dir, &["rev-parse", &format!("{commit}:{path}")])
+            .trim()
+            .to_string()
+    };
+    assert_eq!(
+        recorded(&remote, snap, "third_party/lib"),
+        e_lib["commit"].as_str().unwrap()
+    );
+    assert_eq!(
+        recorded(
+            &remote.join("third_party/lib"),
+            e_lib["commit"].as_str().unwrap(),
+            "inner"
+        ),
+        e_inner["commit"].as_str().unwrap()
+    );
+    assert!(u.doc["sync_untracked"]["files"].as_u64().unwrap() >= 1);
+    // The local-only commit never reached inner's origin: it travelled over ssh.
+    let inner_origin = git(&inner, &["config", "--get", "remote.origin.url"]);
+    let on_origin = git(
+        Path::new(inner_origin.trim()),
+        &["for-each-ref", "--format=%(objectname)"],
+    );
+    assert!(!on_origin.contains(e_inner["head"].as_str().unwrap()));
+
+    // 3. Cluster-side edits in a submodule are stashed there and reported; our own untracked
+    // file is not; a re-sync brings the next edit.
+    write(
+        &remote.join("third_party/lib/lib.txt"),
+        "edited on the cluster\n",
+    );
+    write(&inner.join("inner.txt"), "inner v4\n");
+    let before = local_state_recursive(&fx.local);
+    let (t, u) = sync_both(&fx.doc());
+    assert_eq!(local_state_recursive(&fx.local), before, "re-sync");
+    assert_eq!(
+        files_recursive(&remote, true),
+        files_recursive(&fx.local, false)
+    );
+    let stash = &submodule_entry(&t, "third_party/lib")["stash"];
+    assert!(stash["commit"].is_string(), "{}", t.doc["sync_tracked"]);
+    assert!(t.stderr.contains("cluster-side changes"), "{}", t.stderr);
+    let stashed = git(&remote.join("third_party/lib"), &["stash", "show", "-p"]);
+    assert!(stashed.contains("edited on the cluster"), "{stashed}");
+    assert!(!stashed.contains("untracked in lib"), "{stashed}");
+    assert_eq!(
+        u.doc["sync_untracked"]["files"], 0,
+        "incremental: nothing new"
+    );
+    // The superproject itself had no cluster-side change to stash.
+    assert!(
+        t.doc["sync_tracked"]["stash"].is_null(),
+        "{}",
+        t.doc["sync_tracked"]
+    );
+}
+
+#[test]
+fn an_uninitialised_submodule_stays_uninitialised_and_is_said() {
+    crate::needs_cluster!();
+    let fx = with_nested_submodules("subs-uninit");
+    git(
+        &fx.local,
+        &["submodule", "deinit", "-q", "--force", "--all"],
+    );
+    let before = local_state_recursive(&fx.local);
+    let (t, _) = sync_both(&fx.doc());
+    assert_eq!(local_state_recursive(&fx.local), before);
+    let e = submodule_entry(&t, "third_party/lib");
+    assert_eq!(e["initialised"], false);
+    assert!(e["head"].is_null());
+    assert!(t.stderr.contains("not checked out locally"), "{}", t.stderr);
+    let remote = PathBuf::from(&fx.remote_repo).join("third_party/lib");
+    assert!(
+        std::fs::read_dir(&remote).map_or(true, |mut d| d.next().is_none()),
+        "the remote submodule directory is empty"
+    );
+}
+
+#[test]
+fn a_job_runs_with_its_submodules_as_they_were_at_submission() {
+    crate::needs_cluster!();
+    let fx = with_nested_submodules("subs-job");
+    let inner = fx.local.join("third_party/lib/inner");
+    write(&inner.join("inner.txt"), "inner as submitted\n");
+    write(&inner.join("untracked-inner.txt"), "untracked inner\n");
+    let mut d = fx.doc();
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["time_limit"] = json!("00:05:00");
+    d["job_name"] = json!("st-subs-job");
+    d["recipe"] = json!("single");
+    d["command"] =
+        json!("cat third_party/lib/inner/inner.txt third_party/lib/inner/untracked-inner.txt third_party/lib/lib.txt");
+    let (_, u) = sync_both(&d);
+    let r = run("slurm-submit", &[], &u.doc);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // A later sync changes the clone; the submitted job keeps its own tree.
+    write(&inner.join("inner.txt"), "inner changed after submission\n");
+    sync_both(&fx.doc());
+    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_done(&id, 240).0, "COMPLETED");
+    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    assert_eq!(out, "inner as submitted\nuntracked inner\nlib v1\n");
+}
+
+#[test]
+fn a_linked_worktree_and_a_separate_git_dir_sync_like_the_main_checkout() {
+    crate::needs_cluster!();
+    let fx = Fixture::new("worktree");
+    let tmp = tempdir();
+    let wt = tmp.path().join("linked");
+    git(
+        &fx.local,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "feature",
+            wt.to_str().unwrap(),
+        ],
+    );
+    write(&wt.join("README.md"), "edited in the linked worktree\n");
+    write(
+        &wt.join("only-here.txt"),
+        "untracked in the linked worktree\n",
+    );
+    let main_before = local_state(&fx.local);
+    let before = local_state(&wt);
+    let mut d = fx.doc();
+    d["repo_root"] = json!(wt);
+    let (t, _) = sync_both(&d);
+    assert_eq!(local_state(&wt), before);
+    assert_eq!(local_state(&fx.local), main_before);
+    assert_eq!(t.doc["sync_tracked"]["branch"], "feature");
+    let remote = PathBuf::from(&fx.remote_repo);
+    assert_eq!(files_recursive(&remote, true), files_recursive(&wt, false));
+
+    // A repository whose git directory lives elsewhere (`git init --separate-git-dir`).
+    let sep = tmp.path().join("separate");
+    let gd = tmp.path().join("separate.git");
+    git(
+        Path::new("/"),
+        &[
+            "clone",
+            "-q",
+            "--separate-git-dir",
+            gd.to_str().unwrap(),
+            fx.origin.to_str().unwrap(),
+            sep.to_str().unwrap(),
+        ],
+    );
+    write(&sep.join("README.md"), "edited with a separate git dir\n");
+    let before = local_state(&sep);
+    let mut d = fx.doc();
+    d["repo_root"] = json!(sep);
+    let (t, _) = sync_both(&d);
+    assert_eq!(local_state(&sep), before);
+    assert_eq!(t.doc["sync_tracked"]["branch"], "main");
+    assert_eq!(files_recursive(&remote, true), files_recursive(&sep, false));
+}

@@ -172,21 +172,22 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             notes.intent_to_add.len()
         ));
     }
-    if !notes.submodules.is_empty() {
-        let w = format!(
-            "{} submodule(s) (e.g. {}) travel as their recorded commit; the remote clone does not check them out (run `git submodule update --init` there if the job needs them)",
-            notes.submodules.len(),
-            notes.submodules[0]
-        );
-        warn_and_record(ctx, &mut warnings, w);
-    }
-
     let temp = temp_branch(ctx)?;
     let message = format!(
         "slurm-tools snapshot {temp}\n\nHEAD {} plus the working tree's tracked changes.\n",
         head.commit
     );
-    let snap = snapshot::create(&local, &head.commit, &message)?;
+    // Submodules first, innermost first: each one's snapshot (its HEAD when clean) is what its
+    // parent's snapshot records.
+    let subs = shared::submodules::all(&local);
+    let synced_subs = snapshot_submodules(ctx, &subs, &temp, &mut warnings)?;
+    let top_links: Vec<(String, String)> = subs
+        .iter()
+        .zip(&synced_subs)
+        .filter(|(m, s)| m.parent.is_empty() && s.initialised)
+        .map(|(m, s)| (m.path_in_parent.clone(), s.commit.clone()))
+        .collect();
+    let snap = snapshot::create_with(&local, &head.commit, &message, &top_links, false)?;
     shared::testhook::pause("sync-tracked:snapshot");
     let changed = local.changed_paths(&head.commit, &snap.commit);
     let refresh = if refresh_given {
@@ -223,6 +224,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         refresh_paths: None,
         stash: None,
         created: None,
+        submodules: synced_subs,
         warnings: Vec::new(),
         derived: Vec::new(),
         seconds: 0.0,
@@ -246,6 +248,19 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
 
     let roots = local.root_commits(&head.commit, 20);
+    let modules: Vec<remote::Module> = subs
+        .iter()
+        .zip(&section.submodules)
+        .filter(|(_, s)| s.initialised)
+        .map(|(m, s)| remote::Module {
+            path: m.path.clone(),
+            module_dir: m.module_dir.clone(),
+            commit: s.commit.clone(),
+            name: m.name.clone(),
+            url: m.url.clone().unwrap_or_default(),
+            parent: m.parent.clone(),
+        })
+        .collect();
     let plan = remote::Plan {
         repo: &repo_path,
         url: &url,
@@ -254,11 +269,17 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         refresh: &refresh,
         roots: &roots,
         allow_unrelated: cli.allow_unrelated,
+        modules: &modules,
     };
-    let (report, temp_ref_deleted) = match cli.via {
+    let (mut report, temp_ref_deleted) = match cli.via {
         Via::Origin => via_origin(ctx, &local, &ssh, &plan, &snap.commit)?,
         Via::Direct => (via_direct(&local, &ssh, &plan, &snap.commit)?, None),
     };
+    if !modules.is_empty() && report.head.as_deref() == Some(snap.commit.as_str()) {
+        let done = sync_submodules(ctx, &ssh, &plan, &subs)?;
+        report.module_heads = done.module_heads;
+        report.module_stashes = done.module_stashes;
+    }
 
     if let Some(other) = &report.origin_differs {
         let w = format!(
@@ -289,6 +310,39 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             message: msg.clone(),
         }
     });
+    for sub in section.submodules.iter_mut().filter(|s| s.initialised) {
+        let at = report
+            .module_heads
+            .iter()
+            .find(|(p, _)| *p == sub.path)
+            .map(|(_, h)| h.as_str());
+        if at != Some(sub.commit.as_str()) {
+            return Err(ToolError::remote(format!(
+                "after the checkout, the remote submodule {} is at {} but its snapshot is {}",
+                sub.path,
+                at.unwrap_or("unknown"),
+                sub.commit
+            ))
+            .with_hint("something changed the remote clone during the sync; rerun it"));
+        }
+        let stash = report
+            .module_stashes
+            .iter()
+            .find(|(p, _)| *p == sub.path)
+            .map(|(_, sha)| Stash {
+                commit: sha.clone(),
+                message: format!("auto-stash before remote sync {temp}"),
+            });
+        if let Some(st) = &stash {
+            ctx.warn(format!(
+                "the remote submodule {} had cluster-side changes; they are saved in its stash as {} (`git stash list` in {repo_path}/{})",
+                sub.path,
+                short(&st.commit),
+                sub.path
+            ));
+        }
+        sub.stash = Some(stash);
+    }
     ctx.note(format!("remote {repo_path} is at {}", short(&snap.commit)));
     section.temp_ref_deleted = Some(temp_ref_deleted);
     section.refreshed = Some(report.refreshed);
@@ -314,6 +368,136 @@ fn short(sha: &str) -> &str {
 fn warn_and_record(ctx: &Context, warnings: &mut Vec<String>, w: String) {
     ctx.warn(&w);
     warnings.push(w);
+}
+
+/// Each submodule's snapshot, innermost first (its HEAD when clean, else its working tree built
+/// the zero-disturbance way); returned in [`shared::submodules::all`]'s order.
+fn snapshot_submodules(
+    ctx: &Context,
+    subs: &[shared::submodules::Submodule],
+    temp: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<schema::SyncedSubmodule>> {
+    let mut out: Vec<Option<schema::SyncedSubmodule>> = subs.iter().map(|_| None).collect();
+    for (i, m) in subs.iter().enumerate().rev() {
+        let mut synced = schema::SyncedSubmodule {
+            path: m.path.clone(),
+            name: m.name.clone(),
+            url: m.url.clone(),
+            initialised: false,
+            commit: m.recorded.clone(),
+            head: None,
+            snapshot: false,
+            stash: None,
+        };
+        let parent_uninitialised = subs
+            .iter()
+            .zip(&out)
+            .any(|(p, s)| p.path == m.parent && s.as_ref().is_some_and(|s| !s.initialised));
+        match &m.repo {
+            Some(repo) if !parent_uninitialised => {
+                let head = repo.head().map_err(|e| {
+                    ToolError::bad_input(format!(
+                        "the submodule {} cannot be snapshotted: {}",
+                        m.path, e.message
+                    ))
+                    .with_hint("check it out (`git submodule update --init` in the superproject), or remove it")
+                })?;
+                // Its own submodules' snapshots, found above (innermost first).
+                let links: Vec<(String, String)> = subs
+                    .iter()
+                    .zip(&out)
+                    .filter(|(c, _)| c.parent == m.path)
+                    .filter_map(|(c, s)| {
+                        s.as_ref()
+                            .filter(|s| s.initialised)
+                            .map(|s| (c.path_in_parent.clone(), s.commit.clone()))
+                    })
+                    .collect();
+                let message = format!(
+                    "slurm-tools snapshot {temp} of submodule {}\n\nHEAD {} plus the working tree's tracked changes.\n",
+                    m.path, head.commit
+                );
+                let snap = snapshot::of_submodule(repo, &head.commit, &message, &links)?;
+                synced.initialised = true;
+                synced.snapshot = snap.commit != head.commit;
+                synced.commit = snap.commit;
+                synced.head = Some(head.commit);
+            }
+            _ => {
+                let w = format!(
+                    "the submodule {} is not checked out locally, so it is not checked out in the remote clone either (`git submodule update --init {}` here, then sync again, if the job needs it)",
+                    m.path, m.path
+                );
+                warn_and_record(ctx, warnings, w);
+            }
+        }
+        out[i] = Some(synced);
+    }
+    let changed = out
+        .iter()
+        .flatten()
+        .filter(|s| s.initialised && s.snapshot)
+        .count();
+    let initialised = out.iter().flatten().filter(|s| s.initialised).count();
+    if initialised > 0 {
+        ctx.note(format!(
+            "{initialised} submodule(s), {changed} with local changes (snapshotted the same way)"
+        ));
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// Push each submodule's snapshot into its repository in the remote clone (over ssh, never
+/// through the submodule's own URL, which the cluster often cannot reach), then check them all
+/// out in one round trip.
+fn sync_submodules(
+    ctx: &Context,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+    subs: &[shared::submodules::Submodule],
+) -> Result<remote::Report> {
+    let git_ssh = ssh.git_ssh_command()?;
+    for m in plan.modules {
+        let Some(repo) = subs
+            .iter()
+            .find(|s| s.path == m.path)
+            .and_then(|s| s.repo.as_ref())
+        else {
+            continue;
+        };
+        let target = format!(
+            "{}:{}/{}",
+            ssh.host,
+            plan.repo.trim_end_matches('/'),
+            m.path
+        );
+        let refspec = format!("+{}:refs/slurm-tools/snapshot", m.commit);
+        let pushed = run_git(
+            repo.git()
+                .env("GIT_SSH_COMMAND", &git_ssh)
+                .args(["push", "--porcelain", "--quiet", "--", &target, &refspec])
+                .deadline(PUSH_DEADLINE),
+            &format!(
+                "pushing the submodule {}'s snapshot into the remote clone",
+                m.path
+            ),
+            "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
+        );
+        if let Err(e) = pushed {
+            let _ = ssh.run_script(
+                &remote::direct_release_script(plan)?,
+                None,
+                Duration::from_secs(60),
+            );
+            return Err(e);
+        }
+    }
+    ctx.note(format!(
+        "pushed {} submodule snapshot(s) into the remote clone",
+        plan.modules.len()
+    ));
+    run_remote(ssh, &remote::modules_script(plan)?, plan.repo)
 }
 
 /// `repo_url` must be one of the local repository's remotes; a repository without remotes must

@@ -20,6 +20,19 @@ pub struct Plan<'a> {
     /// repository, and is never checked out over (unless `allow_unrelated`).
     pub roots: &'a [String],
     pub allow_unrelated: bool,
+    /// The checked-out submodules, parents first: each gets a repository in the remote clone
+    /// (git's layout: `.git/<module_dir>`) before their snapshots are pushed into it.
+    pub modules: &'a [Module],
+}
+
+/// A submodule as the remote side needs it.
+pub struct Module {
+    pub path: String,
+    pub module_dir: String,
+    pub commit: String,
+    pub name: String,
+    pub url: String,
+    pub parent: String,
 }
 
 fn header(p: &Plan) -> Result<Script> {
@@ -97,9 +110,9 @@ cd -- "$repo" || exit "$E_ENTER"
 mkdir -p .git/info
 grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
 # Cluster-side changes: tracked edits, and untracked files that no untracked sync put here (its
-# manifest lists ours, quoted as git quotes them). Ours are never stashed: while stashing, they
+# manifest lists ours, quoted as git quotes them). Submodules are looked at one by one, later. Ours are never stashed: while stashing, they
 # are excluded through the patterns the untracked sync left.
-dirty=$(git -c core.quotePath=false status --porcelain --untracked-files=all 2>/dev/null | LC_ALL=C awk -v ours="$ours" '
+dirty=$(git -c core.quotePath=false status --porcelain --untracked-files=all --ignore-submodules=all 2>/dev/null | LC_ALL=C awk -v ours="$ours" '
   BEGIN { while ((getline l < ours) > 0) { i = index(l, "\t"); if (i) o[substr(l, i + 1)] = 1 } }
   /^\?\? / { if (substr($0, 4) in o) next }
   { print; exit }')
@@ -131,11 +144,13 @@ if [ "$via" = origin ]; then
   # `config --get`, not `remote get-url` (git 2.7+).
   origin=$(git config --get remote.origin.url 2>/dev/null)
   if [ "$origin" = "$url" ]; then
-    git fetch -q --prune origin >&2 || exit "$E_FETCH"
+    # Never into submodules: their repositories here get their commits over ssh, not from their
+    # URLs (often unreachable from a cluster).
+    git fetch -q --no-recurse-submodules --prune origin >&2 || exit "$E_FETCH"
   else
     # The clone's origin is not where the snapshot was pushed: fetch the branch from there.
     echo "ORIGIN_DIFFERS $origin"
-    git fetch -q -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit "$E_FETCH"
+    git fetch -q --no-recurse-submodules -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit "$E_FETCH"
   fi
   git checkout -q -f -B "$temp" "refs/remotes/origin/$temp" >&2 || exit "$E_CHECKOUT"
 else
@@ -161,6 +176,84 @@ pub fn origin_script(p: &Plan) -> Result<Script> {
     s.raw("via=origin\ntake_lock\ntrap release_lock EXIT\n");
     s.raw(ENSURE_CLONE_OR_INIT);
     s.raw(CHECKOUT);
+    prepare_modules(&mut s, p)?;
+    Ok(s)
+}
+
+const ENSURE_MODULE: &str = r#"
+ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in git's layout
+  wt="$repo/$1"
+  if [ -e "$wt/.git" ]; then return 0; fi
+  gd="$repo/.git/$2"
+  mkdir -p -- "$wt" "$(dirname -- "$gd")" || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  if [ -d "$gd" ]; then
+    printf 'gitdir: %s\n' "$gd" > "$wt/.git" || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  else
+    git init -q --separate-git-dir="$gd" "$wt" >&2 || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  fi
+  git --git-dir="$gd" config core.worktree "$wt"
+  echo "SUB_CREATED $1"
+}
+"#;
+
+/// After the checkout: a repository for each checked-out submodule, to push its snapshot into;
+/// the lock stays taken for [`modules_script`], which checks the submodules out.
+fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
+    if p.modules.is_empty() {
+        return Ok(());
+    }
+    s.raw(ENSURE_MODULE);
+    for m in p.modules {
+        s.raw("ensure_module");
+        s.arg(&m.path)?;
+        s.arg(&m.module_dir)?;
+        s.raw("\n");
+    }
+    s.raw("trap - EXIT\necho MODULES_READY\n");
+    Ok(())
+}
+
+const MODULE_CHECKOUT: &str = r#"
+sub_checkout() { # PATH COMMIT NAME URL PARENT
+  wt="$repo/$1"
+  cd -- "$wt" 2>/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  # Cluster-side edits of tracked files are stashed (reported, never lost); untracked files stay.
+  if [ -n "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
+    git stash save -q "auto-stash before remote sync $temp" >&2 || { echo "SUB_FAILED $1"; exit "$E_STASH"; }
+    echo "SUB_STASHED $(git rev-parse -q --verify refs/stash) $1"
+  fi
+  # Our own untracked files (an earlier untracked sync's) where the new commit has a tracked
+  # file make way for it; anything else in the way stops the checkout, named by git.
+  if [ -f "$repo/$ours" ]; then
+    LC_ALL=C awk -v p="$1/" 'BEGIN { n = length(p) } { l = substr($0, index($0, "	") + 1); if (substr(l, 1, n) == p) print substr(l, n + 1) }' "$repo/$ours" |
+    while IFS= read -r f; do
+      if { [ -e "$f" ] || [ -L "$f" ]; } && git cat-file -e "$2:$f" 2>/dev/null; then rm -f -- "$f"; fi
+    done
+  fi
+  git checkout -q --detach "$2" >&2 || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  # The superproject knows it as initialised, as `git submodule init` would have it.
+  if [ -n "$4" ]; then git -C "$repo/$5" config "submodule.$3.url" "$4" 2>/dev/null; fi
+  echo "SUB_HEAD $(git rev-parse HEAD) $1"
+}
+"#;
+
+/// After the submodules' snapshots were pushed: check each out, parents first, under the lock
+/// the checkout kept; then release it.
+pub fn modules_script(p: &Plan) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw(
+        "if [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit \"$E_LOST_LOCK\"; fi\ntrap release_lock EXIT\n",
+    );
+    s.raw(MODULE_CHECKOUT);
+    for m in p.modules {
+        s.raw("sub_checkout");
+        s.arg(&m.path)?;
+        s.arg(&m.commit)?;
+        s.arg(&m.name)?;
+        s.arg(&m.url)?;
+        s.arg(&m.parent)?;
+        s.raw("\n");
+    }
     Ok(s)
 }
 
@@ -181,6 +274,7 @@ pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
         "via=direct\nif [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit \"$E_LOST_LOCK\"; fi\ntrap release_lock EXIT\n",
     );
     s.raw(CHECKOUT);
+    prepare_modules(&mut s, p)?;
     Ok(s)
 }
 
@@ -203,6 +297,14 @@ pub struct Report {
     pub origin_differs: Option<String>,
     /// The remote clone's HEAD and origin, when it holds another repository.
     pub unrelated: Option<String>,
+    /// Submodules given a repository now (path).
+    pub modules_created: Vec<String>,
+    /// (path, HEAD) of each submodule checked out.
+    pub module_heads: Vec<(String, String)>,
+    /// (path, stash commit) of each submodule whose cluster-side edits were stashed.
+    pub module_stashes: Vec<(String, String)>,
+    /// The submodule the script failed on.
+    pub module_failed: Option<String>,
 }
 
 pub fn parse(text: &str) -> Report {
@@ -221,6 +323,16 @@ pub fn parse(text: &str) -> Report {
             "LOCKED" => r.locked_by = Some(rest.to_string()),
             "ORIGIN_DIFFERS" => r.origin_differs = Some(rest.to_string()),
             "UNRELATED" => r.unrelated = Some(rest.to_string()),
+            "SUB_CREATED" => r.modules_created.push(rest.to_string()),
+            "SUB_HEAD" => {
+                let (sha, path) = rest.split_once(' ').unwrap_or((rest, ""));
+                r.module_heads.push((path.to_string(), sha.to_string()));
+            }
+            "SUB_STASHED" => {
+                let (sha, path) = rest.split_once(' ').unwrap_or((rest, ""));
+                r.module_stashes.push((path.to_string(), sha.to_string()));
+            }
+            "SUB_FAILED" => r.module_failed = Some(rest.to_string()),
             _ => {}
         }
     }
@@ -279,7 +391,10 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
             )
         }
         Some(Exit::Submodule) => (
-            format!("checking out a submodule in {repo} on {host} failed"),
+            format!(
+                "checking out the submodule {} in {repo} on {host} failed",
+                report.module_failed.as_deref().unwrap_or("(unknown)")
+            ),
             "see git's stderr in this error; the superproject is checked out, the submodule named there is not".to_string(),
         ),
         Some(Exit::LostLock) => (
@@ -312,12 +427,31 @@ mod tests {
             refresh: &refresh,
             roots: &["a".repeat(40)],
             allow_unrelated: false,
+            modules: &[
+                Module {
+                    path: "third party/lib".into(),
+                    module_dir: "modules/third party/lib".into(),
+                    commit: "b".repeat(40),
+                    name: "third party/lib".into(),
+                    url: "git@host:org/lib.git".into(),
+                    parent: String::new(),
+                },
+                Module {
+                    path: "third party/lib/inner".into(),
+                    module_dir: "modules/third party/lib/modules/inner".into(),
+                    commit: "c".repeat(40),
+                    name: "inner".into(),
+                    url: "../inner.git".into(),
+                    parent: "third party/lib".into(),
+                },
+            ],
         };
         for (name, s) in [
             ("sync-tracked-origin", origin_script(&p)),
             ("sync-tracked-direct-prepare", direct_prepare_script(&p)),
             ("sync-tracked-direct-checkout", direct_checkout_script(&p)),
             ("sync-tracked-direct-release", direct_release_script(&p)),
+            ("sync-tracked-modules", modules_script(&p)),
         ] {
             shared::script_check::assert_clean(name, s.unwrap().as_str());
         }
@@ -325,6 +459,11 @@ mod tests {
 
     #[test]
     fn the_tagged_lines_become_the_report() {
+        let m = parse("SUB_CREATED a b\nSUB_STASHED 5a a b\nSUB_HEAD 99 a b\nSUB_FAILED a b/c\n");
+        assert_eq!(m.modules_created, ["a b"]);
+        assert_eq!(m.module_stashes, [("a b".to_string(), "5a".to_string())]);
+        assert_eq!(m.module_heads, [("a b".to_string(), "99".to_string())]);
+        assert_eq!(m.module_failed.as_deref(), Some("a b/c"));
         let r = parse("CREATED\nSTASHED abc123 auto-stash before remote sync t\nREFRESHED cpp\nORIGIN_DIFFERS /o.git\nBROKE_STALE_LOCK old\nHEAD def456\nnoise\n");
         assert!(r.created);
         assert_eq!(
@@ -347,6 +486,7 @@ mod tests {
             refresh: &[],
             roots: &[],
             allow_unrelated: false,
+            modules: &[],
         };
         let script = origin_script(&p).unwrap();
         let locked = Report {

@@ -399,6 +399,27 @@ fn read_manifest(
 /// and the directories git could not look into, each with git's reason: those are reported as
 /// skipped rather than silently missing on the cluster.
 fn untracked(local: &LocalRepo) -> Result<(Vec<Item>, Vec<Skipped>)> {
+    let (mut items, mut skipped) = untracked_in(local, "")?;
+    // Each checked-out submodule's own (nested ones too), under its path.
+    for sub in shared::submodules::all(local) {
+        if let Some(repo) = &sub.repo {
+            let (i, s) = untracked_in(repo, &sub.path)?;
+            items.extend(i.into_iter().map(|it| {
+                let mut name = OsString::from(format!("{}/", sub.path));
+                name.push(&it.name);
+                Item::file(local.root.join(&name), name)
+            }));
+            skipped.extend(s.into_iter().map(|mut k| {
+                k.path = format!("{}/{}", sub.path, k.path);
+                k
+            }));
+        }
+    }
+    Ok((items, skipped))
+}
+
+/// The untracked files of one repository (names relative to its top level).
+fn untracked_in(local: &LocalRepo, under: &str) -> Result<(Vec<Item>, Vec<Skipped>)> {
     let out = run_git(
         local
             .git()
@@ -413,7 +434,11 @@ fn untracked(local: &LocalRepo) -> Result<(Vec<Item>, Vec<Skipped>)> {
                 ".",
             ])
             .deadline(Duration::from_secs(600)),
-        "listing the untracked files",
+        &if under.is_empty() {
+            "listing the untracked files".to_string()
+        } else {
+            format!("listing the untracked files of the submodule {under}")
+        },
         "check the repository (`git status` should work)",
     )?;
     let items = out
