@@ -264,6 +264,44 @@ impl LocalRepo {
         Some(tips.iter().any(|oid| self.repo.find_commit(*oid).is_ok()))
     }
 
+    /// The Git LFS files of a commit as (oid, path), when the repository uses LFS (its
+    /// `.gitattributes` names the lfs filter, or it has an LFS store); `Err` with git-lfs's
+    /// complaint when it uses LFS but git-lfs cannot list them (not installed here).
+    pub fn lfs_files(&self, commit: &str) -> std::result::Result<Vec<(String, String)>, String> {
+        let attrs = std::fs::read_to_string(self.root.join(".gitattributes")).unwrap_or_default();
+        if !attrs.contains("filter=lfs") && !self.repo.commondir().join("lfs").is_dir() {
+            return Ok(Vec::new());
+        }
+        let out = self
+            .git()
+            .args(["lfs", "ls-files", "--long", commit])
+            .run()
+            .map_err(|e| e.to_string())?;
+        if !out.success() {
+            return Err(out.stderr_tail.trim().to_string());
+        }
+        Ok(out
+            .stdout_text()
+            .lines()
+            .filter_map(|l| {
+                let (oid, rest) = l.split_once(' ')?;
+                let path = rest.get(2..)?;
+                (oid.len() == 64 && oid.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .then(|| (oid.to_string(), path.to_string()))
+            })
+            .collect())
+    }
+
+    /// Where the local LFS store keeps an object (shared by every worktree).
+    pub fn lfs_object(&self, oid: &str) -> PathBuf {
+        self.repo
+            .commondir()
+            .join("lfs/objects")
+            .join(&oid[..2])
+            .join(&oid[2..4])
+            .join(oid)
+    }
+
     /// Whether `.git/index.lock` exists (another git command running, or a crashed one).
     pub fn index_locked(&self) -> bool {
         self.git_dir.join("index.lock").exists()
@@ -292,28 +330,21 @@ impl LocalRepo {
             .is_some_and(|t| t.get_path(Path::new(path)).is_ok())
     }
 
-    /// The number of paths that differ between two commits (`git diff-tree`, which reads only
-    /// the subtrees that differ).
+    /// The number of paths that differ between two commits (libgit2's tree diff reads only the
+    /// subtrees that differ; renames are not looked for).
     pub fn changed_paths(&self, from: &str, to: &str) -> usize {
-        self.git()
-            .args([
-                "diff-tree",
-                "-r",
-                "-z",
-                "--name-only",
-                "--no-renames",
-                from,
-                to,
-            ])
-            .run()
-            .ok()
-            .filter(|o| o.success())
-            .map_or(0, |o| {
-                o.stdout
-                    .split(|b| *b == 0)
-                    .filter(|p| !p.is_empty())
-                    .count()
-            })
+        let tree = |c: &str| {
+            git2::Oid::from_str(c)
+                .ok()
+                .and_then(|oid| self.repo.find_commit(oid).ok())
+                .and_then(|c| c.tree().ok())
+        };
+        let (Some(a), Some(b)) = (tree(from), tree(to)) else {
+            return 0;
+        };
+        self.repo
+            .diff_tree_to_tree(Some(&a), Some(&b), None)
+            .map_or(0, |d| d.deltas().len())
     }
 
     /// A git CLI command in this repository, never prompting for credentials.

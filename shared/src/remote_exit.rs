@@ -59,6 +59,7 @@ remote_exit_codes! {
         LostLock = 19 => "E_LOST_LOCK",
         Unrelated = 21 => "E_UNRELATED",
         Submodule = 22 => "E_SUBMODULE",
+        Lfs = 23 => "E_LFS",
     }
 }
 

@@ -358,9 +358,24 @@ pub struct SyncTracked {
     /// The submodules, nested ones too, parents first (absent when there are none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub submodules: Vec<SyncedSubmodule>,
+    /// The snapshot's Git LFS files (absent when the repository does not use LFS).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lfs: Option<SyncedLfs>,
     pub warnings: Vec<String>,
     pub derived: Vec<String>,
     pub seconds: f64,
+}
+
+/// The Git LFS files of the snapshot: they arrive with their content, not as pointer files.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncedLfs {
+    /// LFS files in the snapshot.
+    pub files: u64,
+    /// LFS objects the remote clone lacked, sent from the local LFS store.
+    pub objects_sent: u64,
+    /// Their bytes.
+    pub bytes_sent: u64,
 }
 
 /// One submodule of the synced tree.

@@ -10,7 +10,6 @@
 
 use crate::error::{Result, ToolError};
 use crate::git::{run_git, LocalRepo};
-use crate::process::Input;
 
 #[derive(Debug, Clone)]
 pub struct Snapshot {
@@ -88,32 +87,10 @@ pub fn create_with(
         hint,
     )
     .map_err(unreadable_tracked_file)?;
-    if !gitlinks.is_empty() {
-        let mut cmd = repo
-            .git()
-            .env("GIT_INDEX_FILE", &index_env)
-            .args(["update-index", "--add"]);
-        for (path, commit) in gitlinks {
-            cmd = cmd
-                .arg("--cacheinfo")
-                .arg(format!("160000,{commit},{path}"));
-        }
-        run_git(
-            cmd,
-            "recording the submodules' snapshots in the temporary index",
-            hint,
-        )?;
-    }
-    let tree = run_git(
-        repo.git()
-            .env("GIT_INDEX_FILE", &index_env)
-            .arg("write-tree"),
-        "writing the snapshot tree",
-        hint,
-    )?
-    .stdout_text()
-    .trim()
-    .to_string();
+    let tree = match tree_in_process(repo, &index, gitlinks) {
+        Some(tree) => tree,
+        None => tree_by_cli(repo, &index_env, gitlinks, hint)?,
+    };
     if reuse_base {
         let base_tree = git2::Oid::from_str(base)
             .ok()
@@ -127,43 +104,106 @@ pub fn create_with(
             });
         }
     }
-    let commit_tree = |neutral: bool| {
-        let mut c = repo
-            .git()
-            .args(["commit-tree", &tree, "-p", base, "-F", "-"])
-            .input(Input::Bytes(message.as_bytes().to_vec()));
-        if neutral {
-            for (k, v) in [
-                ("GIT_AUTHOR_NAME", "slurm-tools"),
-                ("GIT_AUTHOR_EMAIL", "slurm-tools@localhost"),
-                ("GIT_COMMITTER_NAME", "slurm-tools"),
-                ("GIT_COMMITTER_EMAIL", "slurm-tools@localhost"),
-            ] {
-                c = c.env(k, v);
-            }
-        }
-        c
-    };
-    // The person's identity when git knows it; a neutral one otherwise (the commit is temporary).
-    let commit = match run_git(commit_tree(false), "creating the snapshot commit", hint) {
-        Ok(out) => out,
-        Err(e)
-            if e.command
-                .as_ref()
-                .is_some_and(|c| c.stderr_tail.contains("identity")) =>
-        {
-            run_git(commit_tree(true), "creating the snapshot commit", hint)?
-        }
-        Err(e) => return Err(e),
-    }
-    .stdout_text()
-    .trim()
-    .to_string();
+    let commit = commit_in_process(repo, &tree, base, message).ok_or_else(|| {
+        ToolError::remote("cannot write the snapshot commit into the local repository")
+            .with_hint(hint)
+    })?;
     Ok(Snapshot {
         commit,
         tree,
         base: base.to_string(),
     })
+}
+
+/// Index files up to this size (about 40,000 entries) are turned into a tree in this process;
+/// above it libgit2's reading of the index costs more than a `git write-tree` start.
+const IN_PROCESS_INDEX_BYTES: u64 = 4 << 20;
+
+/// The tree of the temporary index, with `gitlinks` set, written by libgit2 (no process start);
+/// `None` when the index is large or libgit2 cannot read it (then git does it).
+fn tree_in_process(
+    repo: &LocalRepo,
+    index: &std::path::Path,
+    gitlinks: &[(String, String)],
+) -> Option<String> {
+    if std::fs::metadata(index).ok()?.len() > IN_PROCESS_INDEX_BYTES {
+        return None;
+    }
+    let mut idx = git2::Index::open(index).ok()?;
+    for (path, commit) in gitlinks {
+        let entry = git2::IndexEntry {
+            ctime: git2::IndexTime::new(0, 0),
+            mtime: git2::IndexTime::new(0, 0),
+            dev: 0,
+            ino: 0,
+            mode: 0o160000,
+            uid: 0,
+            gid: 0,
+            file_size: 0,
+            id: git2::Oid::from_str(commit).ok()?,
+            flags: 0,
+            flags_extended: 0,
+            path: path.as_bytes().to_vec(),
+        };
+        idx.add(&entry).ok()?;
+    }
+    idx.write_tree_to(&repo.repo)
+        .ok()
+        .map(|oid| oid.to_string())
+}
+
+/// [`tree_in_process`] by git: `update-index --cacheinfo` for the gitlinks, then `write-tree`.
+fn tree_by_cli(
+    repo: &LocalRepo,
+    index_env: &str,
+    gitlinks: &[(String, String)],
+    hint: &str,
+) -> Result<String> {
+    if !gitlinks.is_empty() {
+        let mut cmd = repo
+            .git()
+            .env("GIT_INDEX_FILE", index_env)
+            .args(["update-index", "--add"]);
+        for (path, commit) in gitlinks {
+            cmd = cmd
+                .arg("--cacheinfo")
+                .arg(format!("160000,{commit},{path}"));
+        }
+        run_git(
+            cmd,
+            "recording the submodules' snapshots in the temporary index",
+            hint,
+        )?;
+    }
+    Ok(run_git(
+        repo.git()
+            .env("GIT_INDEX_FILE", index_env)
+            .arg("write-tree"),
+        "writing the snapshot tree",
+        hint,
+    )?
+    .stdout_text()
+    .trim()
+    .to_string())
+}
+
+/// The snapshot commit, written by libgit2: the person's identity when git's configuration has
+/// one, a neutral one otherwise (the commit is temporary). Never signed: nothing to prompt for.
+fn commit_in_process(repo: &LocalRepo, tree: &str, base: &str, message: &str) -> Option<String> {
+    let tree = repo.repo.find_tree(git2::Oid::from_str(tree).ok()?).ok()?;
+    let parent = repo
+        .repo
+        .find_commit(git2::Oid::from_str(base).ok()?)
+        .ok()?;
+    let sig = repo
+        .repo
+        .signature()
+        .or_else(|_| git2::Signature::now("slurm-tools", "slurm-tools@localhost"))
+        .ok()?;
+    repo.repo
+        .commit(None, &sig, &sig, message, &tree, &[&parent])
+        .ok()
+        .map(|oid| oid.to_string())
 }
 
 /// git's `error: open("f"): Permission denied` while adding: say which tracked file, and what to

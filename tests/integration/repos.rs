@@ -592,3 +592,131 @@ fn a_linked_worktree_and_a_separate_git_dir_sync_like_the_main_checkout() {
     assert_eq!(t.doc["sync_tracked"]["branch"], "main");
     assert_eq!(files_recursive(&remote, true), files_recursive(&sep, false));
 }
+
+fn lfs_fixture(name: &str) -> Fixture {
+    let fx = Fixture::new(name);
+    let l = &fx.local;
+    git(l, &["lfs", "install", "--local"]);
+    git(l, &["lfs", "track", "*.bin"]);
+    std::fs::create_dir_all(l.join("data")).unwrap();
+    let blob: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(l.join("data/model.bin"), &blob).unwrap();
+    git(l, &["add", "-A"]);
+    git(l, &["commit", "-q", "-m", "a model in LFS"]);
+    git(l, &["push", "-q", "origin", "main"]);
+    fx
+}
+
+#[test]
+fn lfs_files_arrive_with_their_content_a_local_edit_too() {
+    crate::needs_cluster!();
+    let fx = lfs_fixture("lfs");
+    let l = &fx.local;
+    let mut edited = std::fs::read(l.join("data/model.bin")).unwrap();
+    edited.extend_from_slice(b"local edit, not committed");
+    std::fs::write(l.join("data/model.bin"), &edited).unwrap();
+    let before = local_state(l);
+    let (t, _) = sync_both(&fx.doc());
+    assert_eq!(local_state(l), before);
+    let remote = PathBuf::from(&fx.remote_repo);
+    assert_eq!(
+        std::fs::read(remote.join("data/model.bin")).unwrap(),
+        edited,
+        "the LFS file arrived with its content, the local edit included"
+    );
+    let lfs = &t.doc["sync_tracked"]["lfs"];
+    assert_eq!(lfs["files"], 1, "{}", t.doc["sync_tracked"]);
+    assert_eq!(lfs["objects_sent"], 1);
+    assert!(lfs["bytes_sent"].as_u64().unwrap() > 300_000);
+    assert_eq!(files_recursive(&remote, true), files_recursive(l, false));
+    // The clone knows the LFS filter: its status sees content, not a modified pointer, so the
+    // next sync finds nothing cluster-side to stash.
+    let status = git(&remote, &["status", "--porcelain"]);
+    assert!(!status.contains("model.bin"), "{status}");
+    let (t, _) = sync_both(&fx.doc());
+    assert_eq!(t.doc["sync_tracked"]["lfs"]["objects_sent"], 0);
+    assert!(
+        t.doc["sync_tracked"]["stash"].is_null(),
+        "{}",
+        t.doc["sync_tracked"]
+    );
+    assert_eq!(
+        std::fs::read(remote.join("data/model.bin")).unwrap(),
+        edited
+    );
+    // The job's own code tree has the content too.
+    let mut d = t.doc.clone();
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["time_limit"] = json!("00:05:00");
+    d["job_name"] = json!("st-lfs-job");
+    d["recipe"] = json!("single");
+    d["command"] = json!("wc -c < data/model.bin");
+    let r = run("slurm-submit", &[], &d);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    assert_eq!(wait_done(&id, 240).0, "COMPLETED");
+    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    assert_eq!(out.trim(), edited.len().to_string());
+
+    // A login node without git-lfs: refused before anything is checked out, saying what to
+    // install.
+    let mut d = fx.doc();
+    d["ssh_host"] = doc_for("old_host")["ssh_host"].clone();
+    write(&l.join("README.md"), "edited before the old node\n");
+    let head_before = git(&remote, &["rev-parse", "HEAD"]);
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 4, "{}", t.stderr);
+    let m = t.error_message();
+    assert!(m.contains("git-lfs is not installed"), "{m}");
+    assert!(t.doc["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("install git-lfs"));
+    assert_eq!(git(&remote, &["rev-parse", "HEAD"]), head_before);
+}
+
+#[test]
+fn lfs_content_that_is_nowhere_stops_the_sync_naming_the_file() {
+    crate::needs_cluster!();
+    let fx = lfs_fixture("lfs-nowhere");
+    // Another clone that never fetched the content (pointer files only), with its own edit.
+    let tmp = tempdir();
+    let c = tmp.path().join("pointers-only");
+    let out = std::process::Command::new("git")
+        .args([
+            "clone",
+            "-q",
+            fx.origin.to_str().unwrap(),
+            c.to_str().unwrap(),
+        ])
+        .env("GIT_LFS_SKIP_SMUDGE", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(&c, &["lfs", "install", "--local"]);
+    let _ = std::fs::remove_dir_all(c.join(".git/lfs"));
+    write(&c.join("README.md"), "edited\n");
+    let mut d = fx.doc();
+    d["repo_root"] = json!(c);
+    let before = local_state(&c);
+    let t = run("slurm-sync-tracked", &[], &d);
+    assert_eq!(t.code, 4, "{}", t.stderr);
+    let m = t.error_message();
+    assert!(m.contains("data/model.bin"), "{m}");
+    assert!(m.contains("neither in the local LFS store"), "{m}");
+    assert!(t.doc["error"]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("git lfs pull"));
+    assert_eq!(local_state(&c), before);
+    // The lock was given back: a sync from the repository that has the content goes through.
+    let (t, _) = sync_both(&fx.doc());
+    assert_eq!(t.doc["sync_tracked"]["lfs"]["objects_sent"], 1);
+}

@@ -251,7 +251,7 @@ fn a_second_up_changes_nothing() {
 
 /// The stand-ins refuse what the old tools they stand for refuse, and pass the rest to the real
 /// tool: torchrun (hyphenated spellings are newer), git 2.6 (`stash push`, `remote get-url`),
-/// tmux 1.8 (`=name` targets), flock on a filesystem without it, sleep without fractions.
+/// without git-lfs, tmux 1.8 (`=name` targets), flock on a filesystem without it, sleep without fractions.
 #[test]
 fn the_stand_ins_refuse_what_the_old_tools_refuse() {
     crate::needs_cluster!();
@@ -300,6 +300,11 @@ fn the_stand_ins_refuse_what_the_old_tools_refuse() {
     let (code, text) = old("git remote get-url origin");
     assert_eq!(code, Some(129), "{text}");
     assert_eq!(old("git config --get remote.origin.url").0, Some(1));
+    // No git-lfs there (the real git-lfs is installed on this machine: `git lfs` works outside).
+    let (code, text) = old("git lfs version");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("'lfs' is not a git command"), "{text}");
+    assert_eq!(sh("git lfs version").0, Some(0));
     let (code, text) = old("tmux has-session -t =nosuch");
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("can't find session"), "{text}");

@@ -25,6 +25,17 @@ use std::time::{Duration, Instant};
 /// deleted from origin, on success and on failure. `--via direct` pushes straight into the
 /// remote clone over the same ssh connection instead, and nothing touches origin.
 ///
+/// Submodules (nested too) arrive as they are locally: each at its HEAD when clean, else at a
+/// snapshot of its working tree built the same way; their commits travel over ssh into their
+/// repositories in the remote clone, so commits that exist only locally arrive and the cluster
+/// never needs the submodules' URLs. Git LFS files arrive with their content: the objects the
+/// remote clone lacks are sent from the local LFS store (git-lfs is needed on both sides).
+/// Linked worktrees and separate git directories work like a main checkout.
+///
+/// A sync from the wrong directory is refused before anything is pushed: `repo_url` must be one
+/// of the local repository's remotes, and the remote clone's history must share a root commit
+/// with the local one (`--allow-unrelated` overrides both).
+///
 /// Reads: repo_root (default: the repository around the current directory), repo_url (default:
 /// the origin remote's URL), remote_repo_path (default: <default_user_root_dir, else
 /// remote_cwd>/<repo name>), remote_work_dir (default: <remote_repo_path>/work_dirs/<work_dir's
@@ -190,6 +201,19 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let snap = snapshot::create_with(&local, &head.commit, &message, &top_links, false)?;
     shared::testhook::pause("sync-tracked:snapshot");
     let changed = local.changed_paths(&head.commit, &snap.commit);
+    let lfs_files = match local.lfs_files(&snap.commit) {
+        Ok(files) => files,
+        Err(why) => {
+            let w = format!(
+                "the repository uses Git LFS, but git-lfs cannot list its files here ({why}): LFS files travel as the pointer files git has (install git-lfs locally to send their content)"
+            );
+            warn_and_record(ctx, &mut warnings, w);
+            Vec::new()
+        }
+    };
+    let mut lfs_oids: Vec<String> = lfs_files.iter().map(|(o, _)| o.clone()).collect();
+    lfs_oids.sort();
+    lfs_oids.dedup();
     let refresh = if refresh_given {
         refresh
     } else if local.path_in_commit(&snap.commit, "cpp") {
@@ -225,6 +249,11 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         stash: None,
         created: None,
         submodules: synced_subs,
+        lfs: (!lfs_files.is_empty()).then_some(schema::SyncedLfs {
+            files: lfs_files.len() as u64,
+            objects_sent: 0,
+            bytes_sent: 0,
+        }),
         warnings: Vec::new(),
         derived: Vec::new(),
         seconds: 0.0,
@@ -270,11 +299,19 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         roots: &roots,
         allow_unrelated: cli.allow_unrelated,
         modules: &modules,
+        lfs: &lfs_oids,
     };
     let (mut report, temp_ref_deleted) = match cli.via {
         Via::Origin => via_origin(ctx, &local, &ssh, &plan, &snap.commit)?,
         Via::Direct => (via_direct(&local, &ssh, &plan, &snap.commit)?, None),
     };
+    if !lfs_oids.is_empty() && report.head.as_deref() == Some(snap.commit.as_str()) {
+        let (objects, bytes) = sync_lfs(ctx, &local, &ssh, &plan, &report.lfs_need, &lfs_files)?;
+        if let Some(l) = section.lfs.as_mut() {
+            l.objects_sent = objects;
+            l.bytes_sent = bytes;
+        }
+    }
     if !modules.is_empty() && report.head.as_deref() == Some(snap.commit.as_str()) {
         let done = sync_submodules(ctx, &ssh, &plan, &subs)?;
         report.module_heads = done.module_heads;
@@ -446,6 +483,77 @@ fn snapshot_submodules(
         ));
     }
     Ok(out.into_iter().flatten().collect())
+}
+
+/// The LFS objects the remote clone lacks, from the local LFS store, in one ssh execution that
+/// also gives the LFS files their content there. Content that is in neither store stops the
+/// sync, naming the files.
+fn sync_lfs(
+    ctx: &Context,
+    local: &LocalRepo,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+    need: &[String],
+    files: &[(String, String)],
+) -> Result<(u64, u64)> {
+    let (have, missing): (Vec<&String>, Vec<&String>) =
+        need.iter().partition(|oid| local.lfs_object(oid).is_file());
+    if !missing.is_empty() {
+        let _ = ssh.run_script(
+            &remote::direct_release_script(plan)?,
+            None,
+            Duration::from_secs(60),
+        );
+        let names: Vec<&str> = files
+            .iter()
+            .filter(|(o, _)| missing.contains(&o))
+            .map(|(_, p)| p.as_str())
+            .collect();
+        return Err(ToolError::remote(format!(
+            "the Git LFS content of {} file(s) ({}) is neither in the local LFS store nor in the remote clone {}: they are pointer files there",
+            names.len(),
+            names.iter().take(5).copied().collect::<Vec<_>>().join(", "),
+            plan.repo
+        ))
+        .with_hint("fetch the content here (`git lfs pull`, or `git lfs fetch` for this commit), then sync again"));
+    }
+    let bytes: u64 = have
+        .iter()
+        .filter_map(|oid| std::fs::metadata(local.lfs_object(oid)).ok())
+        .map(|m| m.len())
+        .sum();
+    let items: Vec<shared::archive::Item> = have
+        .iter()
+        .map(|oid| {
+            shared::archive::Item::file(
+                local.lfs_object(oid),
+                format!("{}/{}/{oid}", &oid[..2], &oid[2..4]),
+            )
+        })
+        .collect();
+    if !items.is_empty() {
+        ctx.note(format!(
+            "sending {} Git LFS object(s), {}, the remote clone lacks",
+            items.len(),
+            shared::ui::human_bytes(bytes)
+        ));
+    }
+    let payload: Option<shared::process::StreamWriter> = (!items.is_empty()).then(|| {
+        Box::new(move |w: &mut dyn std::io::Write| {
+            let stats =
+                std::sync::Arc::new(std::sync::Mutex::new(shared::archive::Stats::default()));
+            shared::archive::write_archive(&items, w, false, &stats, None)
+        }) as shared::process::StreamWriter
+    });
+    let script = remote::lfs_script(plan, payload.is_some())?;
+    let out = ssh.run_script(&script, payload, PUSH_DEADLINE)?;
+    let report = remote::parse(&out.stdout_text());
+    if !out.success() {
+        return Err(
+            remote::failure(out.code, &report, &ssh.host, plan.repo).with_command(out.record())
+        );
+    }
+    Ok((have.len() as u64, bytes))
 }
 
 /// Push each submodule's snapshot into its repository in the remote clone (over ssh, never

@@ -23,6 +23,8 @@ pub struct Plan<'a> {
     /// The checked-out submodules, parents first: each gets a repository in the remote clone
     /// (git's layout: `.git/<module_dir>`) before their snapshots are pushed into it.
     pub modules: &'a [Module],
+    /// The Git LFS objects the snapshot's LFS files point at (their oids).
+    pub lfs: &'a [String],
 }
 
 /// A submodule as the remote side needs it.
@@ -47,6 +49,7 @@ fn header(p: &Plan) -> Result<Script> {
     s.assign("ours_exclude", shared::manifest::EXCLUDE)?;
     s.assign("ours_aside", shared::manifest::UNEXCLUDABLE)?;
     s.assign("roots", &p.roots.join(" "))?;
+    s.assign("lfs_oids", &p.lfs.join(" "))?;
     s.assign(
         "allow_unrelated",
         if p.allow_unrelated { "yes" } else { "no" },
@@ -57,6 +60,9 @@ fn header(p: &Plan) -> Result<Script> {
     }
     s.raw(
         r#"
+# Git LFS files check out as their pointers; the content follows from the local LFS store.
+GIT_LFS_SKIP_SMUDGE=1
+export GIT_LFS_SKIP_SMUDGE
 lock="${repo%/}.slurm-tools-sync.lock"
 token="$temp"
 take_lock() {
@@ -82,7 +88,16 @@ const ENSURE_CLONE_OR_INIT: &str = r#"
 if [ ! -d "$repo/.git" ]; then
   if [ -e "$repo" ] && [ -n "$(ls -A -- "$repo" 2>/dev/null)" ]; then echo "NOT_A_REPO"; exit "$E_NOT_A_REPO"; fi
   if [ "$via" = origin ]; then
-    git clone -q -- "$url" "$repo" >&2 || exit "$E_CLONE"
+    # A partial clone when origin offers it (no old versions of files: a long history arrives in
+    # a fraction of the time; git fetches an old file's content if something ever needs it);
+    # later fetches bring whole commits again. A plain clone where git or origin cannot.
+    if git clone -q --filter=blob:none -- "$url" "$repo" 2>/dev/null; then
+      git -C "$repo" config --unset remote.origin.partialclonefilter 2>/dev/null
+      echo PARTIAL_CLONE
+    else
+      rm -rf -- "$repo"
+      git clone -q -- "$url" "$repo" >&2 || exit "$E_CLONE"
+    fi
   else
     git init -q -- "$repo" >&2 || exit "$E_CLONE"
   fi
@@ -107,6 +122,7 @@ fi
 
 const CHECKOUT: &str = r#"
 cd -- "$repo" || exit "$E_ENTER"
+if [ -n "$lfs_oids" ] && ! git lfs version >/dev/null 2>&1; then echo "LFS_NO_TOOL"; exit "$E_LFS"; fi
 mkdir -p .git/info
 grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
 # Cluster-side changes: tracked edits, and untracked files that no untracked sync put here (its
@@ -196,21 +212,60 @@ ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in 
 }
 "#;
 
-/// After the checkout: a repository for each checked-out submodule, to push its snapshot into;
-/// the lock stays taken for [`modules_script`], which checks the submodules out.
+/// After the checkout: the LFS objects the clone lacks (said, to be sent), and a repository for
+/// each checked-out submodule, to push its snapshot into; the lock stays taken for
+/// [`lfs_script`] and [`modules_script`], which finish the job.
 fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
-    if p.modules.is_empty() {
+    if p.modules.is_empty() && p.lfs.is_empty() {
         return Ok(());
     }
-    s.raw(ENSURE_MODULE);
-    for m in p.modules {
-        s.raw("ensure_module");
-        s.arg(&m.path)?;
-        s.arg(&m.module_dir)?;
-        s.raw("\n");
+    if !p.lfs.is_empty() {
+        s.raw(
+            r#"for oid in $lfs_oids; do
+  r=${oid#??}
+  [ -f ".git/lfs/objects/${oid%"$r"}/${r%"${r#??}"}/$oid" ] || echo "LFS_NEED $oid"
+done
+"#,
+        );
     }
-    s.raw("trap - EXIT\necho MODULES_READY\n");
+    if !p.modules.is_empty() {
+        s.raw(ENSURE_MODULE);
+        for m in p.modules {
+            s.raw("ensure_module");
+            s.arg(&m.path)?;
+            s.arg(&m.module_dir)?;
+            s.raw("\n");
+        }
+    }
+    s.raw("trap - EXIT\necho FOLLOWUPS_READY\n");
     Ok(())
+}
+
+/// The LFS objects the clone lacked arrive (a tar stream on stdin, when `payload`), the clone is
+/// set up for LFS (`git lfs install --local`: its status then sees content, not pointers), and
+/// the LFS files get their content. Keeps the lock when submodules follow.
+pub fn lfs_script(p: &Plan, payload: bool) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw(
+        "if [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit \"$E_LOST_LOCK\"; fi\n",
+    );
+    if p.modules.is_empty() {
+        s.raw("trap release_lock EXIT\n");
+    } else {
+        s.raw("trap 'rc=$?; [ \"$rc\" = 0 ] || release_lock; exit \"$rc\"' EXIT\n");
+    }
+    s.assign("payload", if payload { "yes" } else { "no" })?;
+    s.raw(
+        r#"cd -- "$repo" || exit "$E_ENTER"
+mkdir -p .git/lfs/objects || exit "$E_LFS"
+if [ "$payload" = yes ]; then (cd .git/lfs/objects && tar -xf -) || { echo "LFS_FAILED receiving"; exit "$E_LFS"; }; fi
+git lfs install --local >/dev/null 2>&1 || git lfs install --local --skip-repo >/dev/null 2>&1
+unset GIT_LFS_SKIP_SMUDGE
+git lfs checkout >&2 || { echo "LFS_FAILED checkout"; exit "$E_LFS"; }
+echo "LFS_DONE"
+"#,
+    );
+    Ok(s)
 }
 
 const MODULE_CHECKOUT: &str = r#"
@@ -305,6 +360,10 @@ pub struct Report {
     pub module_stashes: Vec<(String, String)>,
     /// The submodule the script failed on.
     pub module_failed: Option<String>,
+    /// LFS objects the clone lacks.
+    pub lfs_need: Vec<String>,
+    /// The cluster has no git-lfs.
+    pub lfs_no_tool: bool,
 }
 
 pub fn parse(text: &str) -> Report {
@@ -333,6 +392,8 @@ pub fn parse(text: &str) -> Report {
                 r.module_stashes.push((path.to_string(), sha.to_string()));
             }
             "SUB_FAILED" => r.module_failed = Some(rest.to_string()),
+            "LFS_NEED" => r.lfs_need.push(rest.trim().to_string()),
+            "LFS_NO_TOOL" => r.lfs_no_tool = true,
             _ => {}
         }
     }
@@ -397,6 +458,14 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
             ),
             "see git's stderr in this error; the superproject is checked out, the submodule named there is not".to_string(),
         ),
+        Some(Exit::Lfs) if report.lfs_no_tool => (
+            format!("the repository uses Git LFS, but git-lfs is not installed on {host} (for {repo}): the LFS files would arrive as pointer files, so nothing was checked out"),
+            "install git-lfs on the cluster (a module, conda, or the static binary from https://github.com/git-lfs/git-lfs/releases in ~/bin), then sync again".to_string(),
+        ),
+        Some(Exit::Lfs) => (
+            format!("bringing the Git LFS content into {repo} on {host} failed"),
+            "see git-lfs's stderr in this error; the LFS files there may still be pointer files".to_string(),
+        ),
         Some(Exit::LostLock) => (
             format!("the sync lock for {repo} on {host} was taken over by another run"),
             "rerun the sync".to_string(),
@@ -445,6 +514,7 @@ mod tests {
                     parent: "third party/lib".into(),
                 },
             ],
+            lfs: &["d".repeat(64)],
         };
         for (name, s) in [
             ("sync-tracked-origin", origin_script(&p)),
@@ -452,6 +522,7 @@ mod tests {
             ("sync-tracked-direct-checkout", direct_checkout_script(&p)),
             ("sync-tracked-direct-release", direct_release_script(&p)),
             ("sync-tracked-modules", modules_script(&p)),
+            ("sync-tracked-lfs", lfs_script(&p, true)),
         ] {
             shared::script_check::assert_clean(name, s.unwrap().as_str());
         }
@@ -487,6 +558,7 @@ mod tests {
             roots: &[],
             allow_unrelated: false,
             modules: &[],
+            lfs: &[],
         };
         let script = origin_script(&p).unwrap();
         let locked = Report {
