@@ -36,81 +36,24 @@ pub struct IndexNotes {
     pub gitlinks: Vec<String>,
 }
 
-// Index format (git's Documentation/gitformat-index.txt).
-const INTENT_TO_ADD: u16 = 1 << 13;
-const SKIP_WORKTREE: u16 = 1 << 14;
-const EXTENDED: u16 = 0x4000;
-const GITLINK_MODE: u32 = 0o160000;
-
-/// Scan an index file (versions 2-4, SHA-1) for the entries worth a note.
+/// The entries worth a note, from the index file (see [`crate::index_file`]).
 fn scan_index(b: &[u8]) -> Option<IndexNotes> {
-    let be16 = |at: usize| -> Option<u16> {
-        Some(u16::from_be_bytes(b.get(at..at + 2)?.try_into().ok()?))
-    };
-    let be32 = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-    };
-    if b.get(0..4)? != b"DIRC" {
-        return None;
-    }
-    let version = be32(4)?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
-    let count = be32(8)? as usize;
+    let index = crate::index_file::parse(b)?;
     let mut notes = IndexNotes::default();
-    let mut at = 12;
-    let mut prev: Vec<u8> = Vec::new();
-    for _ in 0..count {
-        let start = at;
-        let mode = be32(at + 24)?;
-        let flags = be16(at + 60)?;
-        at += 62;
-        let mut ext = 0u16;
-        if version >= 3 && flags & EXTENDED != 0 {
-            ext = be16(at)?;
-            at += 2;
-        }
-        let path: Vec<u8> = if version == 4 {
-            // A varint of bytes to drop from the previous path, then a NUL-terminated suffix.
-            let mut strip: usize = 0;
-            loop {
-                let byte = *b.get(at)?;
-                at += 1;
-                strip = (strip << 7) | usize::from(byte & 0x7f);
-                if byte & 0x80 == 0 {
-                    break;
-                }
-                strip += 1;
-            }
-            let end = at + b.get(at..)?.iter().position(|c| *c == 0)?;
-            let mut p = prev.get(..prev.len().checked_sub(strip)?)?.to_vec();
-            p.extend_from_slice(&b[at..end]);
-            at = end + 1;
-            p
-        } else {
-            let end = at + b.get(at..)?.iter().position(|c| *c == 0)?;
-            let p = b[at..end].to_vec();
-            // Entries are NUL-padded to a multiple of 8 bytes.
-            let len = end - start;
-            at = start + (len + 8) / 8 * 8;
-            p
-        };
-        let name = || String::from_utf8_lossy(&path).into_owned();
-        if ext & INTENT_TO_ADD != 0 {
+    for e in &index.entries {
+        let name = || String::from_utf8_lossy(&e.path).into_owned();
+        if e.intent_to_add {
             notes.intent_to_add.push(name());
         }
-        if ext & SKIP_WORKTREE != 0 {
+        if e.skip_worktree {
             notes.skip_worktree.push(name());
         }
-        if mode == GITLINK_MODE {
+        if e.mode == crate::index_file::GITLINK {
             notes.submodules.push(name());
-            let sha = b.get(start + 40..start + 60)?;
             notes
                 .gitlinks
-                .push(sha.iter().map(|x| format!("{x:02x}")).collect());
+                .push(e.oid.iter().map(|x| format!("{x:02x}")).collect());
         }
-        prev = path;
     }
     Some(notes)
 }
@@ -330,21 +273,58 @@ impl LocalRepo {
             .is_some_and(|t| t.get_path(Path::new(path)).is_ok())
     }
 
-    /// The number of paths that differ between two commits (libgit2's tree diff reads only the
-    /// subtrees that differ; renames are not looked for).
+    /// The number of paths that differ between two commits, descending only into subtrees
+    /// whose ids differ (libgit2's own tree diff reads every subtree); renames are not looked
+    /// for, a submodule counts as one path.
     pub fn changed_paths(&self, from: &str, to: &str) -> usize {
         let tree = |c: &str| {
             git2::Oid::from_str(c)
                 .ok()
                 .and_then(|oid| self.repo.find_commit(oid).ok())
-                .and_then(|c| c.tree().ok())
+                .map(|c| c.tree_id())
         };
-        let (Some(a), Some(b)) = (tree(from), tree(to)) else {
+        match (tree(from), tree(to)) {
+            (Some(a), Some(b)) => self.count_changed(Some(a), Some(b)),
+            _ => 0,
+        }
+    }
+
+    /// Paths below two trees (either may be absent) that differ.
+    fn count_changed(&self, a: Option<git2::Oid>, b: Option<git2::Oid>) -> usize {
+        if a == b {
             return 0;
-        };
-        self.repo
-            .diff_tree_to_tree(Some(&a), Some(&b), None)
-            .map_or(0, |d| d.deltas().len())
+        }
+        let load = |t: Option<git2::Oid>| t.and_then(|oid| self.repo.find_tree(oid).ok());
+        let (ta, tb) = (load(a), load(b));
+        let entries =
+            |t: &Option<git2::Tree>| -> std::collections::BTreeMap<Vec<u8>, (git2::Oid, bool)> {
+                t.iter()
+                    .flat_map(|t| t.iter())
+                    .map(|e| {
+                        let is_tree = e.kind() == Some(git2::ObjectType::Tree);
+                        (e.name_bytes().to_vec(), (e.id(), is_tree))
+                    })
+                    .collect()
+            };
+        let (ea, eb) = (entries(&ta), entries(&tb));
+        let names: std::collections::BTreeSet<&Vec<u8>> = ea.keys().chain(eb.keys()).collect();
+        let mut n = 0;
+        for name in names {
+            let (x, y) = (ea.get(name), eb.get(name));
+            if x.map(|e| e.0) == y.map(|e| e.0) {
+                continue;
+            }
+            let sub = |e: Option<&(git2::Oid, bool)>| e.filter(|e| e.1).map(|e| e.0);
+            let (sx, sy) = (sub(x), sub(y));
+            n += if sx.is_some() || sy.is_some() {
+                self.count_changed(sx, sy)
+                    + usize::from(x.is_some_and(|e| !e.1))
+                    + usize::from(y.is_some_and(|e| !e.1))
+            } else {
+                1
+            };
+        }
+        n
     }
 
     /// A git CLI command in this repository, never prompting for credentials.
@@ -467,5 +447,74 @@ mod url_tests {
             &link.display().to_string()
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod changed_tests {
+    use super::LocalRepo;
+    use std::path::Path;
+    use std::process::Command;
+
+    fn git(d: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(d)
+            .args(["-c", "user.name=t", "-c", "user.email=t@l"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    #[test]
+    fn changed_paths_counts_what_git_diff_tree_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git(d, &["init", "-q"]);
+        let put = |f: &str, t: &str| {
+            std::fs::create_dir_all(d.join(f).parent().unwrap()).unwrap();
+            std::fs::write(d.join(f), t).unwrap();
+        };
+        for f in ["a", "b/c", "b/d/e", "b/d/f", "g/h", "same/x", "was-file"] {
+            put(f, f);
+        }
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "1"]);
+        let first = git(d, &["rev-parse", "HEAD"]);
+        put("a", "changed");
+        put("b/d/e", "changed");
+        put("new/deep/file", "new");
+        std::fs::remove_dir_all(d.join("g")).unwrap();
+        std::fs::remove_file(d.join("was-file")).unwrap();
+        put("was-file/now-inside", "dir now");
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "2"]);
+        let second = git(d, &["rev-parse", "HEAD"]);
+        let listed = git(
+            d,
+            &[
+                "diff-tree",
+                "-r",
+                "--name-only",
+                "--no-renames",
+                &first,
+                &second,
+            ],
+        );
+        let repo = git2::Repository::open(d).unwrap();
+        let local = LocalRepo {
+            root: d.to_path_buf(),
+            git_dir: repo.path().to_path_buf(),
+            repo,
+        };
+        assert_eq!(
+            local.changed_paths(&first, &second),
+            listed.lines().count(),
+            "{listed}"
+        );
+        assert_eq!(local.changed_paths(&second, &first), listed.lines().count());
+        assert_eq!(local.changed_paths(&first, &first), 0);
     }
 }

@@ -19,6 +19,8 @@
 //! The local side:
 //! - [`git`], [`snapshot`]: the local repository, and the zero-disturbance snapshot commit.
 //! - [`submodules`]: the submodules of a working tree, nested ones too.
+//! - [`index_file`]: git's index file, read directly (entries, stat data, cache-tree root).
+//! - [`worktree_tree`]: the snapshot's tree computed in-process when that equals git's.
 //! - [`trees`]: each job's own code tree on the cluster (made and pruned at submission).
 //! - [`archive`]: the tar stream of files sent to the cluster.
 //! - [`manifest`]: what the last untracked sync sent, for incremental re-syncs.
@@ -35,6 +37,7 @@ pub mod doc;
 pub mod driver;
 pub mod error;
 pub mod git;
+pub mod index_file;
 pub mod journal;
 pub mod layout;
 pub mod manifest;
@@ -52,6 +55,7 @@ pub mod tempdir;
 pub mod testhook;
 pub mod trees;
 pub mod ui;
+pub mod worktree_tree;
 
 pub use doc::Document;
 pub use driver::{Context, InputArg, Outcome, ToolCli};

@@ -61,6 +61,22 @@ pub fn create_with(
     gitlinks: &[(String, String)],
     reuse_base: bool,
 ) -> Result<Snapshot> {
+    let hint = "the local repository could not be snapshotted; nothing was changed in it";
+    let tree = match crate::worktree_tree::tree(repo, gitlinks) {
+        Some(tree) => tree,
+        None => tree_by_git_add(repo, base, gitlinks, hint)?,
+    };
+    finish(repo, base, message, tree, reuse_base, hint)
+}
+
+/// The tree through git itself: `git add -u` into a private copy of the index (git's filters,
+/// such as git-lfs's, apply), then the tree of that index.
+fn tree_by_git_add(
+    repo: &LocalRepo,
+    base: &str,
+    gitlinks: &[(String, String)],
+    hint: &str,
+) -> Result<String> {
     let tmp = TempDir::new()?;
     let index = tmp.0.join("index");
     let real_index = repo.git_dir.join("index");
@@ -77,7 +93,6 @@ pub fn create_with(
             "check that the repository is not corrupted (`git fsck`)",
         )?;
     }
-    let hint = "the local repository could not be snapshotted; nothing was changed in it";
     run_git(
         repo.git()
             .env("GIT_INDEX_FILE", &index_env)
@@ -87,10 +102,21 @@ pub fn create_with(
         hint,
     )
     .map_err(unreadable_tracked_file)?;
-    let tree = match tree_in_process(repo, &index, gitlinks) {
-        Some(tree) => tree,
-        None => tree_by_cli(repo, &index_env, gitlinks, hint)?,
-    };
+    match tree_in_process(repo, &index, gitlinks) {
+        Some(tree) => Ok(tree),
+        None => tree_by_cli(repo, &index_env, gitlinks, hint),
+    }
+}
+
+/// The commit of `tree` (HEAD itself when `reuse_base` and nothing changed).
+fn finish(
+    repo: &LocalRepo,
+    base: &str,
+    message: &str,
+    tree: String,
+    reuse_base: bool,
+    hint: &str,
+) -> Result<Snapshot> {
     if reuse_base {
         let base_tree = git2::Oid::from_str(base)
             .ok()
@@ -129,6 +155,9 @@ fn tree_in_process(
     if std::fs::metadata(index).ok()?.len() > IN_PROCESS_INDEX_BYTES {
         return None;
     }
+    // Every object the index names exists (git add just wrote or checked them): looking each
+    // up again, as libgit2 does by default, costs a file lookup per entry.
+    git2::opts::strict_object_creation(false);
     let mut idx = git2::Index::open(index).ok()?;
     for (path, commit) in gitlinks {
         let entry = git2::IndexEntry {

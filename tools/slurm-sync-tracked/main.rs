@@ -126,7 +126,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ));
     }
     if !cli.allow_unrelated {
-        check_repo_url(&local, &url)?;
+        check_repo_url(&local, &url, !cli.dry_run)?;
     }
     // The remote layout, decided in shared::layout (one precedence for every tool).
     let remote = Layout::of(&ctx.doc)?;
@@ -609,14 +609,18 @@ fn sync_submodules(
 }
 
 /// `repo_url` must be one of the local repository's remotes; a repository without remotes must
-/// share a commit with what `repo_url` holds (one `git ls-remote`; an empty repository is fine).
+/// share a commit with what `repo_url` holds (one `git ls-remote`, not on a dry run, which
+/// contacts nothing; an empty repository is fine).
 /// A sync from another repository's directory is refused before anything is pushed.
-fn check_repo_url(local: &LocalRepo, url: &str) -> Result<()> {
+fn check_repo_url(local: &LocalRepo, url: &str, may_ask_origin: bool) -> Result<()> {
     let remotes = local.remote_urls();
     if remotes
         .iter()
         .any(|(_, u)| shared::git::same_repository(u, url))
     {
+        return Ok(());
+    }
+    if remotes.is_empty() && !may_ask_origin {
         return Ok(());
     }
     let described = if remotes.is_empty() {
