@@ -181,7 +181,12 @@ fn config_is_plain(repo: &LocalRepo) -> bool {
     };
     let autocrlf = cfg.get_string("core.autocrlf").unwrap_or_default();
     let autocrlf_off = autocrlf.is_empty() || autocrlf.eq_ignore_ascii_case("false");
+    // The index is read as SHA-1's (20-byte ids); a SHA-256 repository is git's to do.
+    let sha1 = cfg
+        .get_string("extensions.objectformat")
+        .map_or(true, |f| f.eq_ignore_ascii_case("sha1"));
     autocrlf_off
+        && sha1
         && cfg.get_bool("core.filemode").unwrap_or(true)
         && cfg.get_bool("core.symlinks").unwrap_or(true)
         && cfg.get_string("core.attributesfile").is_err()

@@ -671,6 +671,7 @@ fn lfs_files_arrive_with_their_content_a_local_edit_too() {
     assert_eq!(t.code, 4, "{}", t.stderr);
     let m = t.error_message();
     assert!(m.contains("git-lfs is not installed"), "{m}");
+    assert!(m.contains("data/model.bin"), "the files are named: {m}");
     assert!(t.doc["error"]["hint"]
         .as_str()
         .unwrap()

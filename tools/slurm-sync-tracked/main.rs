@@ -301,10 +301,11 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         modules: &modules,
         lfs: &lfs_oids,
     };
-    let (mut report, temp_ref_deleted) = match cli.via {
-        Via::Origin => via_origin(ctx, &local, &ssh, &plan, &snap.commit)?,
-        Via::Direct => (via_direct(&local, &ssh, &plan, &snap.commit)?, None),
+    let synced = match cli.via {
+        Via::Origin => via_origin(ctx, &local, &ssh, &plan, &snap.commit),
+        Via::Direct => via_direct(&local, &ssh, &plan, &snap.commit).map(|r| (r, None)),
     };
+    let (mut report, temp_ref_deleted) = synced.map_err(|e| name_lfs_files(e, &lfs_files))?;
     if !lfs_oids.is_empty() && report.head.as_deref() == Some(snap.commit.as_str()) {
         let (objects, bytes) = sync_lfs(ctx, &local, &ssh, &plan, &report.lfs_need, &lfs_files)?;
         if let Some(l) = section.lfs.as_mut() {
@@ -483,6 +484,23 @@ fn snapshot_submodules(
         ));
     }
     Ok(out.into_iter().flatten().collect())
+}
+
+/// A refusal for want of git-lfs on the cluster names the files it is about.
+fn name_lfs_files(mut e: ToolError, files: &[(String, String)]) -> ToolError {
+    if !files.is_empty() && e.message.contains("git-lfs is not installed") {
+        let names: Vec<&str> = files.iter().take(5).map(|(_, p)| p.as_str()).collect();
+        e.message.push_str(&format!(
+            "; the LFS files: {}{}",
+            names.join(", "),
+            if files.len() > names.len() {
+                format!(" and {} more", files.len() - names.len())
+            } else {
+                String::new()
+            }
+        ));
+    }
+    e
 }
 
 /// The LFS objects the remote clone lacks, from the local LFS store, in one ssh execution that
