@@ -252,7 +252,8 @@ pub fn lfs_script(p: &Plan, payload: bool) -> Result<Script> {
     if p.modules.is_empty() {
         s.raw("trap release_lock EXIT\n");
     } else {
-        s.raw("trap 'rc=$?; [ \"$rc\" = 0 ] || release_lock; exit \"$rc\"' EXIT\n");
+        // Submodules follow and need the lock: given back here only when this step fails.
+        s.raw("release_on_failure() { rc=$?; [ \"$rc\" = 0 ] || release_lock; exit \"$rc\"; }\ntrap release_on_failure EXIT\n");
     }
     s.assign("payload", if payload { "yes" } else { "no" })?;
     s.raw(
