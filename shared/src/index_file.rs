@@ -155,8 +155,9 @@ mod tests {
             .arg(dir)
             .args(["-c", "user.name=t", "-c", "user.email=t@l"])
             .args(args)
-            .status()
+            .output()
             .unwrap()
+            .status
             .success();
         assert!(ok, "git {args:?}");
     }

@@ -82,6 +82,9 @@ pub struct JobDocument {
     pub ssh_config_file: Option<String>,
     /// Extra local ssh arguments, e.g. ["-o", "Port=2222"].
     pub ssh_options: Option<Vec<String>>,
+    /// false: on a direct (key-based) host, preflight opens no ControlMaster and every tool
+    /// makes its own connection (default true: one master with a 10-minute ControlPersist).
+    pub ssh_multiplex: Option<bool>,
     pub recipe: Option<Recipe>,
     /// Shell text the job runs, exactly as written.
     pub command: Option<String>,

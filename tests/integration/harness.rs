@@ -326,6 +326,10 @@ pub fn doc_for(host_key: &str) -> Value {
         "ssh_config_file": tb.ssh_config(),
         "slurm_user": tb.s("cluster_user"),
         "remote_cwd": tb.remote_root(),
+        // Tests share the default control path: no test's master (ControlPersist) may carry
+        // another's connections, or survive into a test that stops sshd. The master a direct
+        // host gets by default is tested on its own (preflight.rs).
+        "ssh_multiplex": false,
     })
 }
 

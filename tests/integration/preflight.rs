@@ -2,6 +2,7 @@
 
 use crate::harness::*;
 use serde_json::{json, Value};
+use std::path::Path;
 
 fn preflight(input: Value, extra: &[&str]) -> Run {
     run("slurm-ssh-preflight", extra, &input)
@@ -360,4 +361,159 @@ fn resolve_then_preflight_on_the_sample_job() {
     assert_eq!(r2.doc["resolve"], r.doc["resolve"]);
     assert_eq!(r2.doc["preflight"]["ssh_path"], "direct");
     assert_schema(&r2.doc);
+}
+
+/// A private copy of the direct (key-based) sshd on its own port and log, so the logins a test
+/// counts are its own; stopped on drop.
+struct PrivateSshd {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl PrivateSshd {
+    fn start(port: u16) -> PrivateSshd {
+        let tb = testbed();
+        let state = tb.s("state_dir");
+        let dir = tempdir();
+        let d = dir.path();
+        std::fs::set_permissions(d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let conf = std::fs::read_to_string(format!("{state}/sshd_direct.conf"))
+            .unwrap()
+            .replace(
+                &format!("Port {}", tb.info["direct_port"]),
+                &format!("Port {port}"),
+            )
+            .replace(
+                &format!("PidFile {state}/sshd_direct.pid"),
+                &format!("PidFile {}/sshd.pid", d.display()),
+            );
+        std::fs::write(d.join("sshd.conf"), conf).unwrap();
+        let ok = std::process::Command::new("/usr/sbin/sshd")
+            .arg("-f")
+            .arg(d.join("sshd.conf"))
+            .arg("-E")
+            .arg(d.join("sshd.log"))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "the private sshd did not start");
+        let key: Vec<String> = std::fs::read_to_string(format!("{state}/ssh_host_ed25519_key.pub"))
+            .unwrap()
+            .split_whitespace()
+            .take(2)
+            .map(str::to_string)
+            .collect();
+        std::fs::write(
+            d.join("known_hosts"),
+            format!("[127.0.0.1]:{port} {}\n", key.join(" ")),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("ssh_config"),
+            format!(
+                "Host private-direct\n  HostName 127.0.0.1\n  Port {port}\n  User {}\n  IdentityFile {state}/id_ed25519\n  IdentitiesOnly yes\n  UserKnownHostsFile {}/known_hosts\n  StrictHostKeyChecking yes\n  LogLevel ERROR\n",
+                tb.s("cluster_user"),
+                d.display()
+            ),
+        )
+        .unwrap();
+        PrivateSshd { dir, port }
+    }
+
+    fn logins(&self) -> usize {
+        log_count(
+            self.dir.path().join("sshd.log").to_str().unwrap(),
+            "Accepted publickey",
+        )
+    }
+
+    fn doc(&self, control_path: &str) -> Value {
+        json!({
+            "ssh_host": "private-direct",
+            "ssh_config_file": self.dir.path().join("ssh_config"),
+            "slurm_user": testbed().s("cluster_user"),
+            "remote_cwd": testbed().remote_root(),
+            "control_path": control_path,
+        })
+    }
+}
+
+impl Drop for PrivateSshd {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("sshd.pid")) {
+            let _ = std::process::Command::new("kill").arg(pid.trim()).status();
+        }
+        let _ = self.port;
+    }
+}
+
+/// On a direct host the pipeline logs in once: preflight's check opens a managed master
+/// (ControlPersist) that both syncs ride; `mfa_style: null` (discovered) does the same; with
+/// `ssh_multiplex: false` no master is opened and every tool logs in itself.
+#[test]
+fn a_direct_host_gets_one_master_that_every_later_tool_rides_unless_opted_out() {
+    crate::needs_cluster!();
+    let sshd = PrivateSshd::start(2241);
+    for (mfa_style, multiplex) in [
+        (json!(false), None),
+        (Value::Null, None),
+        (json!(false), Some(false)),
+    ] {
+        let cp = control_path("dm");
+        let expanded = cp.replace("%p", &sshd.port.to_string());
+        let fx = crate::fixture::Fixture::new("direct-master");
+        let mut d = sshd.doc(&cp);
+        d["mfa_style"] = mfa_style.clone();
+        if let Some(m) = multiplex {
+            d["ssh_multiplex"] = json!(m);
+        }
+        d["repo_root"] = json!(fx.local);
+        d["repo_url"] = json!(fx.origin);
+        d["remote_repo_path"] = json!(fx.remote_repo);
+        write(&fx.local.join("README.md"), "edited\n");
+        write(&fx.local.join("untracked.txt"), "untracked\n");
+        let before = sshd.logins();
+        let p = run("slurm-ssh-preflight", &[], &d);
+        assert_eq!(p.code, 0, "{}", p.stderr);
+        let t = run("slurm-sync-tracked", &["--via", "direct"], &p.doc);
+        assert_eq!(t.code, 0, "{}", t.stderr);
+        let u = run("slurm-sync-untracked", &[], &t.doc);
+        assert_eq!(u.code, 0, "{}", u.stderr);
+        let logins = sshd.logins() - before;
+        let label = format!("mfa_style {mfa_style}, ssh_multiplex {multiplex:?}");
+        if multiplex == Some(false) {
+            assert_eq!(p.doc["preflight"]["master"], "none", "{label}");
+            assert!(!Path::new(&expanded).exists(), "{label}: a socket appeared");
+            assert!(logins >= 3, "{label}: each tool logs in itself: {logins}");
+        } else {
+            assert_eq!(p.doc["preflight"]["master"], "managed", "{label}");
+            assert!(p.stderr.contains("opened a ControlMaster"), "{}", p.stderr);
+            assert!(Path::new(&expanded).exists(), "{label}");
+            assert_eq!(logins, 1, "{label}: one login for preflight and both syncs");
+            // A second preflight rides it (no new login).
+            let again = run("slurm-ssh-preflight", &[], &d);
+            assert_eq!(again.code, 0, "{}", again.stderr);
+            assert_eq!(again.doc["preflight"]["master"], "managed");
+            // With mfa_style null the probe logs in itself again: behind a master it could not
+            // tell a key login from an MFA one.
+            if mfa_style == json!(false) {
+                assert_eq!(
+                    sshd.logins() - before,
+                    1,
+                    "{label}: the second preflight rode it"
+                );
+            }
+            let _ = std::process::Command::new("ssh")
+                .arg("-F")
+                .arg(sshd.dir.path().join("ssh_config"))
+                .args([
+                    "-o",
+                    &format!("ControlPath={expanded}"),
+                    "-O",
+                    "exit",
+                    "private-direct",
+                ])
+                .output();
+        }
+    }
 }

@@ -26,8 +26,14 @@ use std::time::Duration;
 /// (squeue --version), accounting (sacct), git, tar, and whether srun takes container flags.
 /// A missing piece a later step needs is exit 4 naming it.
 ///
-/// Reads: ssh_host, mfa_style, control_path, ssh_config_file, ssh_options, remote_cwd (else
-/// default_user_root_dir), container_image, slurm_password (only with --establish).
+/// On a direct host the check itself opens a managed ControlMaster (ControlPersist=10m) that
+/// every later tool rides, so the pipeline logs in once at any distance; `ssh_multiplex: false`
+/// opts out (then each tool makes its own connection), and a live master of your own ssh
+/// config's is ridden instead.
+///
+/// Reads: ssh_host, mfa_style, control_path, ssh_config_file, ssh_options, ssh_multiplex,
+/// remote_cwd (else default_user_root_dir), container_image, slurm_password (only with
+/// --establish).
 ///
 /// {adds}
 /// `control_path` is expanded, and every later tool uses it; `remote.home` is what later tools
@@ -83,6 +89,7 @@ struct Connection {
 fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let doc = &ctx.doc;
     let mfa_style = doc.mfa_style()?;
+    let multiplex = doc.bool_opt("ssh_multiplex")?.unwrap_or(true);
     let Some((remote_cwd, _)) = shared::layout::preflight_cwd(doc)? else {
         return Err(shared::doc::missing(
             "remote_cwd",
@@ -107,20 +114,30 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 
     shared::testhook::pause("preflight:before-check");
     let (path, out) = match mfa_style {
-        Some(false) => {
-            let out = run_check(&ssh, &script).map_err(|e| as_config_problem(e, &ssh.host))?;
-            (direct_path(&ours, socket, false), out)
-        }
+        Some(false) => direct(ctx, &ssh, &ours, socket, &script, multiplex)
+            .map_err(|e| as_config_problem(e, &ssh.host))?,
         Some(true) => mfa_path(cli, ctx, &ssh, &ours, socket, &script, false)?,
         None => {
-            let probe = ssh.via_control_path(Some("none"));
+            // The probe is a BatchMode login: where it gets in, it can be the direct host's
+            // master at once (no second login); where MFA refuses it, no master comes up.
+            let opens = multiplex && socket != SocketState::Present;
+            let probe = if opens {
+                opening_master(&ssh, &ours)
+            } else {
+                ssh.via_control_path(Some("none"))
+            };
             match run_check(&probe, &script) {
                 Ok(out) => {
                     ctx.note(format!(
                         "{} logs in directly: record \"mfa_style\": false for this cluster (catalog or job document) to skip the probe",
                         ssh.host
                     ));
-                    (direct_path(&ours, socket, true), out)
+                    let mut path = direct_path(&ours, socket, true);
+                    if opens && std::path::Path::new(&ours).exists() {
+                        path.master = Master::Managed;
+                        note_opened(ctx, &ssh.host, &ours);
+                    }
+                    (path, out)
                 }
                 Err(e) if is_kbd_interactive_denial(&e) => {
                     ctx.note(format!(
@@ -195,6 +212,67 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         },
     );
     Ok(Outcome::Done)
+}
+
+/// How long a master opened on a direct host outlives the last session riding it.
+const DIRECT_PERSIST: &str = "10m";
+
+/// A key-based login. Every later tool would otherwise make its own connection (a full
+/// handshake each: several round trips to a login node 10-150 ms away), so preflight's own
+/// check opens a managed master with a short ControlPersist that they all ride, unless one is
+/// there already (ours, or the person's own ssh config's), or `ssh_multiplex` is false. A
+/// deliberate deviation from PROCEDURE's "no managed master on direct hosts": measured in
+/// docs/benchmarks.md ("At a distance").
+fn direct(
+    ctx: &Context,
+    ssh: &Ssh,
+    ours: &str,
+    socket: SocketState,
+    script: &shared::quote::Script,
+    multiplex: bool,
+) -> Result<(Connection, shared::process::Output)> {
+    let mut path = direct_path(ours, socket, false);
+    if socket == SocketState::Present || !multiplex {
+        return Ok((path, run_check(ssh, script)?));
+    }
+    // The person's own multiplexing, when their ssh config has a live master for this host.
+    if let Some(theirs) = ssh
+        .resolved_config(false)?
+        .control_path
+        .filter(|p| p != ours && std::path::Path::new(p).exists())
+    {
+        if control_socket::check(&theirs).is_ok() && master_alive(ssh, &theirs)? {
+            path.master = Master::User;
+            path.control_path = Some(theirs.clone());
+            let riding = ssh.via_control_path(Some(&theirs));
+            return Ok((path, run_check(&riding, script)?));
+        }
+    }
+    let out = run_check(&opening_master(ssh, ours), script)?;
+    if std::path::Path::new(ours).exists() {
+        path.master = Master::Managed;
+        note_opened(ctx, &ssh.host, ours);
+    }
+    Ok((path, out))
+}
+
+/// The same ssh, asked to become the master at `ours` and stay `DIRECT_PERSIST` after its last
+/// session (ssh puts it in the background once this execution ends).
+fn opening_master(ssh: &Ssh, ours: &str) -> Ssh {
+    let mut opening = ssh.via_control_path(Some(ours));
+    opening.options.extend([
+        "-o".to_string(),
+        "ControlMaster=auto".to_string(),
+        "-o".to_string(),
+        format!("ControlPersist={DIRECT_PERSIST}"),
+    ]);
+    opening
+}
+
+fn note_opened(ctx: &Context, host: &str, ours: &str) {
+    ctx.note(format!(
+        "opened a ControlMaster to {host} at {ours}: the later tools share this one login (it closes {DIRECT_PERSIST} after the last one; \"ssh_multiplex\": false opts out)"
+    ));
 }
 
 fn direct_path(ours: &str, socket: SocketState, discovered: bool) -> Connection {
