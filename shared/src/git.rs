@@ -453,20 +453,7 @@ mod url_tests {
 #[cfg(test)]
 mod changed_tests {
     use super::LocalRepo;
-    use std::path::Path;
-    use std::process::Command;
-
-    fn git(d: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(d)
-            .args(["-c", "user.name=t", "-c", "user.email=t@l"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
+    use crate::testutil::git;
 
     #[test]
     fn changed_paths_counts_what_git_diff_tree_lists() {

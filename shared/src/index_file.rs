@@ -147,20 +147,8 @@ fn cache_tree_root(d: &[u8]) -> Option<[u8; 20]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::git;
     use std::process::Command;
-
-    fn git(dir: &std::path::Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@l"])
-            .args(args)
-            .output()
-            .unwrap()
-            .status
-            .success();
-        assert!(ok, "git {args:?}");
-    }
 
     #[test]
     fn entries_stat_data_and_the_cache_tree_root_match_gits() {

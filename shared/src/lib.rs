@@ -60,3 +60,28 @@ pub mod worktree_tree;
 pub use doc::Document;
 pub use driver::{Context, InputArg, Outcome, ToolCli};
 pub use error::{ErrorKind, Result, ToolError};
+
+/// Helpers for this crate's unit tests.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use std::path::Path;
+
+    /// git in `dir` with a fixed identity and no global configuration; its stdout, trimmed.
+    /// Panics (the test fails) when git does.
+    pub fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@l"])
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}

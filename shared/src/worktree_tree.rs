@@ -252,25 +252,9 @@ fn plain_attributes(text: &str) -> bool {
 mod tests {
     use super::plain_attributes;
     use crate::git::LocalRepo;
+    use crate::testutil::git;
     use std::path::Path;
     use std::process::Command;
-
-    fn git(d: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(d)
-            .args(["-c", "user.name=t", "-c", "user.email=t@l"])
-            .args(args)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
 
     /// git's own answer: `add -u` into a copy of the index, then `write-tree`.
     fn gits_tree(d: &Path) -> String {

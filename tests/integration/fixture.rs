@@ -89,11 +89,7 @@ impl Fixture {
         );
         git(&local, &["push", "-q", "origin", "main"]);
         git(&local, &["branch", "-q", "--set-upstream-to=origin/main"]);
-        std::process::Command::new("chmod")
-            .args(["-R", "a+rX"])
-            .arg(&origin)
-            .status()
-            .unwrap();
+        readable_by_all(&origin);
         let remote_repo = format!("{}/sync-{unique}", tb.remote_root());
         let _ = std::fs::remove_dir_all(&remote_repo);
         Fixture {
@@ -206,11 +202,20 @@ pub fn local_state(root: &Path) -> BTreeMap<String, Vec<u8>> {
     s
 }
 
-/// [`local_state`] of a superproject and of every submodule in it (nested ones too), each
-/// submodule's keyed by its path.
-pub fn local_state_recursive(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut all = local_state(root);
-    let listed = git(
+/// `chmod -R a+rX`: a test origin the cluster user (another account) can read.
+pub fn readable_by_all(path: &Path) {
+    let ok = Command::new("chmod")
+        .args(["-R", "a+rX"])
+        .arg(path)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "chmod -R a+rX {}", path.display());
+}
+
+/// The paths of every checked-out submodule under `root`, nested ones too, parents first.
+pub fn submodule_paths(root: &Path) -> Vec<String> {
+    git(
         root,
         &[
             "submodule",
@@ -219,9 +224,19 @@ pub fn local_state_recursive(root: &Path) -> BTreeMap<String, Vec<u8>> {
             "--recursive",
             "echo \"$displaypath\"",
         ],
-    );
-    for sub in listed.lines().filter(|l| !l.is_empty()) {
-        for (k, v) in local_state(&root.join(sub)) {
+    )
+    .lines()
+    .filter(|l| !l.is_empty())
+    .map(str::to_string)
+    .collect()
+}
+
+/// [`local_state`] of a superproject and of every submodule in it (nested ones too), each
+/// submodule's keyed by its path.
+pub fn local_state_recursive(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut all = local_state(root);
+    for sub in submodule_paths(root) {
+        for (k, v) in local_state(&root.join(&sub)) {
             all.insert(format!("[{sub}] {k}"), v);
         }
     }

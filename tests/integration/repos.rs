@@ -251,11 +251,7 @@ fn small_origin(name: &str, file: &str, text: &str) -> PathBuf {
             origin.to_str().unwrap(),
         ],
     );
-    std::process::Command::new("chmod")
-        .args(["-R", "a+rX"])
-        .arg(&origin)
-        .status()
-        .unwrap();
+    readable_by_all(&origin);
     origin
 }
 
@@ -304,17 +300,7 @@ fn files_recursive(root: &Path, ignored_too: bool) -> BTreeMap<String, Vec<u8>> 
     walk(root, root, &mut all, &[".git", "work_dirs"]);
     let mut keep = std::collections::BTreeSet::new();
     let mut repos = vec![String::new()];
-    let listed = git(
-        root,
-        &[
-            "submodule",
-            "--quiet",
-            "foreach",
-            "--recursive",
-            "echo \"$displaypath\"",
-        ],
-    );
-    repos.extend(listed.lines().filter(|l| !l.is_empty()).map(str::to_string));
+    repos.extend(submodule_paths(root));
     for r in &repos {
         let dir = if r.is_empty() {
             root.to_path_buf()
@@ -347,6 +333,17 @@ fn sync_both(doc: &Value) -> (Run, Run) {
     let u = run("slurm-sync-untracked", &[], &t.doc);
     assert_eq!(u.code, 0, "{}", u.stderr);
     (t, u)
+}
+
+/// A document for one job (the single recipe) running `command` on the test cluster.
+fn single_job(mut d: Value, name: &str, command: &str) -> Value {
+    d["account"] = json!(testbed().s("account"));
+    d["partition"] = json!(testbed().s("partition"));
+    d["time_limit"] = json!("00:05:00");
+    d["job_name"] = json!(name);
+    d["recipe"] = json!("single");
+    d["command"] = json!(command);
+    d
 }
 
 fn submodule_entry<'a>(t: &'a Run, path: &str) -> &'a Value {
@@ -516,14 +513,11 @@ fn a_job_runs_with_its_submodules_as_they_were_at_submission() {
     let inner = fx.local.join("third_party/lib/inner");
     write(&inner.join("inner.txt"), "inner as submitted\n");
     write(&inner.join("untracked-inner.txt"), "untracked inner\n");
-    let mut d = fx.doc();
-    d["account"] = json!(testbed().s("account"));
-    d["partition"] = json!(testbed().s("partition"));
-    d["time_limit"] = json!("00:05:00");
-    d["job_name"] = json!("st-subs-job");
-    d["recipe"] = json!("single");
-    d["command"] =
-        json!("cat third_party/lib/inner/inner.txt third_party/lib/inner/untracked-inner.txt third_party/lib/lib.txt");
+    let d = single_job(
+        fx.doc(),
+        "st-subs-job",
+        "cat third_party/lib/inner/inner.txt third_party/lib/inner/untracked-inner.txt third_party/lib/lib.txt",
+    );
     let (_, u) = sync_both(&d);
     let r = run("slurm-submit", &[], &u.doc);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -647,13 +641,7 @@ fn lfs_files_arrive_with_their_content_a_local_edit_too() {
         edited
     );
     // The job's own code tree has the content too.
-    let mut d = t.doc.clone();
-    d["account"] = json!(testbed().s("account"));
-    d["partition"] = json!(testbed().s("partition"));
-    d["time_limit"] = json!("00:05:00");
-    d["job_name"] = json!("st-lfs-job");
-    d["recipe"] = json!("single");
-    d["command"] = json!("wc -c < data/model.bin");
+    let d = single_job(t.doc.clone(), "st-lfs-job", "wc -c < data/model.bin");
     let r = run("slurm-submit", &[], &d);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();

@@ -602,11 +602,7 @@ fn a_remote_clone_whose_origin_differs_from_repo_url_still_gets_the_snapshot() {
             moved.to_str().unwrap(),
         ],
     );
-    std::process::Command::new("chmod")
-        .args(["-R", "a+rX"])
-        .arg(&moved)
-        .status()
-        .unwrap();
+    readable_by_all(&moved);
     write(&fx.local.join("README.md"), "after the move\n");
     // The person follows the move locally too (else the sync refuses repo_url as none of the
     // local repository's remotes).

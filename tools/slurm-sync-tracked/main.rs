@@ -759,7 +759,7 @@ fn via_direct(
     let prepared = run_remote(ssh, &remote::direct_prepare_script(plan)?, plan.repo)?;
     let git_ssh = ssh.git_ssh_command()?;
     let target = format!("{}:{}", ssh.host, plan.repo);
-    let refspec = format!("{sha}:refs/heads/{}", plan.temp);
+    let refspec = format!("+{sha}:refs/slurm-tools/incoming/{}", plan.temp);
     let push = run_git(
         local
             .git()

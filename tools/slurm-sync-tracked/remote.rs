@@ -170,7 +170,10 @@ if [ "$via" = origin ]; then
   fi
   git checkout -q -f -B "$temp" "refs/remotes/origin/$temp" >&2 || exit "$E_CHECKOUT"
 else
-  git checkout -q -f "$temp" >&2 || exit "$E_CHECKOUT"
+  # Pushed to a ref of ours (forced), so a second sync within the same second (the same branch
+  # name, now checked out here) still lands; the branch is (re)set from it.
+  git checkout -q -f -B "$temp" "refs/slurm-tools/incoming/$temp" >&2 || exit "$E_CHECKOUT"
+  git update-ref -d "refs/slurm-tools/incoming/$temp" 2>/dev/null
 fi
 for p do
   if git cat-file -e "HEAD:$p" 2>/dev/null; then
