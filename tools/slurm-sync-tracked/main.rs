@@ -428,12 +428,9 @@ fn snapshot_submodules(
             snapshot: false,
             stash: None,
         };
-        let parent_uninitialised = subs
-            .iter()
-            .zip(&out)
-            .any(|(p, s)| p.path == m.parent && s.as_ref().is_some_and(|s| !s.initialised));
+        // (A submodule inside an uninitialised one is never listed: there is nothing to read.)
         match &m.repo {
-            Some(repo) if !parent_uninitialised => {
+            Some(repo) => {
                 let head = repo.head().map_err(|e| {
                     ToolError::bad_input(format!(
                         "the submodule {} cannot be snapshotted: {}",
