@@ -303,6 +303,7 @@ impl Ssh {
                     .map_err(|e| spawn_error(&ssh_program(), e))?;
             }
         }
+        let out = without_client_noise(out);
         if out.timed_out {
             return Err(ToolError::remote(format!(
                 "ssh to {} did not finish within {} s",
@@ -330,6 +331,7 @@ impl Ssh {
             .deadline(deadline)
             .run()
             .map_err(|e| spawn_error(&ssh_program(), e))?;
+        let out = without_client_noise(out);
         if out.code == Some(255) {
             return Err(self.failure_error(&out));
         }
@@ -454,6 +456,21 @@ impl ResolvedConfig {
         }
         c
     }
+}
+
+/// `out` without the lines ssh itself prints about a control socket it could not use
+/// ("Control socket connect(<path>): Connection refused" when a killed master left its socket
+/// file): ssh then connects on its own, so the line is noise, and left in it would reach the
+/// classifiers of the remote command's stderr (a Slurm refusal read as "connection refused").
+pub fn without_client_noise(mut out: Output) -> Output {
+    if out.stderr_tail.contains("Control socket connect(") {
+        out.stderr_tail = out
+            .stderr_tail
+            .split_inclusive('\n')
+            .filter(|l| !l.starts_with("Control socket connect("))
+            .collect();
+    }
+    out
 }
 
 /// Why an ssh call failed, from its stderr (OpenSSH 9.2 wording, see research/ecosystem.md §3.2).
@@ -759,6 +776,27 @@ mod tests {
             SshFailure::classify("Timeout, server 127.0.0.1 not responding.\n"),
             SshFailure::ConnectionLost { .. }
         ));
+    }
+
+    #[test]
+    fn a_dead_masters_socket_line_is_dropped_and_the_remote_stderr_kept() {
+        let out = Output {
+            code: Some(1),
+            stdout: Vec::new(),
+            stderr_tail: "Control socket connect(/tmp/ssh-x-u@h:22): Connection refused\n\
+                          sbatch: error: Batch job submission failed: Invalid partition name specified\n"
+                .into(),
+            timed_out: false,
+            elapsed: Duration::from_millis(1),
+            argv: Vec::new(),
+        };
+        let out = without_client_noise(out);
+        assert_eq!(
+            out.stderr_tail,
+            "sbatch: error: Batch job submission failed: Invalid partition name specified\n"
+        );
+        let e = crate::slurm::submission_error(&out.stderr_tail);
+        assert_eq!(e.field.as_deref(), Some("partition"), "{e:?}");
     }
 
     #[test]

@@ -431,6 +431,32 @@ fn a_failed_build_stops_the_run_submission() {
     assert_eq!(r.doc, d);
 }
 
+/// A master killed hard leaves its socket file: ssh says "Control socket connect(...): Connection
+/// refused" and connects on its own. Slurm's refusal must still be read as Slurm's (found in CI:
+/// a bad account reported as an unreachable controller, exit 4).
+#[test]
+fn a_dead_masters_socket_file_does_not_hide_what_slurm_said() {
+    crate::needs_cluster!();
+    let (_fx, mut d) = synced("stalesock");
+    let cp = control_path("stalesock");
+    d["control_path"] = json!(cp.clone());
+    let expanded = cp.replace("%p", &testbed().info["direct_port"].to_string());
+    let _ = std::fs::remove_file(&expanded);
+    // A listening socket dropped without unlinking: the file stays, nothing answers.
+    drop(std::os::unix::net::UnixListener::bind(&expanded).unwrap());
+    assert!(Path::new(&expanded).exists());
+    d["command"] = json!("true");
+    d["account"] = json!("no-such-account");
+    for recipe in ["single", "batch"] {
+        d["recipe"] = json!(recipe);
+        let r = submit(&d, &[]);
+        assert_eq!(r.code, 2, "{recipe}: {}", r.stderr);
+        assert_eq!(r.doc["error"]["field"], "account", "{}", r.doc["error"]);
+        assert!(!r.stderr.contains("did not answer"), "{}", r.stderr);
+    }
+    let _ = std::fs::remove_file(&expanded);
+}
+
 #[test]
 fn bad_input_is_refused_naming_the_field() {
     crate::needs_cluster!();
