@@ -36,3 +36,17 @@ mod tests {
         assert_eq!(utc_stamp(1_709_208_000), "20240229120000");
     }
 }
+
+/// ISO 8601 UTC (`2026-12-04T14:05:09Z`) for a Unix time, for people and event streams.
+pub fn iso_utc(unix: u64) -> String {
+    let s = utc_stamp(unix);
+    format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &s[0..4],
+        &s[4..6],
+        &s[6..8],
+        &s[8..10],
+        &s[10..12],
+        &s[12..14]
+    )
+}

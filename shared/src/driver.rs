@@ -147,7 +147,11 @@ pub enum Outcome {
 /// `SLURM_TOOLS_GENERATE=man|bash|zsh|fish|elvish|powershell`: print the man page or a shell
 /// completion script generated from the tool's clap definition, and exit (scripts/gen-docs).
 fn generate<C: ToolCli>(tool: &str, what: &str) -> ExitCode {
-    let mut cmd = command::<C>();
+    generate_for(command::<C>(), tool, what)
+}
+
+/// [`generate`] for a tool that reads no job document (slurm-runs, slurm-notify).
+pub fn generate_for(mut cmd: clap::Command, tool: &str, what: &str) -> ExitCode {
     let mut out = std::io::stdout().lock();
     let result = match what {
         "schema" => out.write_all(crate::schema::schema_json().as_bytes()),

@@ -25,6 +25,8 @@
 //! - [`archive`]: the tar stream of files sent to the cluster.
 //! - [`manifest`]: what the last untracked sync sent, for incremental re-syncs.
 //! - [`journal`]: slurm-submit's record that lets a rerun find what an interrupted run submitted.
+//! - [`ledger`]: the local run ledger (every submission, every verdict) slurm-runs reads.
+//! - [`events`]: the JSON-lines event stream of slurm-watch and slurm-runs.
 //! - [`tempdir`]: private temporary directories, swept when their process died.
 //! - [`clock`]: Unix time and UTC stamps.
 //! - [`ui`]: stderr messages and progress for people.
@@ -36,10 +38,12 @@ pub mod control_socket;
 pub mod doc;
 pub mod driver;
 pub mod error;
+pub mod events;
 pub mod git;
 pub mod index_file;
 pub mod journal;
 pub mod layout;
+pub mod ledger;
 pub mod manifest;
 pub mod process;
 pub mod quote;

@@ -504,6 +504,14 @@ pub enum TraceEvent<'a> {
         ms: f64,
         bytes: u64,
     },
+    /// The Slurm commands one remote execution ran for several jobs (slurm-runs' refresh).
+    SlurmCalls {
+        event: &'static str,
+        cluster: &'a str,
+        squeue: u32,
+        sacct: u32,
+        jobs: u32,
+    },
 }
 
 impl TraceEvent<'_> {

@@ -96,6 +96,9 @@ pub struct JobDocument {
     pub expected_duration: Option<String>,
     /// slurm-alloc: profiling, development or training.
     pub purpose: Option<String>,
+    /// slurm-fetch: globs of files to bring back, relative to the job's tree (`work:GLOB`: to
+    /// its work directory).
+    pub fetch_patterns: Option<Vec<String>>,
 
     pub resolve: Option<Resolve>,
     pub preflight: Option<Preflight>,
@@ -107,6 +110,7 @@ pub struct JobDocument {
     pub allocation: Option<Allocation>,
     pub attach: Option<Attach>,
     pub forward: Option<Forward>,
+    pub fetch: Option<Fetch>,
     pub error: Option<ErrorSection>,
 
     /// Any other field: kept exactly as it came.
@@ -692,6 +696,37 @@ pub struct Forward {
     pub control_path: String,
 }
 
+/// What `slurm-fetch` brought back from a job's tree and work directory.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Fetch {
+    pub job_id: String,
+    /// The local directory the files are in (`tree/` and `work/` under it).
+    pub destination: String,
+    /// The patterns asked for (`work:` ones are relative to the job's work directory).
+    pub patterns: Vec<String>,
+    /// The manifest: every file that matched, as it is now locally.
+    pub files: Vec<FetchedFile>,
+    /// Files copied by this run (new or changed since the last fetch).
+    pub fetched: u64,
+    /// Files already here with the same size and time (not copied again).
+    pub unchanged: u64,
+    /// Bytes copied by this run.
+    pub bytes: u64,
+    /// The size cap this run had (`--max-bytes`).
+    pub max_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FetchedFile {
+    /// Relative to `destination`: `tree/<path>` or `work/<path>`.
+    pub path: String,
+    pub size: u64,
+    /// Modification time on the cluster, Unix seconds (the local copy has the same).
+    pub mtime: u64,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Allocation {
@@ -829,6 +864,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
             "allocation" => one::<Allocation>(name, v),
             "attach" => one::<Attach>(name, v),
             "forward" => one::<Forward>(name, v),
+            "fetch" => one::<Fetch>(name, v),
             "error" => one::<ErrorSection>(name, v),
             _ => unreachable!("every section name has its type"),
         }?;
@@ -842,7 +878,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
 }
 
 /// The sections the tools write.
-pub const SECTION_NAMES: [&str; 11] = [
+pub const SECTION_NAMES: [&str; 12] = [
     "resolve",
     "preflight",
     "sync_tracked",
@@ -853,6 +889,7 @@ pub const SECTION_NAMES: [&str; 11] = [
     "allocation",
     "attach",
     "forward",
+    "fetch",
     "error",
 ];
 
@@ -881,6 +918,7 @@ pub fn sections() -> Vec<(&'static str, Vec<String>)> {
         ("allocation", section_fields::<Allocation>()),
         ("attach", section_fields::<Attach>()),
         ("forward", section_fields::<Forward>()),
+        ("fetch", section_fields::<Fetch>()),
         ("error", section_fields::<ErrorSection>()),
     ]
 }

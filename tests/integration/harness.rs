@@ -103,7 +103,7 @@ pub fn mfa_lock() -> MutexGuard<'static, ()> {
 }
 
 /// Every tool of the project.
-pub const TOOLS: [&str; 10] = [
+pub const TOOLS: [&str; 13] = [
     "slurm-resolve",
     "slurm-ssh-preflight",
     "slurm-sync-tracked",
@@ -114,6 +114,9 @@ pub const TOOLS: [&str; 10] = [
     "slurm-alloc",
     "slurm-attach",
     "slurm-forward",
+    "slurm-runs",
+    "slurm-notify",
+    "slurm-fetch",
 ];
 
 pub fn bin(tool: &str) -> &'static str {
@@ -128,6 +131,9 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-alloc" => env!("CARGO_BIN_EXE_slurm-alloc"),
         "slurm-attach" => env!("CARGO_BIN_EXE_slurm-attach"),
         "slurm-forward" => env!("CARGO_BIN_EXE_slurm-forward"),
+        "slurm-runs" => env!("CARGO_BIN_EXE_slurm-runs"),
+        "slurm-notify" => env!("CARGO_BIN_EXE_slurm-notify"),
+        "slurm-fetch" => env!("CARGO_BIN_EXE_slurm-fetch"),
         other => panic!("unknown tool {other}"),
     }
 }

@@ -12,6 +12,7 @@ mod preflight;
 mod remote_quoting;
 mod repos;
 mod resolve;
+mod runs;
 mod secrets;
 pub mod submit;
 pub mod sync;

@@ -548,6 +548,7 @@ exit "$E_NO_JOB_ID"
         "allocation {job} is RUNNING; run commands with `slurm-alloc exec`"
     ));
     ctx.doc.set_section("allocation", &sec);
+    shared::ledger::record_submission(ctx, "allocation", &job);
     Ok(Outcome::Done)
 }
 

@@ -225,7 +225,9 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .recipe
         .map(|recipe| end_marker(&plan.state_dir, &token, recipe));
     keep_build_record(&mut ctx.doc)?;
+    let id = section.job_id.clone().unwrap_or_default();
     ctx.doc.set_section("job", &section);
+    shared::ledger::record_submission(ctx, plan.kind.name(), &id);
     Ok(Outcome::Done)
 }
 

@@ -43,10 +43,13 @@ use verdict::{final_verdict, Verdict};
 /// connection fields.
 ///
 /// {adds}
+/// The verdict is also added to the local run ledger (see slurm-runs), with the final document.
+///
 /// Exit 0 only for PASSED, 1 for any other verdict.
 ///
 /// Example:
 ///   slurm-submit < synced.json | slurm-watch --follow > report.json
+///   slurm-watch --events /dev/fd/3 3>&1 >report.json < submitted.json | slurm-notify --webhook URL
 #[derive(Parser, Debug)]
 #[command(name = "slurm-watch", version, verbatim_doc_comment)]
 struct Cli {
@@ -69,6 +72,12 @@ struct Cli {
     /// (no verdict; rerun to resume).
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     outage_limit: u64,
+
+    /// Append one JSON line per state change to FILE (submitted, pending with its reason and
+    /// estimated start, running, importing, progress, hang, verdict): a file, a named pipe, or
+    /// /dev/fd/N for a descriptor the shell opened. For `| jq` or `| slurm-notify`.
+    #[arg(long, value_name = "FILE")]
+    events: Option<String>,
 }
 
 impl ToolCli for Cli {
@@ -204,6 +213,28 @@ impl Link<'_> {
     }
 }
 
+/// The `--events` stream of this watch (nothing when not asked for).
+struct Events {
+    sink: Option<shared::events::Sink>,
+    cluster: String,
+    job_id: String,
+    job_name: Option<String>,
+    document: Option<String>,
+}
+
+impl Events {
+    fn send(&mut self, event: &'static str, fill: impl FnOnce(&mut shared::events::Event)) {
+        let Some(sink) = self.sink.as_mut() else {
+            return;
+        };
+        let mut e = shared::events::Event::new(event, &self.cluster, &self.job_id);
+        e.job_name = self.job_name.clone();
+        e.document = self.document.clone();
+        fill(&mut e);
+        sink.send("slurm-watch", &e);
+    }
+}
+
 struct State {
     streams: [Stream; 2],
     findings: Findings,
@@ -270,6 +301,20 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .section_as::<schema::Preflight>("preflight")?
         .is_some_and(|p| p.ssh_path == schema::SshPath::Mfa);
     let same_log = job.out == job.err;
+    let mut events = Events {
+        sink: cli
+            .events
+            .as_deref()
+            .map(shared::events::Sink::open)
+            .transpose()?,
+        cluster: shared::ledger::cluster_of(doc),
+        job_id: job.id.clone(),
+        job_name: doc.str_opt("job_name")?.map(str::to_string),
+        document: None,
+    };
+    events.send("submitted", |_| {});
+    let mut last_reason = String::new();
+    let mut progress_said: Option<u8> = None;
     ctx.note(format!(
         "watching {} job {} (logs: {})",
         job.kind.name(),
@@ -387,11 +432,26 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
         if let Some(line) = st.findings.hang.clone() {
             progress.finish();
+            events.send("hang", |e| e.line = Some(line.clone()));
             link.close();
             break hang_detected(ctx, &ssh, &job, &st, &line);
         }
 
         if let Some(q) = reply.queue.as_deref().and_then(slurm::parse_squeue) {
+            if q.state == "PENDING" && (q.state != last_state || q.reason != last_reason) {
+                events.send("pending", |e| {
+                    e.state = Some(q.state.clone());
+                    e.reason = Some(q.reason.clone());
+                    e.estimated_start = q.start;
+                });
+                last_reason = q.reason.clone();
+            } else if q.state == "RUNNING" && q.state != last_state {
+                events.send("running", |e| e.state = Some(q.state.clone()));
+            }
+            if st.findings.progress.is_some() && st.findings.progress != progress_said {
+                progress_said = st.findings.progress;
+                events.send("progress", |e| e.percent = progress_said.map(u32::from));
+            }
             if q.state != last_state {
                 if q.state == "RUNNING" && !marker_seen {
                     interval = 1.0;
@@ -404,6 +464,7 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             if q.state == "RUNNING" && st.findings.importing != importing_said {
                 // An import is silent for seconds to minutes: say so, so it does not look hung.
                 if let Some(image) = &st.findings.importing {
+                    events.send("importing", |e| e.image = Some(image.clone()));
                     progress.finish();
                     ctx.note(format!("job {}: pyxis is importing the container image {image} (the command starts after it)", job.id));
                 } else if importing_said.is_some() {
@@ -528,6 +589,17 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     ctx.note(format!("{}: {}", report.status, report.summary));
     let status = report.status;
     ctx.doc.set_section("report", &report);
+    shared::ledger::record_verdict(ctx, &report);
+    events.document = shared::ledger::path().map(|l| {
+        shared::ledger::document_path(&l, &events.cluster, &job.id)
+            .display()
+            .to_string()
+    });
+    events.send("verdict", |e| {
+        e.status = Some(report.status.name().to_string());
+        e.state = Some(report.slurm_state.clone());
+        e.summary = Some(report.summary.clone());
+    });
     Ok(outcome(status))
 }
 

@@ -1,0 +1,601 @@
+//! The run ledger, slurm-runs, the event stream, slurm-notify and slurm-fetch, on the real
+//! cluster (issue 23). Each test has its own state directory, so its ledger holds its runs only.
+
+use crate::fixture::synced;
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A tool with its own state directory (its own ledger).
+fn tool_in(state: &Path, name: &str) -> Command {
+    let mut c = tool(name);
+    c.env("SLURM_TOOLS_STATE_DIR", state);
+    c
+}
+
+fn run_in(state: &Path, name: &str, args: &[&str], input: &Value) -> Run {
+    let mut c = tool_in(state, name);
+    c.args(args);
+    run_raw(c, input.to_string().as_bytes())
+}
+
+/// slurm-runs' output (stdout, stderr, exit code).
+fn runs(state: &Path, args: &[&str], trace: Option<&Path>) -> (String, String, i32) {
+    let mut c = tool_in(state, "slurm-runs");
+    c.args(args);
+    if let Some(t) = trace {
+        c.env("SLURM_TOOLS_TRACE", t);
+    }
+    let out = c.stdin(Stdio::null()).output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.code().unwrap_or(-1),
+    )
+}
+
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The ssh executions and the Slurm calls of each cluster in a trace.
+fn calls(trace: &Path) -> (usize, Vec<Value>) {
+    let t = trace_lines(trace);
+    let ssh = connecting_ssh(&t).len();
+    let slurm = t
+        .into_iter()
+        .filter(|e| e["event"] == "slurm-calls")
+        .collect();
+    (ssh, slurm)
+}
+
+#[test]
+fn twenty_runs_on_two_clusters_are_listed_with_one_squeue_and_at_most_one_sacct_per_cluster() {
+    crate::needs_cluster!();
+    let _mfa = mfa_lock();
+    let state = tempdir();
+    let (_fx, base) = synced("runs-twenty");
+    let cp = control_path("runs20");
+    mfa_login(&cp);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let mut d = base.clone();
+        d["recipe"] = json!("batch");
+        // The last ones outlive the listings, so the watch below has runs to follow.
+        let secs = if i >= 16 { 20 } else { 1 + i % 3 };
+        d["command"] = json!(format!("sleep {secs}"));
+        d["job_name"] = json!(format!("twenty-{i:02}"));
+        if i % 2 == 1 {
+            // The second catalog entry of the test bed: the MFA login host, through its master.
+            d["slurm_cluster"] = json!("local-mfa");
+            d["ssh_host"] = json!(testbed().s("mfa_host"));
+            d["control_path"] = json!(cp.clone());
+            d["mfa_style"] = json!(true);
+        } else {
+            d["slurm_cluster"] = json!("local");
+        }
+        let s = run_in(state.path(), "slurm-submit", &[], &d);
+        assert_eq!(s.code, 0, "{}", s.stderr);
+        ids.push(s.doc["job"]["job_id"].as_str().unwrap().to_string());
+    }
+    let ledger = state.path().join("runs.jsonl");
+    assert_eq!(
+        std::fs::read_to_string(&ledger).unwrap().lines().count(),
+        20,
+        "one ledger line per submission"
+    );
+
+    // One listing: both clusters asked once each, one squeue each, at most one sacct each.
+    let trace = state.path().join("trace.jsonl");
+    let (out, err, code) = runs(state.path(), &["--json"], Some(&trace));
+    assert_eq!(code, 0, "{err}");
+    let listed = json_lines(&out);
+    assert_eq!(listed.len(), 20, "{out}");
+    for r in &listed {
+        assert!(ids.contains(&r["job_id"].as_str().unwrap().to_string()));
+        assert!(r["document"]
+            .as_str()
+            .is_some_and(|p| Path::new(p).exists()));
+        assert!(r["submitted_at"].as_u64().is_some());
+        assert_eq!(r["recipe"], "batch");
+        assert!(r["snapshot"].as_str().is_some_and(|s| s.len() == 40), "{r}");
+    }
+    let clusters: std::collections::BTreeSet<_> =
+        listed.iter().map(|r| r["cluster"].to_string()).collect();
+    assert_eq!(clusters.len(), 2);
+    let (ssh, slurm) = calls(&trace);
+    assert_eq!(ssh, 2, "one ssh execution per cluster");
+    assert_eq!(slurm.len(), 2, "{slurm:?}");
+    for c in &slurm {
+        assert_eq!(c["squeue"], 1, "{c}");
+        assert!(c["sacct"].as_u64().unwrap() <= 1, "{c}");
+        assert_eq!(c["jobs"], 10, "{c}");
+    }
+
+    // Filters.
+    let (out, _, _) = runs(
+        state.path(),
+        &["--json", "--no-refresh", "--cluster", "local-mfa"],
+        None,
+    );
+    assert_eq!(json_lines(&out).len(), 10);
+    let (out, _, _) = runs(
+        state.path(),
+        &["--json", "--no-refresh", "--name", "twenty-0?"],
+        None,
+    );
+    assert_eq!(json_lines(&out).len(), 10);
+    let (out, _, _) = runs(
+        state.path(),
+        &["--json", "--no-refresh", "--since", "1h"],
+        None,
+    );
+    assert_eq!(json_lines(&out).len(), 20);
+
+    // Follow them all to their end: the same cost per poll. (Runs the listing saw end are in
+    // the ledger already: they are not followed again.)
+    let (out, _, _) = runs(
+        state.path(),
+        &["--json", "--no-refresh", "--state", "active"],
+        None,
+    );
+    let open = json_lines(&out).len();
+    assert!(open >= 4, "the long runs are still open: {out}");
+    std::fs::remove_file(&trace).unwrap();
+    let events = state.path().join("events.jsonl");
+    let (out, err, code) = runs(
+        state.path(),
+        &[
+            "--watch",
+            "--interval",
+            "1",
+            "--events",
+            events.to_str().unwrap(),
+        ],
+        Some(&trace),
+    );
+    mfa_logout(&cp);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("CLUSTER") && out.contains("COMPLETED"),
+        "{out}"
+    );
+    let (ssh, slurm) = calls(&trace);
+    let polls = slurm.len();
+    assert!(polls >= 2, "{slurm:?}");
+    assert!(
+        ssh <= polls,
+        "one ssh execution per cluster and poll: {ssh} for {polls}"
+    );
+    for c in &slurm {
+        assert_eq!(c["squeue"], 1, "{c}");
+        assert!(c["sacct"].as_u64().unwrap() <= 1, "{c}");
+    }
+    let ended: Vec<Value> = json_lines(&std::fs::read_to_string(&events).unwrap())
+        .into_iter()
+        .filter(|e| e["event"] == "ended")
+        .collect();
+    assert_eq!(ended.len(), open, "one ended event per run followed");
+    assert!(ended.iter().all(|e| e["state"] == "COMPLETED"));
+
+    // Now the ledger knows they ended: listing again asks nobody.
+    std::fs::remove_file(&trace).unwrap();
+    let (out, _, code) = runs(state.path(), &["--state", "completed"], Some(&trace));
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 21, "a header and 20 runs:\n{out}");
+    assert_eq!(calls(&trace).0, 0, "no cluster asked about finished runs");
+}
+
+#[test]
+fn the_ledger_survives_a_tool_killed_while_it_writes() {
+    crate::needs_cluster!();
+    let state = tempdir();
+    let (_fx, base) = synced("runs-kill");
+    let mut d = base.clone();
+    d["recipe"] = json!("batch");
+    d["command"] = json!("sleep 1");
+    let first = run_in(state.path(), "slurm-submit", &[], &d);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let mut killed_jobs = Vec::new();
+    for step in ["ledger:mid-line", "ledger:locked"] {
+        let mut d = d.clone();
+        d["job_name"] = json!(format!("killed-{}", step.replace(':', "-")));
+        let mut c = tool_in(state.path(), "slurm-submit");
+        c.env("SLURM_TOOLS_PAUSE_AT", step)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(d.to_string().as_bytes())
+            .unwrap();
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut said = String::new();
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap() > 0 {
+            said.push_str(&line);
+            if line.contains("paused at") {
+                break;
+            }
+            line.clear();
+        }
+        assert!(said.contains(&format!("paused at {step}")), "{said}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        killed_jobs.push(d["job_name"].as_str().unwrap().to_string());
+    }
+    // The lock died with its holder; the next writer writes on a fresh line.
+    d["job_name"] = json!("after-the-kills");
+    let last = run_in(state.path(), "slurm-submit", &[], &d);
+    assert_eq!(last.code, 0, "{}", last.stderr);
+    let (out, err, code) = runs(state.path(), &["--json", "--no-refresh"], None);
+    assert_eq!(code, 0, "{err}");
+    let listed = json_lines(&out);
+    let ids: Vec<&str> = listed
+        .iter()
+        .map(|r| r["job_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&first.doc["job"]["job_id"].as_str().unwrap()),
+        "{out}"
+    );
+    assert!(
+        ids.contains(&last.doc["job"]["job_id"].as_str().unwrap()),
+        "{out}"
+    );
+    assert!(
+        err.contains("1 line(s)") && err.contains("skipped"),
+        "the torn line is said: {err}"
+    );
+    for name in killed_jobs {
+        let _ = Command::new("scancel").args(["-n", &name]).status();
+    }
+}
+
+/// The job pends until the test lets it run: its time limit is over the partition's (Slurm
+/// holds it, reason PartitionTimeLimit), until it is lowered.
+#[test]
+fn events_follow_a_run_from_pending_to_passed_and_a_hang_to_its_verdict() {
+    crate::needs_cluster!();
+    let state = tempdir();
+    let (_fx, base) = synced("runs-events");
+    let mut d = base.clone();
+    d["recipe"] = json!("batch");
+    d["command"] = json!("echo started; sleep 2; echo done");
+    d["time_limit"] = json!("05:00:00");
+    let s = run_in(state.path(), "slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let events = state.path().join("events.jsonl");
+    let mut c = tool_in(state.path(), "slurm-watch");
+    c.args(["--interval", "1", "--events", events.to_str().unwrap()]);
+    let input = s.doc.to_string();
+    let watcher = std::thread::spawn(move || run_raw(c, input.as_bytes()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&events)
+        .unwrap_or_default()
+        .contains("\"pending\"")
+    {
+        assert!(Instant::now() < deadline, "no pending event");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let ok = Command::new("scontrol")
+        .args(["update", &format!("JobId={id}"), "TimeLimit=00:05:00"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let w = watcher.join().unwrap();
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let ev = json_lines(&std::fs::read_to_string(&events).unwrap());
+    let kinds: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"submitted"), "{kinds:?}");
+    let pos = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| *x == k)
+            .unwrap_or_else(|| panic!("{k}: {kinds:?}"))
+    };
+    assert!(
+        pos("pending") < pos("running") && pos("running") < pos("verdict"),
+        "{kinds:?}"
+    );
+    let pending = &ev[pos("pending")];
+    // Slurm says why (PartitionTimeLimit, or PartitionConfig in some versions).
+    assert!(
+        pending["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("Partition")),
+        "{pending}"
+    );
+    assert_eq!(pending["job_id"], id.as_str());
+    assert_eq!(ev[pos("verdict")]["status"], "PASSED");
+    assert!(ev
+        .iter()
+        .all(|e| e["time"].as_str().is_some_and(|t| t.ends_with('Z'))));
+    // The verdict reached the ledger, and the saved document has the report.
+    let (out, _, _) = runs(state.path(), &["--json", "--no-refresh"], None);
+    let run = &json_lines(&out)[0];
+    assert_eq!(run["status"], "PASSED");
+    let saved: Value =
+        serde_json::from_slice(&std::fs::read(run["document"].as_str().unwrap()).unwrap()).unwrap();
+    assert_eq!(saved["report"]["status"], "PASSED");
+
+    // A hang: the hang event, then the verdict.
+    let mut d = base.clone();
+    d["recipe"] = json!("batch");
+    d["command"] = json!("echo step 1; echo 'NCCL watchdog: hang detected'; sleep 60");
+    let s = run_in(state.path(), "slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    std::fs::remove_file(&events).unwrap();
+    let w = run_in(
+        state.path(),
+        "slurm-watch",
+        &["--interval", "1", "--events", events.to_str().unwrap()],
+        &s.doc,
+    );
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let ev = json_lines(&std::fs::read_to_string(&events).unwrap());
+    let kinds: Vec<&str> = ev.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    let hang = kinds
+        .iter()
+        .position(|k| *k == "hang")
+        .expect("a hang event");
+    assert_eq!(kinds.last(), Some(&"verdict"), "{kinds:?}");
+    assert!(hang < kinds.len() - 1);
+    assert!(ev[hang]["line"].as_str().unwrap().contains("hang detected"));
+    assert_eq!(ev.last().unwrap()["status"], "HANG_DETECTED");
+
+    // The stream into slurm-notify with a command: each state once, however often it is read.
+    let got = state.path().join("notified.txt");
+    for _ in 0..2 {
+        let out = tool_in(state.path(), "slurm-notify")
+            .arg("--command")
+            .arg(format!(
+                "printf '%s %s\\n' \"$SLURM_EVENT_KIND\" \"$SLURM_STATUS\" >> {}",
+                got.display()
+            ))
+            .arg(&events)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let text = std::fs::read_to_string(&got).unwrap();
+    let distinct: std::collections::BTreeSet<String> = ev
+        .iter()
+        .map(|e| {
+            let detail = if e["event"] == "verdict" {
+                &e["status"]
+            } else {
+                &e["state"]
+            };
+            format!("{}/{}", e["event"], detail)
+        })
+        .collect();
+    assert_eq!(
+        text.lines().count(),
+        distinct.len(),
+        "each state once:\n{text}"
+    );
+    assert!(text.contains("verdict HANG_DETECTED"), "{text}");
+}
+
+/// A local HTTP server that records each request's body and answers with `status`.
+fn http_server(status: u16) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let keep = got.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let mut len = 0usize;
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 {
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+                line.clear();
+            }
+            let mut body = vec![0u8; len];
+            let _ = r.read_exact(&mut body);
+            if let Ok(v) = serde_json::from_slice(&body) {
+                keep.lock().unwrap().push(v);
+            }
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
+    });
+    (port, got)
+}
+
+#[test]
+fn slurm_notify_posts_each_state_once_to_a_webhook() {
+    let state = tempdir();
+    let events = state.path().join("events.jsonl");
+    let ev = |kind: &str, extra: &str| {
+        format!(
+            r#"{{"event":"{kind}","at":1,"time":"x","cluster":"local","job_id":"42","job_name":"train"{extra}}}"#
+        )
+    };
+    let stream = [
+        ev("submitted", ""),
+        ev("pending", r#","state":"PENDING","reason":"Priority""#),
+        ev("pending", r#","state":"PENDING","reason":"Resources""#),
+        ev("running", r#","state":"RUNNING""#),
+        ev("running", r#","state":"RUNNING""#),
+        "not json".to_string(),
+        ev(
+            "verdict",
+            r#","status":"PASSED","state":"COMPLETED","summary":"ok""#,
+        ),
+    ]
+    .join("\n");
+    write(&events, &stream);
+    let (port, got) = http_server(200);
+    let url = format!("http://127.0.0.1:{port}/hook");
+    for _ in 0..2 {
+        let out = tool_in(state.path(), "slurm-notify")
+            .args(["--webhook", &url])
+            .arg(&events)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bodies = got.lock().unwrap().clone();
+    let kinds: Vec<&str> = bodies
+        .iter()
+        .map(|b| b["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["submitted", "pending", "running", "verdict"],
+        "each state once, across runs"
+    );
+    assert_eq!(bodies[3]["text"], "local job 42 (train): PASSED: ok");
+    // --only, on stdin.
+    let only = tempdir();
+    let mut c = tool_in(only.path(), "slurm-notify");
+    c.args(["--webhook", &url, "--only", "verdict"]);
+    let out = pipe(&mut c, stream.as_bytes());
+    assert!(out.status.success());
+    assert_eq!(got.lock().unwrap().len(), 5);
+
+    // A failing webhook: said, exit 4, not remembered (the next run tries again).
+    let failing = tempdir();
+    let (bad_port, bad_got) = http_server(500);
+    let out = tool_in(failing.path(), "slurm-notify")
+        .args([
+            "--webhook",
+            &format!("http://127.0.0.1:{bad_port}/"),
+            "--only",
+            "verdict",
+        ])
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("could not deliver"));
+    assert_eq!(
+        bad_got.lock().unwrap().len(),
+        4,
+        "tried, then retried 3 times"
+    );
+    // Bad flags name what to do.
+    let out = tool_in(failing.path(), "slurm-notify")
+        .args(["--webhook", "ftp://x", "--only", "verdict"])
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http://"));
+}
+
+#[test]
+fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_its_cap() {
+    crate::needs_cluster!();
+    let state = tempdir();
+    let (_fx, base) = synced("runs-fetch");
+    let mut d = base.clone();
+    d["recipe"] = json!("batch");
+    d["command"] = json!(
+        "mkdir -p out && echo partial > out/result.txt && echo two > 'out/a name.txt' && head -c 200000000 /dev/zero > big.bin && echo failing >&2 && exit 3"
+    );
+    let s = run_in(state.path(), "slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let w = run_in(state.path(), "slurm-watch", &["--interval", "1"], &s.doc);
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    assert_eq!(w.doc["report"]["status"], "FAILED");
+    let dest = tempdir();
+    let to = dest.path().join("results");
+    let to_s = to.to_str().unwrap();
+    let f = run_in(
+        state.path(),
+        "slurm-fetch",
+        &["-p", "out/*", "--to", to_s],
+        &w.doc,
+    );
+    assert_eq!(f.code, 0, "{}", f.stderr);
+    let sec = &f.doc["fetch"];
+    assert_eq!(sec["fetched"], 4, "{sec}");
+    assert_eq!(
+        std::fs::read_to_string(to.join("tree/out/result.txt")).unwrap(),
+        "partial\n"
+    );
+    assert!(to.join("tree/out/a name.txt").exists());
+    let job = s.doc["job"]["job_id"].as_str().unwrap();
+    let err_log = to.join("work").join(
+        Path::new(s.doc["job"]["stderr_path"].as_str().unwrap())
+            .file_name()
+            .unwrap(),
+    );
+    assert!(
+        std::fs::read_to_string(&err_log)
+            .unwrap()
+            .contains("failing"),
+        "{job}"
+    );
+    let paths: Vec<&str> = sec["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"tree/out/result.txt"), "{paths:?}");
+    // Again: nothing new, nothing copied.
+    let again = run_in(
+        state.path(),
+        "slurm-fetch",
+        &["-p", "out/*", "--to", to_s],
+        &f.doc,
+    );
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(again.doc["fetch"]["fetched"], 0);
+    assert_eq!(again.doc["fetch"]["unchanged"], 4);
+    // 200 MB with a 100 MB cap: refused, nothing copied.
+    let big = run_in(
+        state.path(),
+        "slurm-fetch",
+        &["-p", "big.bin", "--max-bytes", "100M", "--to", to_s],
+        &w.doc,
+    );
+    assert_eq!(big.code, 2, "{}", big.stderr);
+    assert_eq!(big.doc["error"]["field"], "--max-bytes");
+    let msg = big.error_message();
+    assert!(
+        msg.contains("200.0 MB") && msg.contains("big.bin") && msg.contains("nothing was copied"),
+        "{msg}"
+    );
+    assert!(!to.join("tree/big.bin").exists());
+    // Bad patterns are refused naming the flag.
+    let bad = run_in(
+        state.path(),
+        "slurm-fetch",
+        &["-p", "../../etc/*", "--to", to_s],
+        &w.doc,
+    );
+    assert_eq!(bad.code, 2);
+    assert_eq!(bad.doc["error"]["field"], "--pattern");
+}

@@ -1,0 +1,497 @@
+//! slurm-fetch: bring a job's results back (logs, profiles, checkpoints), only what is new or
+//! changed, within a size cap, whatever the verdict.
+
+use clap::Parser;
+use shared::process::Received;
+use shared::quote::Script;
+use shared::schema::{Fetch, FetchedFile, Job};
+use shared::ssh::Ssh;
+use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Copy a job's results to this machine: its logs, and the files matching the patterns.
+///
+/// Patterns (--pattern, repeatable, and the document's `fetch_patterns`) are globs relative to
+/// the job's own code tree on the cluster (job.tree, where it ran), or, prefixed `work:`, to its
+/// work directory (where its logs are); `*` and `?` match across directories, as in
+/// `find -path` (`*.pt` finds every .pt file below). The job's .out and .err logs always come.
+/// Works on any verdict (failed, cancelled, timed out) and on a running job (what exists now).
+///
+/// Incremental: a file already here with the same size and modification time is not copied
+/// again (copies keep the cluster's time). Bounded: when what would be copied is more than
+/// --max-bytes, nothing is copied and the error names the largest files. Everything comes in at
+/// most two ssh executions per run (one listing, one tar stream per directory), through the
+/// pipeline's connection.
+///
+/// Reads: job (from slurm-submit; slurm-watch's output works too), fetch_patterns, work_dir
+/// (the default destination is <work_dir>/fetched/<job id>), and the connection fields.
+///
+/// {adds}
+///
+/// Example:
+///   slurm-fetch -p 'profiles/*.nsys-rep' -p 'work:*.json' report.json > fetched.json
+///   slurm-runs --json | jq -r 'select(.status=="FAILED") | .document' | xargs -n1 slurm-fetch >/dev/null
+#[derive(Parser, Debug)]
+#[command(name = "slurm-fetch", version, verbatim_doc_comment)]
+struct Cli {
+    #[command(flatten)]
+    input: InputArg,
+
+    /// A glob relative to the job's tree (`work:GLOB`: relative to its work directory); repeatable.
+    #[arg(short = 'p', long = "pattern", value_name = "GLOB")]
+    patterns: Vec<String>,
+
+    /// The local directory (default: <work_dir>/fetched/<job id>, else ./fetched/<job id>).
+    #[arg(long, value_name = "DIR")]
+    to: Option<PathBuf>,
+
+    /// Copy at most this much in one run: bytes, or with K, M, G (powers of 1000) or KiB, MiB,
+    /// GiB.
+    #[arg(long, default_value = "1G", value_name = "SIZE")]
+    max_bytes: String,
+
+    /// Leave the job's logs out.
+    #[arg(long)]
+    no_logs: bool,
+}
+
+impl ToolCli for Cli {
+    fn input(&self) -> &InputArg {
+        &self.input
+    }
+    const SECTIONS: &'static [&'static str] = &["fetch"];
+}
+
+fn main() -> std::process::ExitCode {
+    shared::driver::run::<Cli>("slurm-fetch", fetch)
+}
+
+/// Where a file comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Base {
+    Tree,
+    Work,
+}
+
+impl Base {
+    fn dir(self) -> &'static str {
+        match self {
+            Base::Tree => "tree",
+            Base::Work => "work",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Remote {
+    base: Base,
+    /// Relative to its base, no `./`.
+    path: String,
+    size: u64,
+    mtime: u64,
+}
+
+fn parse_size(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: f64 = match unit.trim() {
+        "" | "B" => 1.0,
+        "K" | "k" | "KB" | "kB" => 1e3,
+        "M" | "MB" => 1e6,
+        "G" | "GB" => 1e9,
+        "T" | "TB" => 1e12,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => -1.0,
+    };
+    match num.parse::<f64>() {
+        Ok(n) if mult > 0.0 && n >= 0.0 => Ok((n * mult) as u64),
+        _ => Err(
+            ToolError::bad_input(format!("--max-bytes {s:?} is not a size"))
+                .with_field("--max-bytes")
+                .with_hint("give bytes, or a number with K, M, G (e.g. 500M) or KiB, MiB, GiB"),
+        ),
+    }
+}
+
+/// A pattern a person gave: relative, no `..`, one line.
+fn check_pattern(field: &str, p: &str) -> Result<(Base, String)> {
+    let (base, glob) = match p.strip_prefix("work:") {
+        Some(rest) => (Base::Work, rest),
+        None => (Base::Tree, p),
+    };
+    let glob = glob.trim_start_matches("./");
+    if glob.is_empty()
+        || glob.starts_with('/')
+        || glob.split('/').any(|c| c == "..")
+        || glob.chars().any(|c| c.is_control())
+    {
+        return Err(ToolError::bad_input(format!(
+            "{field} {} is not a relative glob",
+            shared::quote::preview(p)
+        ))
+        .with_field(field)
+        .with_hint("give a glob relative to the job's tree (e.g. `outputs/*.json`) or `work:GLOB` for its work directory; no `..`, no absolute paths"));
+    }
+    Ok((base, glob.to_string()))
+}
+
+fn parent(p: &str) -> String {
+    match p.rfind('/') {
+        Some(0) => "/".into(),
+        Some(i) => p[..i].to_string(),
+        None => ".".into(),
+    }
+}
+
+fn basename(p: &str) -> String {
+    p.rsplit('/').next().unwrap_or(p).to_string()
+}
+
+fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let doc = &ctx.doc;
+    let job = doc.section_as::<Job>("job")?.ok_or_else(|| {
+        shared::doc::missing(
+            "job",
+            "run slurm-submit first: slurm-fetch copies a submitted job's files",
+        )
+    })?;
+    let id = job.job_id.clone().ok_or_else(|| {
+        shared::doc::missing(
+            "job",
+            "the job section has no job_id (a dry run?); run slurm-submit",
+        )
+    })?;
+    shared::slurm::check_job_id("job", &id)?;
+    let max = parse_size(&cli.max_bytes)?;
+    let out_log = job
+        .stdout_path
+        .clone()
+        .ok_or_else(|| shared::doc::missing("job", "the job section has no stdout_path"))?;
+    let work = parent(&out_log);
+    let tree = job.tree.clone().unwrap_or_else(|| {
+        job.remote_repo_path
+            .clone()
+            .unwrap_or_else(|| parent(&work))
+    });
+    let mut patterns: Vec<String> = cli.patterns.clone();
+    for p in doc.str_list_opt("fetch_patterns")?.unwrap_or_default() {
+        check_pattern("fetch_patterns", &p)?;
+        patterns.push(p);
+    }
+    let mut globs = Vec::new();
+    for p in &cli.patterns {
+        globs.push(check_pattern("--pattern", p)?);
+    }
+    for p in doc.str_list_opt("fetch_patterns")?.unwrap_or_default() {
+        globs.push(check_pattern("fetch_patterns", &p)?);
+    }
+    if !cli.no_logs {
+        globs.push((Base::Work, basename(&out_log)));
+        if let Some(err) = &job.stderr_path {
+            if parent(err) == work && *err != out_log {
+                globs.push((Base::Work, basename(err)));
+            }
+        }
+    }
+    if globs.is_empty() {
+        return Err(ToolError::bad_input(
+            "nothing to fetch: no --pattern, no fetch_patterns, and --no-logs",
+        )
+        .with_hint("give --pattern GLOB (relative to the job's tree, or work:GLOB)"));
+    }
+    let dest = match &cli.to {
+        Some(d) => d.clone(),
+        None => PathBuf::from(doc.str_opt("work_dir")?.unwrap_or("."))
+            .join("fetched")
+            .join(&id),
+    };
+    let ssh = Ssh::from_doc(doc)?;
+
+    // 1. What is there.
+    let mut s = Script::new();
+    s.assign("tree", &tree)?;
+    s.assign("work", &work)?;
+    s.raw(
+        r#"list() {
+  [ -d "$2" ] || { echo "NODIR $1"; return 0; }
+  (cd "$2" && find . -path ./.git -prune -o -type f -path "./$3" -exec stat -c "$1 %s %Y %n" {} +) || echo "FINDFAIL $1"
+}
+"#,
+    );
+    for (base, glob) in &globs {
+        s.raw("list ")
+            .arg(match base {
+                Base::Tree => "T",
+                Base::Work => "W",
+            })?
+            .raw(match base {
+                Base::Tree => " \"$tree\" ",
+                Base::Work => " \"$work\" ",
+            })
+            .arg(glob)?
+            .raw("\n");
+    }
+    let out = ssh.run_script(&s, None, Duration::from_secs(300))?;
+    if !out.success() {
+        return Err(ToolError::remote(format!(
+            "listing job {id}'s files on the cluster failed ({})",
+            out.exit_text()
+        ))
+        .with_command(out.record()));
+    }
+    let mut remote: Vec<Remote> = Vec::new();
+    for line in out.stdout_text().lines() {
+        if let Some(b) = line.strip_prefix("NODIR ") {
+            ctx.warn(format!(
+                "the job's {} directory {} is not on the cluster (removed by the keep policy?)",
+                if b == "T" { "tree" } else { "work" },
+                if b == "T" { &tree } else { &work }
+            ));
+            continue;
+        }
+        let mut f = line.splitn(4, ' ');
+        let (Some(b), Some(size), Some(mtime), Some(name)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let (Ok(size), Ok(mtime), Some(path)) =
+            (size.parse(), mtime.parse(), name.strip_prefix("./"))
+        else {
+            continue;
+        };
+        let base = if b == "T" { Base::Tree } else { Base::Work };
+        if !remote.iter().any(|r| r.base == base && r.path == path) {
+            remote.push(Remote {
+                base,
+                path: path.to_string(),
+                size,
+                mtime,
+            });
+        }
+    }
+    if remote.is_empty() {
+        ctx.warn(format!(
+            "no file of job {id} matched ({})",
+            patterns_text(&globs)
+        ));
+    }
+
+    // 2. What is new or changed.
+    let local = |r: &Remote| dest.join(r.base.dir()).join(&r.path);
+    let unchanged = |r: &Remote| {
+        std::fs::metadata(local(r)).is_ok_and(|m| {
+            m.len() == r.size
+                && m.modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .is_some_and(|d| d.as_secs() == r.mtime)
+        })
+    };
+    let wanted: Vec<&Remote> = remote.iter().filter(|r| !unchanged(r)).collect();
+    let total: u64 = wanted.iter().map(|r| r.size).sum();
+    if total > max {
+        let mut big = wanted.clone();
+        big.sort_by_key(|r| std::cmp::Reverse(r.size));
+        let list: Vec<String> = big
+            .iter()
+            .take(5)
+            .map(|r| {
+                format!(
+                    "{}:{} ({})",
+                    r.base.dir(),
+                    r.path,
+                    shared::ui::human_bytes(r.size)
+                )
+            })
+            .collect();
+        return Err(ToolError::bad_input(format!(
+            "job {id}: {} file(s) to copy make {}, more than --max-bytes {} ({}); nothing was copied. Largest: {}",
+            wanted.len(),
+            shared::ui::human_bytes(total),
+            cli.max_bytes,
+            shared::ui::human_bytes(max),
+            list.join(", ")
+        ))
+        .with_field("--max-bytes")
+        .with_hint("raise --max-bytes if you want all of it, or narrow --pattern to the files you need"));
+    }
+
+    // 3. Copy them: one tar stream per directory.
+    let mut bytes = 0u64;
+    for base in [Base::Tree, Base::Work] {
+        let files: Vec<&&Remote> = wanted.iter().filter(|r| r.base == base).collect();
+        if files.is_empty() {
+            continue;
+        }
+        let into = dest.join(base.dir());
+        std::fs::create_dir_all(&into).map_err(|e| {
+            ToolError::bad_input(format!("cannot create {}: {e}", into.display()))
+                .with_hint("choose a writable destination with --to DIR")
+        })?;
+        let mut s = Script::new();
+        s.assign("dir", if base == Base::Tree { &tree } else { &work })?;
+        s.raw("cd \"$dir\" || exit 1\nset --");
+        for f in &files {
+            s.raw(" ").arg(&f.path)?;
+        }
+        s.raw("\nexec tar cf - -- \"$@\"\n");
+        ctx.note(format!(
+            "copying {} file(s), {}, from the job's {} to {}",
+            files.len(),
+            shared::ui::human_bytes(files.iter().map(|f| f.size).sum()),
+            base.dir(),
+            into.display()
+        ));
+        let running = ssh.start_script(&s)?;
+        let mut reader = Stream {
+            running: Some(running),
+            buf: Vec::new(),
+            at: 0,
+        };
+        let mut got = 0u64;
+        let result = (|| -> std::io::Result<()> {
+            let mut archive = tar::Archive::new(&mut reader);
+            archive.set_preserve_mtime(true);
+            for entry in archive.entries()? {
+                let mut entry = entry?;
+                got += entry.header().size()?;
+                if !entry.unpack_in(&into)? {
+                    return Err(std::io::Error::other(format!(
+                        "refused an entry outside the destination: {}",
+                        entry.path()?.display()
+                    )));
+                }
+            }
+            Ok(())
+        })();
+        let out = reader.finish();
+        if let Err(e) = result {
+            return Err(ToolError::remote(format!(
+                "copying job {id}'s files from its {}: {e}",
+                base.dir()
+            ))
+            .with_hint("the connection or the cluster's disk may have failed; rerun: files already copied are not copied again")
+            .with_command(out.record()));
+        }
+        // GNU tar exits 1 when a file changed while it was read (a job still writing): the copy
+        // is what the file held then.
+        match out.code {
+            Some(0) => {}
+            Some(1) => ctx.warn(format!(
+                "a file changed on the cluster while it was copied (the job still writes it?): {}",
+                out.stderr_tail.trim()
+            )),
+            _ => {
+                return Err(ToolError::remote(format!(
+                    "tar on the cluster failed ({}) while copying job {id}'s files",
+                    out.exit_text()
+                ))
+                .with_command(out.record()))
+            }
+        }
+        bytes += got;
+    }
+
+    let files = remote
+        .iter()
+        .map(|r| FetchedFile {
+            path: format!("{}/{}", r.base.dir(), r.path),
+            size: r.size,
+            mtime: r.mtime,
+        })
+        .collect();
+    ctx.note(format!(
+        "job {id}: {} file(s) copied ({}), {} already here, in {}",
+        wanted.len(),
+        shared::ui::human_bytes(bytes),
+        remote.len() - wanted.len(),
+        dest.display()
+    ));
+    let section = Fetch {
+        job_id: id,
+        destination: dest.display().to_string(),
+        patterns,
+        files,
+        fetched: wanted.len() as u64,
+        unchanged: (remote.len() - wanted.len()) as u64,
+        bytes,
+        max_bytes: max,
+    };
+    ctx.doc.set_section("fetch", &section);
+    Ok(Outcome::Done)
+}
+
+fn patterns_text(globs: &[(Base, String)]) -> String {
+    globs
+        .iter()
+        .map(|(b, g)| format!("{}:{g}", b.dir()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The remote tar's stdout as a reader.
+struct Stream {
+    running: Option<shared::process::Running>,
+    buf: Vec<u8>,
+    at: usize,
+}
+
+impl Read for Stream {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.at >= self.buf.len() {
+            let Some(r) = self.running.as_mut() else {
+                return Ok(0);
+            };
+            match r.recv(Duration::from_secs(600)) {
+                Received::Data(b) => {
+                    self.buf = b;
+                    self.at = 0;
+                }
+                Received::Eof => return Ok(0),
+                Received::TimedOut => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no data from the cluster for 600 s",
+                    ))
+                }
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.at);
+        out[..n].copy_from_slice(&self.buf[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+impl Stream {
+    fn finish(mut self) -> shared::process::Output {
+        let r = self.running.take().expect("finished once");
+        r.close_collect(Duration::from_secs(30))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_patterns() {
+        assert_eq!(parse_size("100M").unwrap(), 100_000_000);
+        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert!(parse_size("lots").is_err());
+        assert!(check_pattern("--pattern", "../x").is_err());
+        assert!(check_pattern("--pattern", "/etc/passwd").is_err());
+        assert_eq!(
+            check_pattern("--pattern", "work:*.log").unwrap(),
+            (Base::Work, "*.log".into())
+        );
+    }
+}

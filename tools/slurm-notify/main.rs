@@ -1,0 +1,311 @@
+//! slurm-notify: turn the event stream of slurm-watch or slurm-runs into a command or a webhook
+//! POST, once per job and state.
+
+use clap::Parser;
+use serde_json::Value;
+use shared::process::{Cmd, Input};
+use shared::{ErrorKind, Result, ToolError};
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Tell someone when a run changes state: run a command or POST to a webhook, once per event.
+///
+/// Reads events (JSON lines from `slurm-watch --events` or `slurm-runs --watch --events`) from
+/// FILE or stdin, and for each one not delivered before (one per job and state: cluster, job id,
+/// event, state or verdict) either runs --command with the event on stdin and in the
+/// environment (SLURM_EVENT the JSON line, SLURM_EVENT_KIND, SLURM_CLUSTER, SLURM_JOB_ID,
+/// SLURM_JOB_NAME, SLURM_STATUS), or POSTs it as JSON to --webhook (with curl), adding a `text`
+/// field with one line for people (what chat webhooks show). What was delivered is remembered
+/// in the state directory (notify-sent.jsonl), so a restarted notifier does not repeat itself. A
+/// delivery that fails is tried 3 times, then said on stderr and not remembered (the next run
+/// of the stream tries it again).
+///
+/// Reads no job document. Exit 0 when the stream ended (with --follow: never on its own); 2 for
+/// bad flags; 4 when some event could not be delivered.
+///
+/// Example:
+///   slurm-runs --watch --events - | slurm-notify --webhook https://hooks.example.org/T0
+///   slurm-notify --follow --only running,verdict --command 'notify-send "$SLURM_JOB_NAME" "$SLURM_EVENT_KIND $SLURM_STATUS"' events.jsonl
+#[derive(Parser, Debug)]
+#[command(name = "slurm-notify", version, verbatim_doc_comment)]
+struct Cli {
+    /// The events, one JSON object per line (absent or `-`: stdin).
+    #[arg(value_name = "FILE")]
+    file: Option<PathBuf>,
+
+    /// Run this shell command for each event (`sh -c`).
+    #[arg(
+        long,
+        value_name = "COMMAND",
+        conflicts_with = "webhook",
+        required_unless_present = "webhook"
+    )]
+    command: Option<String>,
+
+    /// POST each event as JSON to this http:// or https:// URL.
+    #[arg(long, value_name = "URL")]
+    webhook: Option<String>,
+
+    /// Only these events (comma-separated): submitted, pending, running, importing, progress,
+    /// hang, ended, verdict.
+    #[arg(long, value_name = "EVENTS", value_delimiter = ',')]
+    only: Vec<String>,
+
+    /// Keep reading FILE as it grows (like `tail -f`), until killed.
+    #[arg(long, requires = "file")]
+    follow: bool,
+
+    /// Where delivered events are remembered (default: <state dir>/notify-sent.jsonl).
+    #[arg(long, value_name = "FILE")]
+    sent_file: Option<PathBuf>,
+}
+
+const TOOL: &str = "slurm-notify";
+const KINDS: [&str; 8] = [
+    "submitted",
+    "pending",
+    "running",
+    "importing",
+    "progress",
+    "hang",
+    "ended",
+    "verdict",
+];
+
+fn main() -> ExitCode {
+    if let Ok(what) = std::env::var("SLURM_TOOLS_GENERATE") {
+        return shared::driver::generate_for(<Cli as clap::CommandFactory>::command(), TOOL, &what);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match notify(&cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            shared::ui::error(TOOL, &e);
+            ExitCode::from(e.kind.exit_code() as u8)
+        }
+    }
+}
+
+/// The key an event is delivered once under: (cluster, job, event, state or verdict or percent).
+fn key_of(e: &Value) -> String {
+    let s = |k: &str| match &e[k] {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        v => v.to_string(),
+    };
+    let detail = match s("event").as_str() {
+        "verdict" => s("status"),
+        "progress" => s("percent"),
+        "importing" => s("image"),
+        _ => s("state"),
+    };
+    format!(
+        "{}\t{}\t{}\t{}",
+        s("cluster"),
+        s("job_id"),
+        s("event"),
+        detail
+    )
+}
+
+fn notify(cli: &Cli) -> Result<u8> {
+    if let Some(url) = &cli.webhook {
+        let ok = (url.starts_with("http://") || url.starts_with("https://"))
+            && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+        if !ok {
+            return Err(ToolError::bad_input(format!(
+                "--webhook {}: not an http:// or https:// URL",
+                shared::quote::preview(url)
+            ))
+            .with_hint("give the webhook's full URL, e.g. https://hooks.example.org/T0"));
+        }
+    }
+    if let Some(bad) = cli.only.iter().find(|k| !KINDS.contains(&k.as_str())) {
+        return Err(ToolError::bad_input(format!("--only {bad}: not an event"))
+            .with_hint(format!("events are: {}", KINDS.join(", "))));
+    }
+    let sent_path = cli
+        .sent_file
+        .clone()
+        .or_else(|| shared::journal::state_dir().map(|d| d.join("notify-sent.jsonl")));
+    let mut sent: HashSet<String> = HashSet::new();
+    if let Some(p) = &sent_path {
+        if let Ok(text) = std::fs::read_to_string(p) {
+            for line in text.lines() {
+                if let Ok(Value::String(k)) = serde_json::from_str::<Value>(line) {
+                    sent.insert(k);
+                }
+            }
+        }
+    }
+    let input: Box<dyn Read> = match cli.file.as_deref().filter(|p| p.as_os_str() != "-") {
+        Some(p) => Box::new(std::fs::File::open(p).map_err(|e| {
+            ToolError::bad_input(format!("cannot read the events {}: {e}", p.display()))
+                .with_hint("name the file slurm-watch --events or slurm-runs --events writes")
+        })?),
+        None => Box::new(std::io::stdin()),
+    };
+    let mut reader = BufReader::new(input);
+    let mut failed = 0u32;
+    let mut line = String::new();
+    let mut partial = String::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|e| ToolError::new(ErrorKind::Remote, format!("reading the events: {e}")))?;
+        if n == 0 {
+            if cli.follow {
+                std::thread::sleep(Duration::from_millis(500));
+                continue;
+            }
+            break;
+        }
+        if !line.ends_with('\n') && cli.follow {
+            // A line still being written: wait for its end.
+            partial.push_str(&line);
+            continue;
+        }
+        let whole = std::mem::take(&mut partial) + &line;
+        let text = whole.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let Ok(event) = serde_json::from_str::<Value>(text) else {
+            shared::ui::warn(
+                TOOL,
+                &format!("not an event (skipped): {}", shared::quote::preview(text)),
+            );
+            continue;
+        };
+        let kind = event["event"].as_str().unwrap_or("").to_string();
+        if !cli.only.is_empty() && !cli.only.contains(&kind) {
+            continue;
+        }
+        let key = key_of(&event);
+        if sent.contains(&key) {
+            continue;
+        }
+        if deliver(cli, &event) {
+            if let Some(p) = &sent_path {
+                let _ = shared::ledger::append_line(
+                    p,
+                    Value::String(key.clone()).to_string().into_bytes(),
+                );
+            }
+            sent.insert(key);
+        } else {
+            failed += 1;
+        }
+    }
+    Ok(if failed > 0 { 4 } else { 0 })
+}
+
+/// One line for people: "mycluster job 123 (train): RUNNING".
+fn text_of(e: &Value) -> String {
+    let s = |k: &str| e[k].as_str().unwrap_or("").to_string();
+    let name = e["job_name"]
+        .as_str()
+        .map(|n| format!(" ({n})"))
+        .unwrap_or_default();
+    let what = match s("event").as_str() {
+        "verdict" => format!("{}: {}", s("status"), s("summary")),
+        "pending" => format!("PENDING ({})", s("reason")),
+        "hang" => format!("hang detected: {}", s("line")),
+        "importing" => format!("importing {}", s("image")),
+        "progress" => format!("{}%", e["percent"]),
+        "submitted" => "submitted".into(),
+        _ => s("state"),
+    };
+    format!("{} job {}{name}: {what}", s("cluster"), s("job_id"))
+}
+
+fn deliver(cli: &Cli, event: &Value) -> bool {
+    let mut last = String::new();
+    for (attempt, wait) in [0u64, 1, 2, 4].into_iter().enumerate() {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_secs(wait));
+        }
+        let out = if let Some(url) = &cli.webhook {
+            let mut body = event.clone();
+            body["text"] = Value::String(text_of(event));
+            Cmd::new("curl")
+                .args([
+                    "-sS",
+                    "-f",
+                    "-m",
+                    "20",
+                    "-X",
+                    "POST",
+                    "-H",
+                    "Content-Type: application/json",
+                    "--data-binary",
+                    "@-",
+                    "--url",
+                    url,
+                ])
+                .input(Input::Bytes(body.to_string().into_bytes()))
+                .deadline(Duration::from_secs(30))
+                .run()
+        } else {
+            let s = |k: &str| match &event[k] {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                v => v.to_string(),
+            };
+            Cmd::new("sh")
+                .args(["-c", cli.command.as_deref().unwrap_or("true")])
+                .env("SLURM_EVENT", event.to_string())
+                .env("SLURM_EVENT_KIND", s("event"))
+                .env("SLURM_CLUSTER", s("cluster"))
+                .env("SLURM_JOB_ID", s("job_id"))
+                .env("SLURM_JOB_NAME", s("job_name"))
+                .env("SLURM_STATUS", s("status"))
+                .input(Input::Bytes(format!("{event}\n").into_bytes()))
+                .deadline(Duration::from_secs(60))
+                .run()
+        };
+        match out {
+            Ok(o) if o.success() => return true,
+            Ok(o) => last = format!("{}: {}", o.exit_text(), o.stderr_tail.trim()),
+            Err(e) => {
+                last = e.to_string();
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    break;
+                }
+            }
+        }
+    }
+    shared::ui::warn(
+        TOOL,
+        &format!(
+            "could not deliver \"{}\" ({last}); it is not remembered, so the next run tries again",
+            text_of(event)
+        ),
+    );
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_key_per_job_and_state() {
+        let a: Value = serde_json::from_str(r#"{"event":"pending","cluster":"c","job_id":"1","state":"PENDING","reason":"Priority"}"#).unwrap();
+        let b: Value = serde_json::from_str(r#"{"event":"pending","cluster":"c","job_id":"1","state":"PENDING","reason":"Resources"}"#).unwrap();
+        let v: Value = serde_json::from_str(r#"{"event":"verdict","cluster":"c","job_id":"1","status":"PASSED","state":"COMPLETED"}"#).unwrap();
+        assert_eq!(key_of(&a), key_of(&b));
+        assert_ne!(key_of(&a), key_of(&v));
+        assert!(text_of(&v).starts_with("c job 1: PASSED"));
+    }
+}

@@ -1,0 +1,579 @@
+//! slurm-runs: every run the tools submitted, on every cluster, from the local ledger; refreshed
+//! with one squeue and at most one sacct per cluster, however many runs.
+
+use clap::Parser;
+use shared::events::{Event, Sink};
+use shared::ledger::{self, Entry, Run};
+use shared::quote::Script;
+use shared::ssh::Ssh;
+use shared::{Document, ErrorKind, Result, ToolError};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// List the runs the tools submitted (every cluster, across restarts), and follow them.
+///
+/// Reads the local run ledger (`$XDG_STATE_HOME/slurm-tools/runs.jsonl`, or
+/// `$SLURM_TOOLS_STATE_DIR/runs.jsonl`), where slurm-submit and `slurm-alloc up` add each
+/// submission and slurm-watch its verdict. Unfinished runs are refreshed from their clusters:
+/// one ssh execution per cluster (through its master, never a new login prompt) running one
+/// squeue and at most one sacct for all of that cluster's runs. Runs seen ending are written
+/// back to the ledger, so later listings need not ask again.
+///
+/// Each run's saved document (the DOCUMENT column of --json) can be handed to slurm-watch to
+/// resume watching it, or to slurm-fetch, slurm-report, slurm-retry.
+///
+/// --watch follows every unfinished run (after the filters) until all have ended, at the same
+/// cost per poll; --events writes one JSON line per state change (pending, running, ended) to a
+/// file, /dev/fd/N, or `-` (stdout; the table then goes to stderr).
+///
+/// Reads no job document. Exit 0; 4 when no cluster could be asked and something was unfinished.
+///
+/// Example:
+///   slurm-runs
+///   slurm-runs --state running --since 2d --name 'train-*'
+///   slurm-runs --json | jq -r 'select(.status == "FAILED") | .document'
+///   slurm-runs --watch --events - | slurm-notify --webhook https://hooks.example.org/T0
+#[derive(Parser, Debug)]
+#[command(name = "slurm-runs", version, verbatim_doc_comment)]
+struct Cli {
+    /// One JSON object per run, one per line, instead of the table.
+    #[arg(long)]
+    json: bool,
+
+    /// Only runs on this cluster (the catalog entry's name, else the ssh host); repeatable.
+    #[arg(long = "cluster", value_name = "NAME")]
+    clusters: Vec<String>,
+
+    /// Only runs in this state: a Slurm state (pending, running, completed, node_fail...), a
+    /// verdict (passed, failed...), `active` or `finished`; repeatable, any case.
+    #[arg(long = "state", value_name = "STATE")]
+    states: Vec<String>,
+
+    /// Only runs submitted within this age: 90s, 30m, 12h, 3d, 2w.
+    #[arg(long, value_name = "AGE")]
+    since: Option<String>,
+
+    /// Only runs whose job name matches this glob (`*` and `?`).
+    #[arg(long, value_name = "GLOB")]
+    name: Option<String>,
+
+    /// Show the ledger as it is: ask no cluster.
+    #[arg(long)]
+    no_refresh: bool,
+
+    /// Poll until every listed unfinished run has ended, saying each change on stderr.
+    #[arg(long)]
+    watch: bool,
+
+    /// With --watch (or for this one refresh): one JSON line per state change to FILE, or `-`.
+    #[arg(long, value_name = "FILE")]
+    events: Option<String>,
+
+    /// Seconds between --watch polls.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    interval: f64,
+
+    /// The ledger to read instead of the default one.
+    #[arg(long, value_name = "FILE")]
+    ledger: Option<PathBuf>,
+}
+
+const TOOL: &str = "slurm-runs";
+
+fn main() -> ExitCode {
+    if let Ok(what) = std::env::var("SLURM_TOOLS_GENERATE") {
+        return shared::driver::generate_for(<Cli as clap::CommandFactory>::command(), TOOL, &what);
+    }
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match runs(&cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            shared::ui::error(TOOL, &e);
+            ExitCode::from(e.kind.exit_code() as u8)
+        }
+    }
+}
+
+/// A run's identity: (cluster, job id).
+type RunKey = (String, String);
+
+/// What a cluster said about one run in one poll.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Live {
+    state: String,
+    reason: Option<String>,
+    estimated_start: Option<u64>,
+    nodes: Option<String>,
+    exit_code: Option<String>,
+}
+
+fn runs(cli: &Cli) -> Result<u8> {
+    let path = match &cli.ledger {
+        Some(p) => p.clone(),
+        None => ledger::path().ok_or_else(|| {
+            ToolError::bad_input(
+                "no state directory: neither SLURM_TOOLS_STATE_DIR, XDG_STATE_HOME nor HOME is set",
+            )
+            .with_hint(
+                "set one of them (the ledger is <state dir>/runs.jsonl), or give --ledger FILE",
+            )
+        })?,
+    };
+    if cli.interval.is_nan() || cli.interval < 1.0 {
+        return Err(ToolError::bad_input(format!(
+            "--interval {} is too short: at least 1 second",
+            cli.interval
+        ))
+        .with_hint(
+            "polls cost the cluster's controller: 30 s (the default) is plenty for most runs",
+        ));
+    }
+    let since = cli.since.as_deref().map(parse_age).transpose()?;
+    let mut sink = cli.events.as_deref().map(Sink::open).transpose()?;
+    let (entries, torn) = ledger::read(&path).map_err(|e| {
+        ToolError::new(
+            ErrorKind::BadInput,
+            format!("cannot read the ledger {}: {e}", path.display()),
+        )
+        .with_hint("check the file's permissions, or give another with --ledger FILE")
+    })?;
+    if torn > 0 {
+        shared::ui::warn(
+            TOOL,
+            &format!(
+                "{torn} line(s) of {} are not entries (a writer killed mid-line?); skipped",
+                path.display()
+            ),
+        );
+    }
+    let now = shared::clock::unix_now();
+    let mut runs: Vec<Run> = ledger::fold(&entries)
+        .into_iter()
+        .filter(|r| cli.clusters.is_empty() || cli.clusters.contains(&r.cluster))
+        .filter(|r| since.is_none_or(|age| r.submitted_at.unwrap_or(r.updated_at) + age >= now))
+        .filter(|r| {
+            cli.name.as_deref().is_none_or(|g| {
+                r.job_name
+                    .as_deref()
+                    .is_some_and(|n| glob_match(g.as_bytes(), n.as_bytes()))
+            })
+        })
+        .collect();
+    let mut live: BTreeMap<RunKey, Live> = BTreeMap::new();
+    let mut code = 0u8;
+    let mut first = true;
+    loop {
+        if !cli.no_refresh {
+            let (seen, unreachable) = refresh(&runs)?;
+            if unreachable && runs.iter().any(|r| !r.finished()) {
+                code = 4;
+            }
+            for (key, now_live) in seen {
+                let run = runs
+                    .iter_mut()
+                    .find(|r| (r.cluster.clone(), r.job_id.clone()) == key)
+                    .expect("asked about this run");
+                let before = live.get(&key).cloned();
+                let changed = before.as_ref().map(|b| (&b.state, &b.reason))
+                    != Some((&now_live.state, &now_live.reason));
+                if changed {
+                    if cli.watch && !first {
+                        shared::ui::note(
+                            TOOL,
+                            &format!(
+                                "{} job {}{}: {}{}",
+                                run.cluster,
+                                run.job_id,
+                                run.job_name
+                                    .as_deref()
+                                    .map(|n| format!(" ({n})"))
+                                    .unwrap_or_default(),
+                                now_live.state,
+                                now_live
+                                    .reason
+                                    .as_deref()
+                                    .map(|r| format!(" ({r})"))
+                                    .unwrap_or_default()
+                            ),
+                        );
+                    }
+                    if let Some(sink) = sink.as_mut() {
+                        sink.send(TOOL, &event_for(run, &now_live));
+                    }
+                }
+                if shared::slurm::is_final(&now_live.state)
+                    && run.slurm_state.as_deref() != Some(now_live.state.as_str())
+                {
+                    record_end(&path, run, &now_live);
+                }
+                run.slurm_state = Some(now_live.state.clone());
+                if now_live.nodes.is_some() {
+                    run.nodes = now_live.nodes.clone();
+                }
+                live.insert(key, now_live);
+            }
+        }
+        first = false;
+        let open = runs.iter().filter(|r| !r.finished()).count();
+        if !cli.watch || cli.no_refresh || open == 0 {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs_f64(cli.interval));
+    }
+    let shown: Vec<&Run> = runs
+        .iter()
+        .filter(|r| cli.states.is_empty() || cli.states.iter().any(|s| in_state(r, s)))
+        .collect();
+    let text = if cli.json {
+        let mut t = String::new();
+        for r in &shown {
+            let mut v = serde_json::to_value(r).expect("a run serialises");
+            if let Some(l) = live.get(&(r.cluster.clone(), r.job_id.clone())) {
+                v["reason"] = l.reason.clone().into();
+                v["estimated_start"] = l.estimated_start.into();
+            }
+            t.push_str(&v.to_string());
+            t.push('\n');
+        }
+        t
+    } else {
+        table(&shown, &live, now)
+    };
+    let to_stderr = cli.events.as_deref() == Some("-");
+    let written = if to_stderr {
+        std::io::stderr().write_all(text.as_bytes())
+    } else {
+        let mut out = std::io::stdout().lock();
+        out.write_all(text.as_bytes()).and_then(|()| out.flush())
+    };
+    if let Err(e) = written {
+        shared::ui::note(TOOL, &format!("could not write the list: {e}"));
+        return Ok(4);
+    }
+    Ok(code)
+}
+
+fn event_for(run: &Run, l: &Live) -> Event {
+    let kind = match l.state.as_str() {
+        "PENDING" => "pending",
+        "RUNNING" | "COMPLETING" | "CONFIGURING" => "running",
+        s if shared::slurm::is_final(s) => "ended",
+        _ => "state",
+    };
+    let mut e = Event::new(kind, &run.cluster, &run.job_id);
+    e.job_name = run.job_name.clone();
+    e.state = Some(l.state.clone());
+    e.reason = l.reason.clone();
+    e.estimated_start = l.estimated_start;
+    e.nodes = l.nodes.clone();
+    e.status = run.status.clone();
+    e.document = run.document.clone();
+    e
+}
+
+/// A run seen ending: written back, so later listings need not ask the cluster.
+fn record_end(path: &std::path::Path, run: &Run, l: &Live) {
+    let e = Entry {
+        event: "state".into(),
+        at: shared::clock::unix_now(),
+        cluster: run.cluster.clone(),
+        job_id: run.job_id.clone(),
+        slurm_state: Some(l.state.clone()),
+        nodes: l.nodes.clone(),
+        ..Entry::default()
+    };
+    if let Err(err) = ledger::append_to(path, &e) {
+        shared::ui::warn(
+            TOOL,
+            &format!("could not write to the ledger {} ({err})", path.display()),
+        );
+    }
+}
+
+/// Ask every cluster with unfinished runs, all at once (one thread and one ssh execution per
+/// cluster). What each said, and whether some cluster could not be asked.
+fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
+    let mut by_cluster: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| !r.finished()) {
+        by_cluster.entry(r.cluster.as_str()).or_default().push(r);
+    }
+    let mut asks = Vec::new();
+    for (cluster, rs) in by_cluster {
+        // The newest saved document of this cluster says how to reach it.
+        let doc = rs
+            .iter()
+            .rev()
+            .filter_map(|r| r.document.as_deref())
+            .find_map(|p| {
+                std::fs::read(p)
+                    .ok()
+                    .and_then(|b| Document::parse(&b, p).ok())
+            });
+        let Some(doc) = doc else {
+            shared::ui::warn(TOOL, &format!("{cluster}: no saved document says how to reach it; its runs are shown as the ledger has them"));
+            continue;
+        };
+        let ids: Vec<String> = rs
+            .iter()
+            .map(|r| r.job_id.clone())
+            .filter(|id| shared::slurm::is_job_id(id))
+            .collect();
+        let ssh = Ssh::from_doc(&doc)?;
+        let script = query_script(&ids)?;
+        let cluster = cluster.to_string();
+        asks.push(std::thread::spawn(move || {
+            let out = ssh.run_script(&script, None, Duration::from_secs(120));
+            (cluster, ids, out)
+        }));
+    }
+    let mut seen = Vec::new();
+    let mut unreachable = false;
+    for a in asks {
+        let (cluster, ids, out) = a.join().expect("a refresh thread");
+        let out = match out {
+            Ok(o) if o.success() => o,
+            Ok(o) => {
+                unreachable = true;
+                shared::ui::warn(TOOL, &format!("{cluster}: the query failed ({}): {}; its runs are shown as the ledger has them", o.exit_text(), o.stderr_tail.trim()));
+                continue;
+            }
+            Err(e) => {
+                unreachable = true;
+                shared::ui::warn(
+                    TOOL,
+                    &format!(
+                        "{cluster}: {}{}; its runs are shown as the ledger has them",
+                        e.message,
+                        e.hint.map(|h| format!(" ({h})")).unwrap_or_default()
+                    ),
+                );
+                continue;
+            }
+        };
+        let (found, calls) = parse_reply(&out.stdout_text());
+        shared::process::trace_event(&shared::process::TraceEvent::SlurmCalls {
+            event: "slurm-calls",
+            cluster: &cluster,
+            squeue: calls.0,
+            sacct: calls.1,
+            jobs: ids.len() as u32,
+        });
+        for (id, l) in found {
+            if ids.contains(&id) {
+                seen.push(((cluster.clone(), id), l));
+            }
+        }
+    }
+    Ok((seen, unreachable))
+}
+
+/// One squeue for every id (finished jobs Slurm still holds included), then one sacct for the
+/// ids squeue did not know.
+fn query_script(ids: &[String]) -> Result<Script> {
+    let mut s = Script::new();
+    s.assign("ids", &ids.join(","))?;
+    s.raw(
+        r#"q=$(env SLURM_TIME_FORMAT=%s squeue -h -t all -j "$ids" -o '%i|%T|%r|%S|%N' 2>&1); qrc=$?
+echo "SQUEUE $qrc"
+printf '%s\n' "$q" | sed 's/^/Q /'
+missing=
+for id in $(printf '%s' "$ids" | tr ',' ' '); do
+  case "
+$q" in
+    *"
+$id|"*) ;;
+    *) missing="$missing${missing:+,}$id" ;;
+  esac
+done
+if [ -n "$missing" ]; then
+  a=$(sacct -X -n -P -j "$missing" -o JobID,State,ExitCode,NodeList 2>&1); arc=$?
+  echo "SACCT $arc"
+  printf '%s\n' "$a" | sed 's/^/A /'
+fi
+"#,
+    );
+    Ok(s)
+}
+
+/// The runs a reply describes, and the (squeue, sacct) calls it made.
+fn parse_reply(text: &str) -> (Vec<(String, Live)>, (u32, u32)) {
+    let mut found = Vec::new();
+    let mut calls = (0, 0);
+    for line in text.lines() {
+        if line.starts_with("SQUEUE ") {
+            calls.0 += 1;
+        } else if line.starts_with("SACCT ") {
+            calls.1 += 1;
+        } else if let Some(q) = line.strip_prefix("Q ") {
+            let f: Vec<&str> = q.split('|').collect();
+            if f.len() >= 5 && shared::slurm::is_job_id(f[0]) {
+                let pending = f[1] == "PENDING";
+                found.push((
+                    f[0].to_string(),
+                    Live {
+                        state: f[1].to_string(),
+                        reason: Some(f[2].to_string()).filter(|r| pending && r != "None"),
+                        estimated_start: f[3].parse().ok().filter(|s| pending && *s > 0),
+                        nodes: Some(f[4].to_string()).filter(|n| !n.is_empty() && !pending),
+                        exit_code: None,
+                    },
+                ));
+            }
+        } else if let Some(a) = line.strip_prefix("A ") {
+            let f: Vec<&str> = a.split('|').collect();
+            if f.len() >= 4 && shared::slurm::is_job_id(f[0]) {
+                let state = f[1]
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("")
+                    .trim_end_matches('+');
+                found.push((
+                    f[0].to_string(),
+                    Live {
+                        state: state.to_string(),
+                        nodes: Some(f[3].to_string())
+                            .filter(|n| !n.is_empty() && n != "None assigned"),
+                        exit_code: Some(f[2].to_string()),
+                        ..Live::default()
+                    },
+                ));
+            }
+        }
+    }
+    (found, calls)
+}
+
+fn in_state(r: &Run, want: &str) -> bool {
+    let w = want.to_ascii_uppercase();
+    match w.as_str() {
+        "ACTIVE" => !r.finished(),
+        "FINISHED" | "DONE" | "ENDED" => r.finished(),
+        _ => {
+            r.slurm_state.as_deref() == Some(w.as_str()) || r.status.as_deref() == Some(w.as_str())
+        }
+    }
+}
+
+/// `90s`, `30m`, `12h`, `3d`, `2w` (a bare number is seconds).
+fn parse_age(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let mult = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => 0,
+    };
+    match num.parse::<u64>() {
+        Ok(n) if mult > 0 => Ok(n.saturating_mul(mult)),
+        _ => Err(ToolError::bad_input(format!("--since {s:?} is not an age"))
+            .with_hint("give a number and a unit: 90s, 30m, 12h, 3d or 2w")),
+    }
+}
+
+/// `*` any run of characters, `?` one character, everything else itself.
+fn glob_match(p: &[u8], s: &[u8]) -> bool {
+    match (p.first(), s.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => glob_match(&p[1..], s) || (!s.is_empty() && glob_match(p, &s[1..])),
+        (Some(b'?'), Some(_)) => glob_match(&p[1..], &s[1..]),
+        (Some(a), Some(b)) if a == b => glob_match(&p[1..], &s[1..]),
+        _ => false,
+    }
+}
+
+fn ago(now: u64, t: Option<u64>) -> String {
+    let Some(t) = t else {
+        return "?".into();
+    };
+    let d = now.saturating_sub(t);
+    match d {
+        0..=119 => format!("{d}s ago"),
+        120..=7199 => format!("{}m ago", d / 60),
+        7200..=172_799 => format!("{}h ago", d / 3600),
+        _ => format!("{}d ago", d / 86_400),
+    }
+}
+
+fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
+    if runs.is_empty() {
+        return "no runs (slurm-submit and `slurm-alloc up` add theirs to the ledger)\n".into();
+    }
+    let mut rows = vec![[
+        "CLUSTER".to_string(),
+        "JOB".into(),
+        "NAME".into(),
+        "KIND".into(),
+        "STATE".into(),
+        "VERDICT".into(),
+        "SUBMITTED".into(),
+        "SNAPSHOT".into(),
+    ]];
+    for r in runs {
+        let l = live.get(&(r.cluster.clone(), r.job_id.clone()));
+        let mut state = r.slurm_state.clone().unwrap_or_else(|| "?".into());
+        if let Some(reason) = l.and_then(|l| l.reason.as_deref()) {
+            state.push_str(&format!(" ({reason})"));
+        }
+        rows.push([
+            r.cluster.clone(),
+            r.job_id.clone(),
+            r.job_name.clone().unwrap_or_else(|| "-".into()),
+            r.kind.clone().unwrap_or_else(|| "-".into()),
+            state,
+            r.status.clone().unwrap_or_else(|| "-".into()),
+            ago(now, r.submitted_at),
+            r.snapshot
+                .as_deref()
+                .map(|s| s[..s.len().min(10)].to_string())
+                .unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    let widths: Vec<usize> = (0..8)
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut t = String::new();
+    for r in rows {
+        let line: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        t.push_str(line.join("  ").trim_end());
+        t.push('\n');
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_globs_and_replies() {
+        assert_eq!(parse_age("90s").unwrap(), 90);
+        assert_eq!(parse_age("3d").unwrap(), 259_200);
+        assert!(parse_age("3 days").is_err());
+        assert!(glob_match(b"train-*", b"train-llama"));
+        assert!(!glob_match(b"train-?", b"train-ab"));
+        let (found, calls) = parse_reply(
+            "SQUEUE 0\nQ 12|PENDING|Priority|1800000000|\nQ 13|RUNNING|None|1700000000|mn[1-2]\nSACCT 0\nA 11|CANCELLED by 1001|0:15|mn1\n",
+        );
+        assert_eq!(calls, (1, 1));
+        assert_eq!(found.len(), 3);
+        assert_eq!(found[0].1.reason.as_deref(), Some("Priority"));
+        assert_eq!(found[1].1.nodes.as_deref(), Some("mn[1-2]"));
+        assert_eq!(found[2].1.state, "CANCELLED");
+    }
+}
