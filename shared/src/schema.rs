@@ -96,6 +96,14 @@ pub struct JobDocument {
     pub expected_duration: Option<String>,
     /// slurm-alloc: profiling, development or training.
     pub purpose: Option<String>,
+    /// Nodes the job must not run on (`--exclude`); slurm-watch --retry adds failed ones.
+    pub exclude_nodes: Option<Vec<String>>,
+    /// slurm-watch --retry: the job id of the first attempt this run retries.
+    pub retry_of: Option<String>,
+    /// slurm-watch --retry: this run's attempt number (the first run is 1).
+    pub attempt: Option<u32>,
+    /// slurm-watch --retry: the earlier attempts, oldest first.
+    pub attempts: Option<Vec<Attempt>>,
     /// slurm-fetch: globs of files to bring back, relative to the job's tree (`work:GLOB`: to
     /// its work directory).
     pub fetch_patterns: Option<Vec<String>>,
@@ -694,6 +702,18 @@ pub struct Forward {
     pub state: String,
     /// The ControlMaster the forward lives in (it ends with the master, the job, or --cancel).
     pub control_path: String,
+}
+
+/// An attempt that ended on an infrastructure failure and was retried (slurm-watch --retry).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attempt {
+    pub job_id: String,
+    /// NODE_FAIL, PREEMPTED or BOOT_FAIL.
+    pub slurm_state: String,
+    pub status: Status,
+    /// The nodes it ran on (excluded from the next attempts).
+    pub nodes: Option<String>,
 }
 
 /// What `slurm-fetch` brought back from a job's tree and work directory.

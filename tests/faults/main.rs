@@ -1766,6 +1766,111 @@ fn a_two_node_job_that_loses_a_nodes_slurmd_is_never_passed() {
     assert_ne!(w.code, 0);
 }
 
+/// A NODE_FAIL made for real (the job's node's slurmd killed under it): `slurm-watch --retry`
+/// submits it again with that node excluded, the second attempt runs elsewhere and passes, and
+/// both attempts are in the document and linked in the ledger. A FAILED job is not retried.
+#[test]
+fn a_node_failure_is_retried_on_another_node_and_a_failed_job_is_not() {
+    crate::needs_cluster!();
+    let Some(_one) = two_nodes_to_ourselves() else {
+        return;
+    };
+    let state = tempdir();
+    let (_fx, mut d) = synced("f-retry");
+    let mark = format!("retry-mark-{}", std::process::id());
+    d["recipe"] = json!("single");
+    d["command"] = json!(format!(
+        "if [ -e \"$HOME/{mark}\" ]; then echo second attempt; else touch \"$HOME/{mark}\"; echo first attempt; sleep 300; fi"
+    ));
+    let mut c = tool("slurm-submit");
+    c.env("SLURM_TOOLS_STATE_DIR", state.path());
+    let s = run_raw(c, d.to_string().as_bytes());
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let input = s.doc.to_string();
+    let st = state.path().to_path_buf();
+    let watcher = std::thread::spawn(move || {
+        let mut cmd = tool("slurm-watch");
+        cmd.env("SLURM_TOOLS_STATE_DIR", &st)
+            .args(["--interval", "1", "--retry", "2"]);
+        run_raw(cmd, input.as_bytes())
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let node = loop {
+        if let Some(n) = job_nodes(&id).into_iter().next() {
+            break n;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job {id} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = pid_of(&format!("/run/slurm-tools/slurmd-{node}.pid"));
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+    let w = watcher.join().unwrap();
+    cluster_up();
+    let (state_1, _) = wait_done(&id, 60);
+    assert_eq!(
+        state_1, "NODE_FAIL",
+        "Slurm's own verdict on the first attempt"
+    );
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let doc = &w.doc;
+    assert_eq!(doc["report"]["status"], "PASSED", "{}", w.stderr);
+    assert_eq!(doc["attempt"], 2);
+    assert_eq!(doc["retry_of"], id.as_str());
+    assert_eq!(doc["attempts"][0]["job_id"], id.as_str());
+    assert_eq!(doc["attempts"][0]["slurm_state"], "NODE_FAIL");
+    assert_eq!(doc["attempts"][0]["status"], "ERROR");
+    assert_eq!(doc["attempts"][0]["nodes"], node.as_str());
+    assert_eq!(doc["exclude_nodes"], json!([node.clone()]));
+    let second = doc["job"]["job_id"].as_str().unwrap().to_string();
+    assert_ne!(second, id);
+    let out = Command::new("sacct")
+        .args(["-X", "-n", "-P", "-o", "NodeList", "-j", &second])
+        .output()
+        .unwrap();
+    let ran_on = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        !ran_on.is_empty() && ran_on != node,
+        "ran on {ran_on}, not {node}"
+    );
+    assert!(doc["report"]["excerpt"]
+        .to_string()
+        .contains("second attempt"));
+    // The ledger links the attempts.
+    let ledger = std::fs::read_to_string(state.path().join("runs.jsonl")).unwrap();
+    let entries: Vec<serde_json::Value> = ledger
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        entries.iter().any(|e| e["job_id"] == second.as_str()
+            && e["event"] == "submitted"
+            && e["retry_of"] == id.as_str()
+            && e["attempt"] == 2),
+        "{ledger}"
+    );
+    assert!(entries.iter().any(|e| e["job_id"] == id.as_str()
+        && e["event"] == "verdict"
+        && e["slurm_state"] == "NODE_FAIL"));
+
+    // The code's own failure is never retried.
+    d["command"] = json!("exit 3");
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let w = run("slurm-watch", &["--interval", "1", "--retry", "2"], &s.doc);
+    assert_eq!(w.code, 1);
+    assert_eq!(w.doc["report"]["status"], "FAILED");
+    assert!(w.doc.get("attempts").is_none());
+    let _ = Command::new("runuser")
+        .args(["-u", &testbed().s("cluster_user"), "--", "rm", "-f"])
+        .arg(format!("{}/{mark}", testbed().s("cluster_home")))
+        .status();
+}
+
 /// One rank of a two-node job prints the hang pattern in its own output: HANG_DETECTED and the
 /// whole job (every node) is cancelled.
 #[test]

@@ -2,6 +2,7 @@
 //! "Recovering" and "The report" in PROCEDURE).
 
 mod poll;
+mod retry;
 mod scan;
 mod verdict;
 
@@ -78,6 +79,12 @@ struct Cli {
     /// /dev/fd/N for a descriptor the shell opened. For `| jq` or `| slurm-notify`.
     #[arg(long, value_name = "FILE")]
     events: Option<String>,
+
+    /// When the job ends NODE_FAIL, PREEMPTED or BOOT_FAIL (the infrastructure's fault, never
+    /// FAILED), submit it again with the nodes it ran on excluded and watch that, at most N
+    /// times. Each attempt is in `attempts` and linked in the ledger.
+    #[arg(long, value_name = "N")]
+    retry: Option<u32>,
 }
 
 impl ToolCli for Cli {
@@ -244,6 +251,20 @@ struct State {
 }
 
 fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    loop {
+        let outcome = watch_once(cli, ctx)?;
+        let Some(max) = cli.retry else {
+            return Ok(outcome);
+        };
+        match retry::after_verdict(ctx, max)? {
+            retry::Next::Done => return Ok(outcome),
+            retry::Next::Stop(o) => return Ok(o),
+            retry::Next::Watch => continue,
+        }
+    }
+}
+
+fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let Some(job) = job_of(ctx)? else {
         ctx.note("the build job was skipped (build_project is false): nothing to watch");
         return Ok(Outcome::Done);

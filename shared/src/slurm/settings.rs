@@ -31,6 +31,8 @@ pub struct Settings {
     pub constraint: Option<String>,
     pub comment: Option<String>,
     pub gpu_clocks: Option<String>,
+    /// `exclude_nodes`, joined with `,` (slurm-watch --retry adds the nodes that failed).
+    pub exclude: Option<String>,
 }
 
 /// The launcher variables of the distributed recipe (and `slurm-alloc exec --mode distributed`).
@@ -42,6 +44,31 @@ pub const DISTRIBUTED_ENV: &str =
 fn parent_mount(path: &str) -> String {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     format!("/{}", parts[..parts.len().min(2)].join("/"))
+}
+
+/// `exclude_nodes`: node names or Slurm host lists (`mn[1-2]`), joined with `,`.
+pub fn exclude_nodes(doc: &Document) -> Result<Option<String>> {
+    let Some(list) = doc.str_list_opt("exclude_nodes")? else {
+        return Ok(None);
+    };
+    for (i, n) in list.iter().enumerate() {
+        let ok = !n.is_empty()
+            && n.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-[],".contains(c));
+        if !ok {
+            return Err(crate::doc::field_error(
+                "exclude_nodes",
+                &format!(
+                    "item {i} is {}, which is not a node name or host list",
+                    crate::quote::preview(n)
+                ),
+            )
+            .with_hint(
+                "give node names as Slurm prints them, e.g. [\"gpu-017\", \"gpu-[020-023]\"]",
+            ));
+        }
+    }
+    Ok((!list.is_empty()).then(|| list.join(",")))
 }
 
 /// `mounts`: a string or a list of strings, each checked; `None` when absent.
@@ -114,6 +141,7 @@ impl Settings {
             constraint: flag("constraint")?,
             comment: flag("comment")?,
             gpu_clocks: flag("gpu_clocks")?,
+            exclude: exclude_nodes(doc)?,
         })
     }
 
@@ -133,6 +161,9 @@ impl Settings {
         }
         if let Some(c) = &self.constraint {
             argv.push(format!("--constraint={c}"));
+        }
+        if let Some(x) = &self.exclude {
+            argv.push(format!("--exclude={x}"));
         }
     }
 

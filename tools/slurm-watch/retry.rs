@@ -1,0 +1,114 @@
+//! `--retry N`: a run that ended on an infrastructure failure (NODE_FAIL, PREEMPTED, BOOT_FAIL:
+//! not the code's fault) is submitted again, with the nodes it ran on excluded, at most N times;
+//! every attempt is in the document (`attempts`) and linked in the ledger (`retry_of`, `attempt`).
+//! A FAILED run is never retried: that is the code's verdict.
+
+use shared::process::{Cmd, Input};
+use shared::quote::Script;
+use shared::schema::{Attempt, Report};
+use shared::ssh::Ssh;
+use shared::{Context, Document, Outcome, Result, ToolError};
+use std::time::Duration;
+
+/// Slurm states that are the infrastructure's fault.
+pub fn is_infrastructure(state: &str) -> bool {
+    matches!(state, "NODE_FAIL" | "PREEMPTED" | "BOOT_FAIL")
+}
+
+/// What to do after a verdict.
+pub enum Next {
+    /// No retry: the verdict stands.
+    Done,
+    /// Resubmitted: watch the new job (the document now describes it).
+    Watch,
+    /// The resubmission failed: its document and exit code.
+    Stop(Outcome),
+}
+
+/// The nodes `job` ran on, from sacct (one ssh execution).
+fn nodes_of(ssh: &Ssh, job: &str) -> Option<String> {
+    let mut s = Script::new();
+    s.raw("sacct -X -n -P -o NodeList -j ")
+        .arg(job)
+        .ok()?
+        .raw("\n");
+    let out = ssh.run_script(&s, None, Duration::from_secs(60)).ok()?;
+    let n = out.stdout_text().lines().next()?.trim().to_string();
+    (!n.is_empty() && n != "None assigned").then_some(n)
+}
+
+pub fn after_verdict(ctx: &mut Context, max: u32) -> Result<Next> {
+    let Some(report) = ctx.doc.section_as::<Report>("report")? else {
+        return Ok(Next::Done);
+    };
+    if !is_infrastructure(&report.slurm_state) {
+        return Ok(Next::Done);
+    }
+    let attempt = ctx.doc.int_opt("attempt", 1, 1000)?.unwrap_or(1) as u32;
+    if attempt > max {
+        ctx.note(format!(
+            "job {} ended {} and this was attempt {attempt}: no retries left (--retry {max})",
+            report.job_id, report.slurm_state
+        ));
+        return Ok(Next::Done);
+    }
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let nodes = nodes_of(&ssh, &report.job_id);
+    let mut doc = ctx.doc.clone();
+    let mut attempts = doc
+        .section_as::<Vec<Attempt>>("attempts")?
+        .unwrap_or_default();
+    attempts.push(Attempt {
+        job_id: report.job_id.clone(),
+        slurm_state: report.slurm_state.clone(),
+        status: report.status,
+        nodes: nodes.clone(),
+    });
+    let mut exclude = doc.str_list_opt("exclude_nodes")?.unwrap_or_default();
+    if let Some(n) = &nodes {
+        if !exclude.contains(n) {
+            exclude.push(n.clone());
+        }
+    }
+    let first = doc
+        .str_opt("retry_of")?
+        .map(str::to_string)
+        .unwrap_or_else(|| report.job_id.clone());
+    doc.remove("report");
+    doc.remove("job");
+    doc.set_section("attempts", &attempts);
+    doc.set_section("exclude_nodes", &exclude);
+    doc.set_section("retry_of", &first);
+    doc.set_section("attempt", &(attempt + 1));
+    ctx.note(format!(
+        "job {} ended {} ({}): not the code's fault, submitting attempt {} of at most {} with {} excluded",
+        report.job_id,
+        report.slurm_state,
+        nodes.as_deref().unwrap_or("nodes unknown"),
+        attempt + 1,
+        max + 1,
+        if exclude.is_empty() { "no node".to_string() } else { exclude.join(",") }
+    ));
+    let submit = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("slurm-submit")))
+        .filter(|p| p.exists())
+        .ok_or_else(|| {
+            ToolError::bad_input("slurm-submit is not beside slurm-watch")
+                .with_hint("install the tools together (they are one package), or retry by hand: slurm-submit on this document")
+        })?;
+    let out = Cmd::new(submit.display().to_string())
+        .input(Input::Bytes(doc.to_line().into_bytes()))
+        .inherit_stderr()
+        .deadline(Duration::from_secs(3600))
+        .run()
+        .map_err(|e| shared::ssh::spawn_error("slurm-submit", e))?;
+    let next = Document::parse(&out.stdout, "slurm-submit's output")?;
+    ctx.doc = next;
+    if out.code != Some(0) {
+        return Ok(Next::Stop(Outcome::Exit(
+            out.code.unwrap_or(4).clamp(1, 255) as u8,
+        )));
+    }
+    Ok(Next::Watch)
+}
