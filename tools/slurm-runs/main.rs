@@ -15,21 +15,23 @@ use std::time::Duration;
 
 /// List the runs the tools submitted (every cluster, across restarts), and follow them.
 ///
-/// Reads the local run ledger (`$XDG_STATE_HOME/slurm-tools/runs.jsonl`, or
-/// `$SLURM_TOOLS_STATE_DIR/runs.jsonl`), where slurm-submit and `slurm-alloc up` add each
+/// Reads the local run ledger (`runs.jsonl` in `$SLURM_TOOLS_STATE_DIR`, else
+/// `$XDG_STATE_HOME/slurm-tools`, else `~/.local/state/slurm-tools`), where slurm-submit and
+/// `slurm-alloc up` add each
 /// submission and slurm-watch its verdict. Unfinished runs are refreshed from their clusters:
 /// one ssh execution per cluster (through its master, never a new login prompt) running one
 /// squeue and at most one sacct for all of that cluster's runs. Runs seen ending are written
 /// back to the ledger, so later listings need not ask again.
 ///
-/// Each run's saved document (the DOCUMENT column of --json) can be handed to slurm-watch to
-/// resume watching it, or to slurm-fetch, slurm-report, slurm-retry.
+/// Each run's saved document (the `document` field of --json) can be handed to slurm-watch to
+/// resume watching it, to slurm-fetch for its files, or to slurm-report.
 ///
 /// --watch follows every unfinished run (after the filters) until all have ended, at the same
 /// cost per poll; --events writes one JSON line per state change (pending, running, ended) to a
 /// file, /dev/fd/N, or `-` (stdout; the table then goes to stderr).
 ///
-/// Reads no job document. Exit 0; 4 when no cluster could be asked and something was unfinished.
+/// Reads no job document. Exit 0; 2 for bad flags; 4 when a cluster with unfinished runs could
+/// not be asked (its runs are shown as the ledger has them, and a warning says why).
 ///
 /// Example:
 ///   slurm-runs

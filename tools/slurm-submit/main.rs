@@ -45,12 +45,13 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 ///
 /// Reads: recipe (default single), command or script_path (+ script_name), extra_files,
 /// job_name, account, partition, time_limit, node_count, required_devices_per_node,
-/// gpus_per_node, container_image, mounts (a string or a list), remote_repo_path,
-/// remote_work_dir, resolve.flags; with --build also build_project, build_command, device_type,
-/// default_user_root_dir (else remote_cwd).
+/// gpus_per_node, container_image, mounts (a string or a list), exclude_nodes,
+/// remote_repo_path, remote_work_dir, resolve.flags; with --build also build_project,
+/// build_command, device_type, default_user_root_dir (else remote_cwd).
 ///
 /// {adds}
 /// When a run job follows a watched build job, the build's job and report move to `build`.
+/// Each accepted job is added to the local run ledger (see slurm-runs) with the document.
 ///
 /// Example:
 ///   slurm-sync-untracked < synced.json | slurm-submit | slurm-watch > report.json
