@@ -25,18 +25,6 @@ pub fn utc_stamp(unix: u64) -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stamps() {
-        assert_eq!(utc_stamp(0), "19700101000000");
-        assert_eq!(utc_stamp(1_796_212_800), "20261202120000");
-        assert_eq!(utc_stamp(1_709_208_000), "20240229120000");
-    }
-}
-
 /// ISO 8601 UTC (`2026-12-04T14:05:09Z`) for a Unix time, for people and event streams.
 pub fn iso_utc(unix: u64) -> String {
     let s = utc_stamp(unix);
@@ -49,4 +37,16 @@ pub fn iso_utc(unix: u64) -> String {
         &s[10..12],
         &s[12..14]
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps() {
+        assert_eq!(utc_stamp(0), "19700101000000");
+        assert_eq!(utc_stamp(1_796_212_800), "20261202120000");
+        assert_eq!(utc_stamp(1_709_208_000), "20240229120000");
+    }
 }
