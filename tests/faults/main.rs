@@ -326,7 +326,10 @@ fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
 
 fn alloc_cmd(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_slurm-alloc"));
-    cmd.args(args).env("XDG_CONFIG_HOME", "/nonexistent");
+    cmd.args(args).env("XDG_CONFIG_HOME", "/nonexistent").env(
+        "SLURM_TOOLS_STATE_DIR",
+        test_home().join("state/slurm-tools"),
+    );
     cmd
 }
 
@@ -403,6 +406,15 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         "the partition's maximum"
     );
     assert_eq!(a["container_name"], format!("trtllm-{job}"));
+    // The allocation is in the run ledger, as a submission is.
+    let ledger = std::fs::read_to_string(test_home().join("state/slurm-tools/runs.jsonl")).unwrap();
+    assert!(
+        ledger.lines().any(|l| {
+            let e: serde_json::Value = serde_json::from_str(l).unwrap_or_default();
+            e["job_id"] == job.as_str() && e["event"] == "submitted" && e["kind"] == "allocation"
+        }),
+        "{ledger}"
+    );
     assert!(up.stderr.contains("imported"), "{}", up.stderr);
     assert!(
         up.stderr.contains(&format!(

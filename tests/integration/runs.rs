@@ -118,6 +118,14 @@ fn twenty_runs_on_two_clusters_are_listed_with_one_squeue_and_at_most_one_sacct_
         assert_eq!(c["jobs"], 10, "{c}");
     }
 
+    // Any run's saved document resumes with slurm-watch.
+    let mut c = tool_in(state.path(), "slurm-watch");
+    c.args(["--interval", "1"])
+        .arg(listed[0]["document"].as_str().unwrap());
+    let w = run_raw(c, b"");
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    assert_eq!(w.doc["report"]["job_id"], listed[0]["job_id"]);
+
     // Filters.
     let (out, _, _) = runs(
         state.path(),
