@@ -533,12 +533,16 @@ pub fn trace_event(event: &TraceEvent) {
     let Ok(line) = serde_json::to_string(event) else {
         return;
     };
+    // One write of the whole line: threads of one tool (slurm-runs asks its clusters at once)
+    // and concurrent tools append to the same file without interleaving.
+    let mut bytes = line.into_bytes();
+    bytes.push(b'\n');
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
     {
-        let _ = writeln!(f, "{line}");
+        let _ = f.write_all(&bytes);
     }
 }
 
