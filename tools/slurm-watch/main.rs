@@ -514,7 +514,17 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 // the verdict, without waiting for the cleanup. Anything else (a node failure
                 // that Slurm may requeue, a time limit, a cancellation) waits until the job has
                 // left the queue. The logs were read after squeue in this same poll: complete.
-                let ended = |state: &str| marker_seen && matches!(state, "COMPLETED" | "FAILED");
+                // While the job completes, accounting may already say FAILED before it has the
+                // exit code (0:0 for a job that exited 3: seen in a full run): only a record whose
+                // exit code agrees with its state is taken; otherwise the final record decides.
+                let ended = |a: &AccountingEntry| {
+                    marker_seen
+                        && match a.state.as_str() {
+                            "COMPLETED" => a.exit_code == "0:0",
+                            "FAILED" => a.exit_code != "0:0",
+                            _ => false,
+                        }
+                };
                 if let Some(acct) = accounting_says(&reply, ended) {
                     progress.finish();
                     let by = reply.cancelled_by.clone();
@@ -551,7 +561,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         } else {
             // Gone from squeue: accounting decides.
             // (sacct's answer and "accounting is disabled" never come in the same reply.)
-            if let Some(acct) = accounting_says(&reply, slurm::is_final) {
+            if let Some(acct) = accounting_says(&reply, |a| slurm::is_final(&a.state)) {
                 progress.finish();
                 let by = reply.cancelled_by.clone();
                 break final_verdict(job.kind, &st.findings, &patterns, &acct, by, Source::Sacct);
@@ -651,12 +661,15 @@ fn describe_queue(q: &slurm::QueueEntry) -> String {
 }
 
 /// sacct's answer in this poll, when `accept` takes its state.
-fn accounting_says(reply: &poll::Reply, accept: impl Fn(&str) -> bool) -> Option<AccountingEntry> {
+fn accounting_says(
+    reply: &poll::Reply,
+    accept: impl Fn(&AccountingEntry) -> bool,
+) -> Option<AccountingEntry> {
     reply
         .accounting
         .as_deref()
         .and_then(slurm::parse_sacct)
-        .filter(|a| accept(&a.state))
+        .filter(|a| accept(a))
 }
 
 fn from_scontrol(line: &str) -> Option<AccountingEntry> {
