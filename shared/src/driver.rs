@@ -150,6 +150,31 @@ fn generate<C: ToolCli>(tool: &str, what: &str) -> ExitCode {
     generate_for(command::<C>(), tool, what)
 }
 
+/// Run a tool that reads no job document (slurm-runs, slurm-notify): the same flag handling and
+/// generated docs as [`run`]; `step` returns the exit code, or an error said on stderr.
+pub fn run_plain<C: clap::Parser>(
+    tool: &'static str,
+    step: impl FnOnce(&C) -> Result<u8>,
+) -> ExitCode {
+    if let Ok(what) = std::env::var("SLURM_TOOLS_GENERATE") {
+        return generate_for(C::command(), tool, &what);
+    }
+    let cli = match C::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match step(&cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            crate::ui::error(tool, &e);
+            ExitCode::from(e.kind.exit_code() as u8)
+        }
+    }
+}
+
 /// [`generate`] for a tool that reads no job document (slurm-runs, slurm-notify).
 pub fn generate_for(mut cmd: clap::Command, tool: &str, what: &str) -> ExitCode {
     let mut out = std::io::stdout().lock();

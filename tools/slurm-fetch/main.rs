@@ -180,18 +180,15 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             .clone()
             .unwrap_or_else(|| parent(&work))
     });
-    let mut patterns: Vec<String> = cli.patterns.clone();
-    for p in doc.str_list_opt("fetch_patterns")?.unwrap_or_default() {
-        check_pattern("fetch_patterns", &p)?;
-        patterns.push(p);
-    }
+    let from_doc = doc.str_list_opt("fetch_patterns")?.unwrap_or_default();
     let mut globs = Vec::new();
     for p in &cli.patterns {
         globs.push(check_pattern("--pattern", p)?);
     }
-    for p in doc.str_list_opt("fetch_patterns")?.unwrap_or_default() {
-        globs.push(check_pattern("fetch_patterns", &p)?);
+    for p in &from_doc {
+        globs.push(check_pattern("fetch_patterns", p)?);
     }
+    let patterns: Vec<String> = cli.patterns.iter().cloned().chain(from_doc).collect();
     if !cli.no_logs {
         globs.push((Base::Work, basename(&out_log)));
         if let Some(err) = &job.stderr_path {

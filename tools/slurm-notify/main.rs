@@ -76,23 +76,7 @@ const KINDS: [&str; 8] = [
 ];
 
 fn main() -> ExitCode {
-    if let Ok(what) = std::env::var("SLURM_TOOLS_GENERATE") {
-        return shared::driver::generate_for(<Cli as clap::CommandFactory>::command(), TOOL, &what);
-    }
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
-    };
-    match notify(&cli) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            shared::ui::error(TOOL, &e);
-            ExitCode::from(e.kind.exit_code() as u8)
-        }
-    }
+    shared::driver::run_plain::<Cli>(TOOL, notify)
 }
 
 /// The key an event is delivered once under: (cluster, job, event, state or verdict or percent).

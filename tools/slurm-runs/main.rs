@@ -86,23 +86,7 @@ struct Cli {
 const TOOL: &str = "slurm-runs";
 
 fn main() -> ExitCode {
-    if let Ok(what) = std::env::var("SLURM_TOOLS_GENERATE") {
-        return shared::driver::generate_for(<Cli as clap::CommandFactory>::command(), TOOL, &what);
-    }
-    let cli = match Cli::try_parse() {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
-    };
-    match runs(&cli) {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            shared::ui::error(TOOL, &e);
-            ExitCode::from(e.kind.exit_code() as u8)
-        }
-    }
+    shared::driver::run_plain::<Cli>(TOOL, runs)
 }
 
 /// A run's identity: (cluster, job id).
