@@ -366,8 +366,6 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
         let _ = std::fs::remove_dir_all(&remote);
         // 1. Clean: each submodule at the commit its parent records.
         let before = local_state_recursive(&fx.local);
-        let mut d = fx.doc();
-        d["sync_via_note"] = json!(via);
         let t = run("slurm-sync-tracked", &["--via", via], &fx.doc());
         assert_eq!(t.code, 0, "{via}: {}", t.stderr);
         let u = run("slurm-sync-untracked", &[], &t.doc);

@@ -54,12 +54,19 @@ pub fn script(t: &Target) -> Result<Script> {
     s.raw(
         r#"pause() {
   # $1 quarter seconds; $2 = 1: end early when the end marker appears.
+  # The marker is looked for every quarter second in the first 2 s of a wait (a short job's end
+  # is seen at once), then every second: a long wait starts a quarter of the sleeps.
   if [ "$2" = 1 ] && [ -n "$marker" ]; then
     k=0
     while [ "$k" -lt "$1" ]; do
       [ -e "$marker" ] && return
-      nap 0.25
-      k=$((k + 1))
+      if [ "$k" -lt 8 ] || [ $(($1 - k)) -lt 4 ]; then
+        nap 0.25
+        k=$((k + 1))
+      else
+        nap 1
+        k=$((k + 4))
+      fi
     done
   elif [ "$1" -gt 0 ]; then
     nap "$(($1 / 4)).$(($1 % 4 * 25))"
