@@ -55,6 +55,7 @@ pub mod slurm;
 pub mod snapshot;
 pub mod ssh;
 pub mod submodules;
+pub mod sync;
 pub mod tempdir;
 pub mod testhook;
 pub mod trees;

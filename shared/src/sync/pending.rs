@@ -3,7 +3,7 @@
 //! the push and the delete is cleaned up by the next run. This file is the only thing the tool
 //! writes locally, and it is not part of the work (HEAD, refs, index, tree, stash).
 
-use shared::git::LocalRepo;
+use crate::git::LocalRepo;
 use std::time::Duration;
 
 fn file(local: &LocalRepo) -> std::path::PathBuf {

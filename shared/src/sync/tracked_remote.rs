@@ -6,9 +6,9 @@
 //! Scripts report with tagged lines (`STASHED <sha>`, `HEAD <sha>`, ...) and fail with distinct
 //! exit codes, mapped to messages by [`failure`].
 
-use shared::quote::Script;
-use shared::remote_exit::{self, ExitCodes, SyncTracked as Exit};
-use shared::{Result, ToolError};
+use crate::quote::Script;
+use crate::remote_exit::{self, ExitCodes, SyncTracked as Exit};
+use crate::{Result, ToolError};
 
 pub struct Plan<'a> {
     pub repo: &'a str,
@@ -45,9 +45,9 @@ fn header(p: &Plan) -> Result<Script> {
     s.assign("url", p.url)?;
     s.assign("temp", p.temp)?;
     s.assign("work", p.work)?;
-    s.assign("ours", shared::manifest::MANIFEST)?;
-    s.assign("ours_exclude", shared::manifest::EXCLUDE)?;
-    s.assign("ours_aside", shared::manifest::UNEXCLUDABLE)?;
+    s.assign("ours", crate::manifest::MANIFEST)?;
+    s.assign("ours_exclude", crate::manifest::EXCLUDE)?;
+    s.assign("ours_aside", crate::manifest::UNEXCLUDABLE)?;
     s.assign("roots", &p.roots.join(" "))?;
     s.assign("lfs_oids", &p.lfs.join(" "))?;
     s.assign(
@@ -477,7 +477,7 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
         None => (
             format!(
                 "the remote checkout in {repo} on {host} failed ({})",
-                shared::process::describe_exit(code)
+                crate::process::describe_exit(code)
             ),
             "see the command's stderr in this error".to_string(),
         ),
@@ -528,7 +528,7 @@ mod tests {
             ("sync-tracked-modules", modules_script(&p)),
             ("sync-tracked-lfs", lfs_script(&p, true)),
         ] {
-            shared::script_check::assert_clean(name, s.unwrap().as_str());
+            crate::script_check::assert_clean(name, s.unwrap().as_str());
         }
     }
 

@@ -1,0 +1,8 @@
+//! The two syncs as library code: the tools slurm-sync-tracked and slurm-sync-untracked are
+//! their command lines, and `slurm-alloc exec --sync` runs both inside its one ssh execution
+//! (see [`fused`]).
+
+mod pending;
+pub mod tracked;
+mod tracked_remote;
+pub mod untracked;

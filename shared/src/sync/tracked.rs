@@ -1,0 +1,706 @@
+//! The tracked sync (slurm-sync-tracked; `slurm-alloc exec --sync` runs it inside its own ssh
+//! execution): the remote checkout becomes HEAD plus the local working tree's tracked changes,
+//! as one snapshot commit; the local repository is never touched (PROCEDURE step 4).
+
+use super::pending;
+use super::tracked_remote as remote;
+use crate::git::{run_git, LocalRepo};
+use crate::layout::{self, Layout};
+use crate::schema::{self, Stash, SyncTracked, Via};
+use crate::snapshot;
+use crate::ssh::Ssh;
+use crate::{Context, ErrorKind, Outcome, Result, ToolError};
+use std::time::{Duration, Instant};
+
+/// What the tool's flags decide.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    pub via: Via,
+    pub dry_run: bool,
+    pub allow_unrelated: bool,
+}
+
+const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
+    let started = Instant::now();
+    // Everything is checked before anything leaves the machine.
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let local = LocalRepo::open(&ctx.doc)?;
+    let head = local.head()?;
+    let mut derived = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
+
+    let url = match ctx.doc.str_opt("repo_url")? {
+        Some(u) => u.to_string(),
+        None => {
+            let u = local.origin_url().ok_or_else(|| {
+                ToolError::field(ErrorKind::BadInput, "repo_url", "no `repo_url` in the document and the local repository has no `origin` remote")
+                    .with_hint("set `repo_url` to the URL the cluster clones from, or add an origin remote (`git remote add origin URL`); or use --via direct")
+            })?;
+            ctx.doc.derive("repo_url", u.clone().into(), &mut derived);
+            u
+        }
+    };
+    if url.starts_with('-') {
+        return Err(crate::doc::field_error(
+            "repo_url",
+            "may not start with `-`",
+        ));
+    }
+    if !cli.allow_unrelated {
+        check_repo_url(&local, &url, !cli.dry_run)?;
+    }
+    // The remote layout, decided in crate::layout (one precedence for every tool).
+    let remote = Layout::of(&ctx.doc)?;
+    let repo = remote.repo_path(Some(&url))?.ok_or_else(|| {
+        crate::doc::missing(
+            "remote_repo_path",
+            "set `remote_repo_path`, or `default_user_root_dir`/`remote_cwd` to derive it (slurm-resolve does)",
+        )
+    })?;
+    let work = remote.work_dir(&repo.path)?;
+    let (repo_path, work) = (repo.path, work.path);
+    if repo.derived {
+        ctx.doc
+            .derive("remote_repo_path", repo_path.clone().into(), &mut derived);
+    }
+    if !ctx.doc.has("remote_work_dir") {
+        ctx.doc
+            .derive("remote_work_dir", work.clone().into(), &mut derived);
+    }
+    let refresh = match ctx.doc.str_list_opt("refresh_paths")? {
+        Some(list) => {
+            for p in &list {
+                check_refresh_path(p)?;
+            }
+            list
+        }
+        None => Vec::new(), // decided below, once the snapshot exists
+    };
+    let refresh_given = ctx.doc.has("refresh_paths");
+
+    // Local state worth a word.
+    if head.branch.is_none() {
+        ctx.note(format!(
+            "HEAD is detached at {}; syncing that commit plus your edits",
+            short(&head.commit)
+        ));
+    }
+    if local.index_locked() {
+        let w = "`.git/index.lock` exists (another git command is running, or one crashed): the snapshot uses the index as last written; nothing in the repository is changed".to_string();
+        warn_and_record(ctx, &mut warnings, w);
+    }
+    let notes = local.index_notes();
+    if !notes.skip_worktree.is_empty() {
+        let w = format!(
+            "{} skip-worktree file(s) (e.g. {}) are synced as committed, not as edited: git does not look at their working-tree content",
+            notes.skip_worktree.len(),
+            notes.skip_worktree[0]
+        );
+        warn_and_record(ctx, &mut warnings, w);
+    }
+    if !notes.intent_to_add.is_empty() {
+        ctx.note(format!(
+            "{} intent-to-add file(s) (git add -N) are included with their working-tree content",
+            notes.intent_to_add.len()
+        ));
+    }
+    let temp = temp_branch(ctx)?;
+    let message = format!(
+        "slurm-tools snapshot {temp}\n\nHEAD {} plus the working tree's tracked changes.\n",
+        head.commit
+    );
+    // Submodules first, innermost first: each one's snapshot (its HEAD when clean) is what its
+    // parent's snapshot records.
+    let subs = crate::submodules::all(&local);
+    let synced_subs = snapshot_submodules(ctx, &subs, &temp, &mut warnings)?;
+    let top_links: Vec<(String, String)> = subs
+        .iter()
+        .zip(&synced_subs)
+        .filter(|(m, s)| m.parent.is_empty() && s.initialised)
+        .map(|(m, s)| (m.path_in_parent.clone(), s.commit.clone()))
+        .collect();
+    let snap = snapshot::create_with(&local, &head.commit, &message, &top_links, false)?;
+    crate::testhook::pause("sync-tracked:snapshot");
+    let changed = local.changed_paths(&head.commit, &snap.commit);
+    let lfs_files = match local.lfs_files(&snap.commit) {
+        Ok(files) => files,
+        Err(why) => {
+            let w = format!(
+                "the repository uses Git LFS, but git-lfs cannot list its files here ({why}): LFS files travel as the pointer files git has (install git-lfs locally to send their content)"
+            );
+            warn_and_record(ctx, &mut warnings, w);
+            Vec::new()
+        }
+    };
+    let mut lfs_oids: Vec<String> = lfs_files.iter().map(|(o, _)| o.clone()).collect();
+    lfs_oids.sort();
+    lfs_oids.dedup();
+    let refresh = if refresh_given {
+        refresh
+    } else if local.path_in_commit(&snap.commit, "cpp") {
+        vec!["cpp".to_string()]
+    } else {
+        Vec::new()
+    };
+    ctx.note(format!(
+        "snapshot {} = HEAD {} + {changed} changed path(s); syncing to {}:{repo_path} via {}",
+        short(&snap.commit),
+        short(&head.commit),
+        ssh.host,
+        if cli.via == Via::Origin {
+            "origin"
+        } else {
+            "direct push"
+        }
+    ));
+
+    let mut section = SyncTracked {
+        dry_run: None,
+        temp_branch: temp.clone(),
+        commit: snap.commit.clone(),
+        base_commit: head.commit.clone(),
+        branch: head.branch.clone(),
+        remote_repo_path: repo_path.clone(),
+        remote_work_dir: work.clone(),
+        via: cli.via,
+        temp_ref_deleted: None,
+        changed_paths: changed as u64,
+        refreshed: None,
+        refresh_paths: None,
+        stash: None,
+        created: None,
+        submodules: synced_subs,
+        lfs: (!lfs_files.is_empty()).then_some(schema::SyncedLfs {
+            files: lfs_files.len() as u64,
+            objects_sent: 0,
+            bytes_sent: 0,
+        }),
+        warnings: Vec::new(),
+        derived: Vec::new(),
+        seconds: 0.0,
+    };
+    if cli.dry_run {
+        section.dry_run = Some(true);
+        section.refresh_paths = Some(refresh);
+        section.warnings = warnings;
+        section.derived = derived;
+        section.seconds = seconds(started);
+        ctx.doc.set_section("sync_tracked", &section);
+        return Ok(Outcome::Done);
+    }
+    // Clean up temp refs a killed earlier run left on origin.
+    if cli.via == Via::Origin {
+        for leftover in pending::clean(&local) {
+            ctx.note(format!(
+                "deleted the temporary branch {leftover} left on origin by an interrupted run"
+            ));
+        }
+    }
+
+    let roots = local.root_commits(&head.commit, 20);
+    let modules: Vec<remote::Module> = subs
+        .iter()
+        .zip(&section.submodules)
+        .filter(|(_, s)| s.initialised)
+        .map(|(m, s)| remote::Module {
+            path: m.path.clone(),
+            module_dir: m.module_dir.clone(),
+            commit: s.commit.clone(),
+            name: m.name.clone(),
+            url: m.url.clone().unwrap_or_default(),
+            parent: m.parent.clone(),
+        })
+        .collect();
+    let plan = remote::Plan {
+        repo: &repo_path,
+        url: &url,
+        temp: &temp,
+        work: &work,
+        refresh: &refresh,
+        roots: &roots,
+        allow_unrelated: cli.allow_unrelated,
+        modules: &modules,
+        lfs: &lfs_oids,
+    };
+    let synced = match cli.via {
+        Via::Origin => via_origin(ctx, &local, &ssh, &plan, &snap.commit),
+        Via::Direct => via_direct(&local, &ssh, &plan, &snap.commit).map(|r| (r, None)),
+    };
+    let (mut report, temp_ref_deleted) = synced.map_err(|e| name_lfs_files(e, &lfs_files))?;
+    if !lfs_oids.is_empty() && report.head.as_deref() == Some(snap.commit.as_str()) {
+        let (objects, bytes) = sync_lfs(ctx, &local, &ssh, &plan, &report.lfs_need, &lfs_files)?;
+        if let Some(l) = section.lfs.as_mut() {
+            l.objects_sent = objects;
+            l.bytes_sent = bytes;
+        }
+    }
+    if !modules.is_empty() && report.head.as_deref() == Some(snap.commit.as_str()) {
+        let done = sync_submodules(ctx, &ssh, &plan, &subs)?;
+        report.module_heads = done.module_heads;
+        report.module_stashes = done.module_stashes;
+    }
+
+    if let Some(other) = &report.origin_differs {
+        let w = format!(
+            "the remote clone's origin is {other:?}, not repo_url {url:?}; the snapshot was fetched from repo_url (the clone's origin setting is left as it is)"
+        );
+        warn_and_record(ctx, &mut warnings, w);
+    }
+    if let Some(owner) = &report.broke_stale_lock {
+        ctx.warn(format!(
+            "broke a stale sync lock on {repo_path} (left by {owner})"
+        ));
+    }
+    if report.head.as_deref() != Some(snap.commit.as_str()) {
+        return Err(ToolError::remote(format!(
+            "after the checkout, the remote HEAD is {} but the snapshot is {}",
+            report.head.as_deref().unwrap_or("unknown"),
+            snap.commit
+        ))
+        .with_hint("something changed the remote clone during the sync; rerun it"));
+    }
+    let stash = report.stash.as_ref().map(|(sha, msg)| {
+        ctx.warn(format!(
+            "the remote clone had cluster-side changes; they are saved in its stash as {} (`git stash list` in {repo_path})",
+            short(sha)
+        ));
+        Stash {
+            commit: sha.clone(),
+            message: msg.clone(),
+        }
+    });
+    for sub in section.submodules.iter_mut().filter(|s| s.initialised) {
+        let at = report
+            .module_heads
+            .iter()
+            .find(|(p, _)| *p == sub.path)
+            .map(|(_, h)| h.as_str());
+        if at != Some(sub.commit.as_str()) {
+            return Err(ToolError::remote(format!(
+                "after the checkout, the remote submodule {} is at {} but its snapshot is {}",
+                sub.path,
+                at.unwrap_or("unknown"),
+                sub.commit
+            ))
+            .with_hint("something changed the remote clone during the sync; rerun it"));
+        }
+        let stash = report
+            .module_stashes
+            .iter()
+            .find(|(p, _)| *p == sub.path)
+            .map(|(_, sha)| Stash {
+                commit: sha.clone(),
+                message: format!("auto-stash before remote sync {temp}"),
+            });
+        if let Some(st) = &stash {
+            ctx.warn(format!(
+                "the remote submodule {} had cluster-side changes; they are saved in its stash as {} (`git stash list` in {repo_path}/{})",
+                sub.path,
+                short(&st.commit),
+                sub.path
+            ));
+        }
+        sub.stash = Some(stash);
+    }
+    ctx.note(format!("remote {repo_path} is at {}", short(&snap.commit)));
+    section.temp_ref_deleted = Some(temp_ref_deleted);
+    section.refreshed = Some(report.refreshed);
+    section.stash = Some(stash);
+    section.created = Some(report.created);
+    section.warnings = warnings;
+    section.derived = derived;
+    section.seconds = seconds(started);
+    ctx.doc.set_section("sync_tracked", &section);
+    Ok(Outcome::Done)
+}
+
+fn seconds(started: Instant) -> f64 {
+    (started.elapsed().as_secs_f64() * 100.0).round() / 100.0
+}
+
+/// The first 12 characters of a commit id, for people.
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+/// A warning for the person now, and in `sync_tracked.warnings` for the record.
+fn warn_and_record(ctx: &Context, warnings: &mut Vec<String>, w: String) {
+    ctx.warn(&w);
+    warnings.push(w);
+}
+
+/// Each submodule's snapshot, innermost first (its HEAD when clean, else its working tree built
+/// the zero-disturbance way); returned in [`crate::submodules::all`]'s order.
+fn snapshot_submodules(
+    ctx: &Context,
+    subs: &[crate::submodules::Submodule],
+    temp: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<schema::SyncedSubmodule>> {
+    let mut out: Vec<Option<schema::SyncedSubmodule>> = subs.iter().map(|_| None).collect();
+    for (i, m) in subs.iter().enumerate().rev() {
+        let mut synced = schema::SyncedSubmodule {
+            path: m.path.clone(),
+            name: m.name.clone(),
+            url: m.url.clone(),
+            initialised: false,
+            commit: m.recorded.clone(),
+            head: None,
+            snapshot: false,
+            stash: None,
+        };
+        // (A submodule inside an uninitialised one is never listed: there is nothing to read.)
+        match &m.repo {
+            Some(repo) => {
+                let head = repo.head().map_err(|e| {
+                    ToolError::bad_input(format!(
+                        "the submodule {} cannot be snapshotted: {}",
+                        m.path, e.message
+                    ))
+                    .with_hint("check it out (`git submodule update --init` in the superproject), or remove it")
+                })?;
+                // Its own submodules' snapshots, found above (innermost first).
+                let links: Vec<(String, String)> = subs
+                    .iter()
+                    .zip(&out)
+                    .filter(|(c, _)| c.parent == m.path)
+                    .filter_map(|(c, s)| {
+                        s.as_ref()
+                            .filter(|s| s.initialised)
+                            .map(|s| (c.path_in_parent.clone(), s.commit.clone()))
+                    })
+                    .collect();
+                let message = format!(
+                    "slurm-tools snapshot {temp} of submodule {}\n\nHEAD {} plus the working tree's tracked changes.\n",
+                    m.path, head.commit
+                );
+                let snap = snapshot::of_submodule(repo, &head.commit, &message, &links)?;
+                synced.initialised = true;
+                synced.snapshot = snap.commit != head.commit;
+                synced.commit = snap.commit;
+                synced.head = Some(head.commit);
+            }
+            _ => {
+                let w = format!(
+                    "the submodule {} is not checked out locally, so it is not checked out in the remote clone either (`git submodule update --init {}` here, then sync again, if the job needs it)",
+                    m.path, m.path
+                );
+                warn_and_record(ctx, warnings, w);
+            }
+        }
+        out[i] = Some(synced);
+    }
+    let changed = out
+        .iter()
+        .flatten()
+        .filter(|s| s.initialised && s.snapshot)
+        .count();
+    let initialised = out.iter().flatten().filter(|s| s.initialised).count();
+    if initialised > 0 {
+        ctx.note(format!(
+            "{initialised} submodule(s), {changed} with local changes (snapshotted the same way)"
+        ));
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// A refusal for want of git-lfs on the cluster names the files it is about.
+fn name_lfs_files(mut e: ToolError, files: &[(String, String)]) -> ToolError {
+    if !files.is_empty() && e.message.contains("git-lfs is not installed") {
+        let names: Vec<&str> = files.iter().take(5).map(|(_, p)| p.as_str()).collect();
+        e.message.push_str(&format!(
+            "; the LFS files: {}{}",
+            names.join(", "),
+            if files.len() > names.len() {
+                format!(" and {} more", files.len() - names.len())
+            } else {
+                String::new()
+            }
+        ));
+    }
+    e
+}
+
+/// The LFS objects the remote clone lacks, from the local LFS store, in one ssh execution that
+/// also gives the LFS files their content there. Content that is in neither store stops the
+/// sync, naming the files.
+fn sync_lfs(
+    ctx: &Context,
+    local: &LocalRepo,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+    need: &[String],
+    files: &[(String, String)],
+) -> Result<(u64, u64)> {
+    let (have, missing): (Vec<&String>, Vec<&String>) =
+        need.iter().partition(|oid| local.lfs_object(oid).is_file());
+    if !missing.is_empty() {
+        let _ = ssh.run_script(
+            &remote::direct_release_script(plan)?,
+            None,
+            Duration::from_secs(60),
+        );
+        let names: Vec<&str> = files
+            .iter()
+            .filter(|(o, _)| missing.contains(&o))
+            .map(|(_, p)| p.as_str())
+            .collect();
+        return Err(ToolError::remote(format!(
+            "the Git LFS content of {} file(s) ({}) is neither in the local LFS store nor in the remote clone {}: they are pointer files there",
+            names.len(),
+            names.iter().take(5).copied().collect::<Vec<_>>().join(", "),
+            plan.repo
+        ))
+        .with_hint("fetch the content here (`git lfs pull`, or `git lfs fetch` for this commit), then sync again"));
+    }
+    let bytes: u64 = have
+        .iter()
+        .filter_map(|oid| std::fs::metadata(local.lfs_object(oid)).ok())
+        .map(|m| m.len())
+        .sum();
+    let items: Vec<crate::archive::Item> = have
+        .iter()
+        .map(|oid| {
+            crate::archive::Item::file(
+                local.lfs_object(oid),
+                format!("{}/{}/{oid}", &oid[..2], &oid[2..4]),
+            )
+        })
+        .collect();
+    if !items.is_empty() {
+        ctx.note(format!(
+            "sending {} Git LFS object(s), {}, the remote clone lacks",
+            items.len(),
+            crate::ui::human_bytes(bytes)
+        ));
+    }
+    let payload: Option<crate::process::StreamWriter> = (!items.is_empty()).then(|| {
+        Box::new(move |w: &mut dyn std::io::Write| {
+            let stats =
+                std::sync::Arc::new(std::sync::Mutex::new(crate::archive::Stats::default()));
+            crate::archive::write_archive(&items, w, false, &stats, None)
+        }) as crate::process::StreamWriter
+    });
+    let script = remote::lfs_script(plan, payload.is_some())?;
+    let out = ssh.run_script(&script, payload, PUSH_DEADLINE)?;
+    let report = remote::parse(&out.stdout_text());
+    if !out.success() {
+        return Err(
+            remote::failure(out.code, &report, &ssh.host, plan.repo).with_command(out.record())
+        );
+    }
+    Ok((have.len() as u64, bytes))
+}
+
+/// Push each submodule's snapshot into its repository in the remote clone (over ssh, never
+/// through the submodule's own URL, which the cluster often cannot reach), then check them all
+/// out in one round trip.
+fn sync_submodules(
+    ctx: &Context,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+    subs: &[crate::submodules::Submodule],
+) -> Result<remote::Report> {
+    let git_ssh = ssh.git_ssh_command()?;
+    for m in plan.modules {
+        let Some(repo) = subs
+            .iter()
+            .find(|s| s.path == m.path)
+            .and_then(|s| s.repo.as_ref())
+        else {
+            continue;
+        };
+        let target = format!(
+            "{}:{}/{}",
+            ssh.host,
+            plan.repo.trim_end_matches('/'),
+            m.path
+        );
+        let refspec = format!("+{}:refs/slurm-tools/snapshot", m.commit);
+        let pushed = run_git(
+            repo.git()
+                .env("GIT_SSH_COMMAND", &git_ssh)
+                .args(["push", "--porcelain", "--quiet", "--", &target, &refspec])
+                .deadline(PUSH_DEADLINE),
+            &format!(
+                "pushing the submodule {}'s snapshot into the remote clone",
+                m.path
+            ),
+            "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
+        );
+        if let Err(e) = pushed {
+            let _ = ssh.run_script(
+                &remote::direct_release_script(plan)?,
+                None,
+                Duration::from_secs(60),
+            );
+            return Err(e);
+        }
+    }
+    ctx.note(format!(
+        "pushed {} submodule snapshot(s) into the remote clone",
+        plan.modules.len()
+    ));
+    run_remote(ssh, &remote::modules_script(plan)?, plan.repo)
+}
+
+/// `repo_url` must be one of the local repository's remotes; a repository without remotes must
+/// share a commit with what `repo_url` holds (one `git ls-remote`, not on a dry run, which
+/// contacts nothing; an empty repository is fine).
+/// A sync from another repository's directory is refused before anything is pushed.
+fn check_repo_url(local: &LocalRepo, url: &str, may_ask_origin: bool) -> Result<()> {
+    let remotes = local.remote_urls();
+    if remotes
+        .iter()
+        .any(|(_, u)| crate::git::same_repository(u, url))
+    {
+        return Ok(());
+    }
+    if remotes.is_empty() && !may_ask_origin {
+        return Ok(());
+    }
+    let described = if remotes.is_empty() {
+        match local.shares_a_commit_with(url) {
+            Some(true) | None => return Ok(()),
+            Some(false) => format!(
+                "repo_url {url:?} holds commits none of which the local repository {} has, and it has no remotes: this is not the repository the document names, and nothing was pushed",
+                local.root.display()
+            ),
+        }
+    } else {
+        let listed: Vec<String> = remotes.iter().map(|(n, u)| format!("{n} = {u}")).collect();
+        format!(
+            "repo_url {url:?} is none of the remotes of the local repository {} ({}): this is not the repository the document names, and nothing was pushed",
+            local.root.display(),
+            listed.join(", ")
+        )
+    };
+    Err(
+        ToolError::field(ErrorKind::BadInput, "repo_url", described).with_hint(format!(
+            "run the tool inside the repository {url} belongs to (or set `repo_root` to it), or fix `repo_url`; to push {} there deliberately, rerun with --allow-unrelated",
+            local.root.display()
+        )),
+    )
+}
+
+fn check_refresh_path(p: &str) -> Result<()> {
+    let bad = p.is_empty()
+        || p.starts_with('/')
+        || p.starts_with('-')
+        || p.split('/').any(|c| c == ".." || c == ".git")
+        || p.contains('\n');
+    if bad {
+        return Err(crate::doc::field_error(
+            "refresh_paths",
+            &format!("has {:?}, which is not a path inside the repository", p),
+        )
+        .with_hint("list relative paths such as \"cpp\"; no leading `/` or `-`, no `..`"));
+    }
+    Ok(())
+}
+
+/// `<user>_<model>_<YYYYmmddHHMMSS>` (PROCEDURE 4c), each part sanitised to `[A-Za-z0-9_-]`.
+fn temp_branch(ctx: &Context) -> Result<String> {
+    let user = match ctx.doc.str_opt("slurm_user")? {
+        Some(u) => u.to_string(),
+        None => std::env::var("USER").unwrap_or_else(|_| "user".into()),
+    };
+    let model = match ctx.doc.str_opt("model_name")? {
+        Some(m) => m.to_string(),
+        None => std::env::current_dir()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "repo".into()),
+    };
+    Ok(format!(
+        "{}_{}_{}",
+        layout::sanitize(&user, false),
+        layout::sanitize(&model, false),
+        crate::clock::utc_stamp(crate::clock::unix_now())
+    ))
+}
+
+fn run_remote(ssh: &Ssh, script: &crate::quote::Script, repo: &str) -> Result<remote::Report> {
+    let out = ssh.run_script(script, None, Duration::from_secs(30 * 60))?;
+    let report = remote::parse(&out.stdout_text());
+    if !out.success() {
+        return Err(remote::failure(out.code, &report, &ssh.host, repo).with_command(out.record()));
+    }
+    Ok(report)
+}
+
+fn via_origin(
+    ctx: &Context,
+    local: &LocalRepo,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+    sha: &str,
+) -> Result<(remote::Report, Option<bool>)> {
+    let refspec = format!("{sha}:refs/heads/{}", plan.temp);
+    pending::record(local, plan.url, plan.temp);
+    let push = run_git(
+        local
+            .git()
+            .args(["push", "--porcelain", "--quiet", "--", plan.url, &refspec])
+            .deadline(PUSH_DEADLINE),
+        "pushing the snapshot to origin as a temporary branch",
+        "check that you can push to `repo_url` (credentials, network, branch protection); nothing was changed locally",
+    );
+    if let Err(e) = push {
+        pending::forget(local, plan.url, plan.temp);
+        return Err(e);
+    }
+    crate::testhook::pause("sync-tracked:pushed");
+    let result = run_remote(ssh, &remote::origin_script(plan)?, plan.repo);
+    crate::testhook::pause("sync-tracked:checked-out");
+    // 4f: the temporary branch goes, whatever happened remotely.
+    let deleted = delete_temp_ref(ctx, local, plan.url, plan.temp);
+    result.map(|r| (r, Some(deleted)))
+}
+
+fn delete_temp_ref(ctx: &Context, local: &LocalRepo, url: &str, temp: &str) -> bool {
+    let ok = pending::delete(local, url, temp);
+    if !ok {
+        ctx.warn(format!(
+            "could not delete the temporary branch {temp} on origin; the next sync retries, or run: git push {url} --delete {temp}"
+        ));
+    }
+    ok
+}
+
+fn via_direct(
+    local: &LocalRepo,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+    sha: &str,
+) -> Result<remote::Report> {
+    let prepared = run_remote(ssh, &remote::direct_prepare_script(plan)?, plan.repo)?;
+    let git_ssh = ssh.git_ssh_command()?;
+    let target = format!("{}:{}", ssh.host, plan.repo);
+    let refspec = format!("+{sha}:refs/slurm-tools/incoming/{}", plan.temp);
+    let push = run_git(
+        local
+            .git()
+            .env("GIT_SSH_COMMAND", git_ssh)
+            .args(["push", "--porcelain", "--quiet", "--", &target, &refspec])
+            .deadline(PUSH_DEADLINE),
+        "pushing the snapshot straight into the remote clone",
+        "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
+    );
+    if let Err(e) = push {
+        let _ = ssh.run_script(
+            &remote::direct_release_script(plan)?,
+            None,
+            Duration::from_secs(60),
+        );
+        return Err(e);
+    }
+    let mut report = run_remote(ssh, &remote::direct_checkout_script(plan)?, plan.repo)?;
+    report.created |= prepared.created;
+    if report.broke_stale_lock.is_none() {
+        report.broke_stale_lock = prepared.broke_stale_lock;
+    }
+    Ok(report)
+}
