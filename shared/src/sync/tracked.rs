@@ -22,7 +22,90 @@ pub struct Options {
 
 const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
+/// The sync: [`prepare`] (everything local, checked before anything leaves the machine), then
+/// the remote part.
 pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
+    let p = prepare(cli, ctx)?;
+    if cli.dry_run {
+        let mut section = p.section;
+        section.dry_run = Some(true);
+        section.refresh_paths = Some(p.refresh);
+        section.warnings = p.warnings;
+        section.derived = p.derived;
+        section.seconds = seconds(p.started);
+        ctx.doc.set_section("sync_tracked", &section);
+        return Ok(Outcome::Done);
+    }
+    run(p, ctx)
+}
+
+/// Everything the remote part needs, made locally: the snapshot (and its submodules'), the
+/// derived layout, the section as far as it is known before the cluster answers.
+pub struct Prepared {
+    opts: Options,
+    started: Instant,
+    ssh: Ssh,
+    local: LocalRepo,
+    head_commit: String,
+    url: String,
+    repo_path: String,
+    work: String,
+    refresh: Vec<String>,
+    temp: String,
+    subs: Vec<crate::submodules::Submodule>,
+    snapshot: String,
+    lfs_files: Vec<(String, String)>,
+    lfs_oids: Vec<String>,
+    section: SyncTracked,
+    warnings: Vec<String>,
+    derived: Vec<String>,
+}
+
+impl Prepared {
+    /// The snapshot commit the remote checkout is to be at.
+    pub fn snapshot(&self) -> &str {
+        &self.snapshot
+    }
+
+    /// The remote clone.
+    pub fn remote_repo_path(&self) -> &str {
+        &self.repo_path
+    }
+
+    /// Why this sync cannot run inside another tool's ssh execution (it needs executions of its
+    /// own: a direct push, submodules, LFS objects), or `None` when it can.
+    pub fn not_fusable(&self) -> Option<&'static str> {
+        if self.opts.via == Via::Direct {
+            Some("--via direct pushes over an ssh execution of its own")
+        } else if !self.modules().is_empty() {
+            Some("the submodules travel in ssh executions of their own")
+        } else if !self.lfs_oids.is_empty() {
+            Some("Git LFS objects travel in an ssh execution of their own")
+        } else {
+            None
+        }
+    }
+
+    fn modules(&self) -> Vec<remote::Module> {
+        self.subs
+            .iter()
+            .zip(&self.section.submodules)
+            .filter(|(_, s)| s.initialised)
+            .map(|(m, s)| remote::Module {
+                path: m.path.clone(),
+                module_dir: m.module_dir.clone(),
+                commit: s.commit.clone(),
+                name: m.name.clone(),
+                url: m.url.clone().unwrap_or_default(),
+                parent: m.parent.clone(),
+            })
+            .collect()
+    }
+}
+
+/// The local half of the sync: checks, the snapshot, the section so far. Nothing leaves the
+/// machine.
+pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
     let started = Instant::now();
     // Everything is checked before anything leaves the machine.
     let ssh = Ssh::from_doc(&ctx.doc)?;
@@ -156,7 +239,7 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
         }
     ));
 
-    let mut section = SyncTracked {
+    let section = SyncTracked {
         dry_run: None,
         temp_branch: temp.clone(),
         commit: snap.commit.clone(),
@@ -181,67 +264,130 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
         derived: Vec::new(),
         seconds: 0.0,
     };
-    if cli.dry_run {
-        section.dry_run = Some(true);
-        section.refresh_paths = Some(refresh);
-        section.warnings = warnings;
-        section.derived = derived;
-        section.seconds = seconds(started);
-        ctx.doc.set_section("sync_tracked", &section);
-        return Ok(Outcome::Done);
+    Ok(Prepared {
+        opts: *cli,
+        started,
+        ssh,
+        local,
+        head_commit: head.commit,
+        url,
+        repo_path,
+        work,
+        refresh,
+        temp,
+        subs,
+        snapshot: snap.commit,
+        lfs_files,
+        lfs_oids,
+        section,
+        warnings,
+        derived,
+    })
+}
+
+/// The remote half, in ssh executions of its own.
+pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
+    clean_leftovers(&p, ctx);
+    let roots = p.local.root_commits(&p.head_commit, 20);
+    let modules = p.modules();
+    let plan = p.plan(&roots, &modules);
+    let synced = match p.opts.via {
+        Via::Origin => via_origin(ctx, &p.local, &p.ssh, &plan, &p.snapshot),
+        Via::Direct => via_direct(&p.local, &p.ssh, &plan, &p.snapshot).map(|r| (r, None)),
+    };
+    let (mut report, temp_ref_deleted) = synced.map_err(|e| name_lfs_files(e, &p.lfs_files))?;
+    let mut lfs_sent = None;
+    if !p.lfs_oids.is_empty() && report.head.as_deref() == Some(p.snapshot.as_str()) {
+        lfs_sent = Some(sync_lfs(
+            ctx,
+            &p.local,
+            &p.ssh,
+            &plan,
+            &report.lfs_need,
+            &p.lfs_files,
+        )?);
     }
-    // Clean up temp refs a killed earlier run left on origin.
-    if cli.via == Via::Origin {
-        for leftover in pending::clean(&local) {
+    if !modules.is_empty() && report.head.as_deref() == Some(p.snapshot.as_str()) {
+        let done = sync_submodules(ctx, &p.ssh, &plan, &p.subs)?;
+        report.module_heads = done.module_heads;
+        report.module_stashes = done.module_stashes;
+    }
+    if let (Some((objects, bytes)), Some(l)) = (lfs_sent, p.section.lfs.as_mut()) {
+        l.objects_sent = objects;
+        l.bytes_sent = bytes;
+    }
+    finish(p, ctx, report, temp_ref_deleted)?;
+    Ok(Outcome::Done)
+}
+
+impl Prepared {
+    fn plan<'a>(&'a self, roots: &'a [String], modules: &'a [remote::Module]) -> remote::Plan<'a> {
+        remote::Plan {
+            repo: &self.repo_path,
+            url: &self.url,
+            temp: &self.temp,
+            work: &self.work,
+            refresh: &self.refresh,
+            roots,
+            allow_unrelated: self.opts.allow_unrelated,
+            modules,
+            lfs: &self.lfs_oids,
+        }
+    }
+}
+
+/// Temporary branches a killed earlier run left on origin go first.
+fn clean_leftovers(p: &Prepared, ctx: &Context) {
+    if p.opts.via == Via::Origin {
+        for leftover in pending::clean(&p.local) {
             ctx.note(format!(
                 "deleted the temporary branch {leftover} left on origin by an interrupted run"
             ));
         }
     }
+}
 
-    let roots = local.root_commits(&head.commit, 20);
-    let modules: Vec<remote::Module> = subs
-        .iter()
-        .zip(&section.submodules)
-        .filter(|(_, s)| s.initialised)
-        .map(|(m, s)| remote::Module {
-            path: m.path.clone(),
-            module_dir: m.module_dir.clone(),
-            commit: s.commit.clone(),
-            name: m.name.clone(),
-            url: m.url.clone().unwrap_or_default(),
-            parent: m.parent.clone(),
-        })
-        .collect();
-    let plan = remote::Plan {
-        repo: &repo_path,
-        url: &url,
-        temp: &temp,
-        work: &work,
-        refresh: &refresh,
-        roots: &roots,
-        allow_unrelated: cli.allow_unrelated,
-        modules: &modules,
-        lfs: &lfs_oids,
-    };
-    let synced = match cli.via {
-        Via::Origin => via_origin(ctx, &local, &ssh, &plan, &snap.commit),
-        Via::Direct => via_direct(&local, &ssh, &plan, &snap.commit).map(|r| (r, None)),
-    };
-    let (mut report, temp_ref_deleted) = synced.map_err(|e| name_lfs_files(e, &lfs_files))?;
-    if !lfs_oids.is_empty() && report.head.as_deref() == Some(snap.commit.as_str()) {
-        let (objects, bytes) = sync_lfs(ctx, &local, &ssh, &plan, &report.lfs_need, &lfs_files)?;
-        if let Some(l) = section.lfs.as_mut() {
-            l.objects_sent = objects;
-            l.bytes_sent = bytes;
-        }
-    }
-    if !modules.is_empty() && report.head.as_deref() == Some(snap.commit.as_str()) {
-        let done = sync_submodules(ctx, &ssh, &plan, &subs)?;
-        report.module_heads = done.module_heads;
-        report.module_stashes = done.module_stashes;
-    }
+/// For a sync that runs inside another tool's ssh execution (see [`Prepared::not_fusable`]):
+/// the snapshot is pushed to origin now, and the returned script is the remote part, to be run
+/// with its stdin at /dev/null; its exit code, stdout and stderr go to [`finish_fused`].
+pub fn push_for_fused(p: &Prepared, ctx: &Context) -> Result<crate::quote::Script> {
+    clean_leftovers(p, ctx);
+    let roots = p.local.root_commits(&p.head_commit, 20);
+    let plan = p.plan(&roots, &[]);
+    push_to_origin(&p.local, &plan, &p.snapshot)?;
+    remote::origin_script(&plan)
+}
 
+/// The end of a sync whose remote part ran inside another tool's ssh execution: the temporary
+/// branch is deleted from origin (whatever happened), the remote part's report is checked, and
+/// the section written, exactly as [`sync`] does.
+pub fn finish_fused(p: Prepared, ctx: &mut Context, code: Option<i32>, stdout: &str) -> Result<()> {
+    let deleted = delete_temp_ref(ctx, &p.local, &p.url, &p.temp);
+    let report = remote::parse(stdout);
+    if code != Some(0) {
+        return Err(remote::failure(code, &report, &p.ssh.host, &p.repo_path));
+    }
+    finish(p, ctx, report, Some(deleted))
+}
+
+/// What the cluster reported, checked and written into the section.
+fn finish(
+    p: Prepared,
+    ctx: &mut Context,
+    report: remote::Report,
+    temp_ref_deleted: Option<bool>,
+) -> Result<()> {
+    let Prepared {
+        started,
+        url,
+        repo_path,
+        temp,
+        snapshot,
+        mut section,
+        mut warnings,
+        derived,
+        ..
+    } = p;
     if let Some(other) = &report.origin_differs {
         let w = format!(
             "the remote clone's origin is {other:?}, not repo_url {url:?}; the snapshot was fetched from repo_url (the clone's origin setting is left as it is)"
@@ -253,11 +399,11 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
             "broke a stale sync lock on {repo_path} (left by {owner})"
         ));
     }
-    if report.head.as_deref() != Some(snap.commit.as_str()) {
+    if report.head.as_deref() != Some(snapshot.as_str()) {
         return Err(ToolError::remote(format!(
             "after the checkout, the remote HEAD is {} but the snapshot is {}",
             report.head.as_deref().unwrap_or("unknown"),
-            snap.commit
+            snapshot
         ))
         .with_hint("something changed the remote clone during the sync; rerun it"));
     }
@@ -304,7 +450,7 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
         }
         sub.stash = Some(stash);
     }
-    ctx.note(format!("remote {repo_path} is at {}", short(&snap.commit)));
+    ctx.note(format!("remote {repo_path} is at {}", short(&snapshot)));
     section.temp_ref_deleted = Some(temp_ref_deleted);
     section.refreshed = Some(report.refreshed);
     section.stash = Some(stash);
@@ -313,7 +459,7 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
     section.derived = derived;
     section.seconds = seconds(started);
     ctx.doc.set_section("sync_tracked", &section);
-    Ok(Outcome::Done)
+    Ok(())
 }
 
 fn seconds(started: Instant) -> f64 {
@@ -638,6 +784,17 @@ fn via_origin(
     plan: &remote::Plan,
     sha: &str,
 ) -> Result<(remote::Report, Option<bool>)> {
+    push_to_origin(local, plan, sha)?;
+    let result = run_remote(ssh, &remote::origin_script(plan)?, plan.repo);
+    crate::testhook::pause("sync-tracked:checked-out");
+    // 4f: the temporary branch goes, whatever happened remotely.
+    let deleted = delete_temp_ref(ctx, local, plan.url, plan.temp);
+    result.map(|r| (r, Some(deleted)))
+}
+
+/// The snapshot to origin as the temporary branch (recorded first, so an interrupted run's
+/// branch is found and deleted by the next sync).
+fn push_to_origin(local: &LocalRepo, plan: &remote::Plan, sha: &str) -> Result<()> {
     let refspec = format!("{sha}:refs/heads/{}", plan.temp);
     pending::record(local, plan.url, plan.temp);
     let push = run_git(
@@ -653,11 +810,7 @@ fn via_origin(
         return Err(e);
     }
     crate::testhook::pause("sync-tracked:pushed");
-    let result = run_remote(ssh, &remote::origin_script(plan)?, plan.repo);
-    crate::testhook::pause("sync-tracked:checked-out");
-    // 4f: the temporary branch goes, whatever happened remotely.
-    let deleted = delete_temp_ref(ctx, local, plan.url, plan.temp);
-    result.map(|r| (r, Some(deleted)))
+    Ok(())
 }
 
 fn delete_temp_ref(ctx: &Context, local: &LocalRepo, url: &str, temp: &str) -> bool {

@@ -13,6 +13,7 @@ use crate::ui::{human_bytes, Progress};
 use crate::{Context, Outcome, Result, ToolError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,107 +25,202 @@ pub struct Options {
     pub full: bool,
 }
 
+/// The sync: one ssh execution, two parts: the remote side first says what the last sync sent,
+/// then (only when there is something to do) takes the deletions and the tar stream.
 pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
     let started = Instant::now();
     let ssh = Ssh::from_doc(&ctx.doc)?;
-    let repo_path = crate::layout::Layout::of(&ctx.doc)?.repo_path_req()?.path;
-    let snapshot = ctx
-        .doc
-        .section_as::<SyncTracked>("sync_tracked")?
-        .map(|t| t.commit);
-    let local = LocalRepo::open(&ctx.doc)?;
-    let (items, unopened) = untracked(&local)?;
-
-    // One ssh execution, two parts: the remote side first says what the last sync sent, then
-    // (only when there is something to do) takes the deletions and the tar stream.
-    let conversation = ssh.start_script(&manifest_script(&repo_path, cli.full)?)?;
-    let (mut conversation, previous) = read_manifest(conversation, &ssh, &repo_path)?;
-    let now: BTreeMap<Vec<u8>, Entry> = items
-        .iter()
-        .filter_map(|it| {
-            let meta = std::fs::symlink_metadata(local.root.join(&it.name)).ok()?;
-            Some((it.name.as_bytes().to_vec(), Entry::of(&meta)?))
-        })
-        .collect();
-    let delta = manifest::delta(previous.as_ref(), &now);
-    let unchanged_bytes: u64 = delta
-        .unchanged
-        .iter()
-        .filter_map(|p| now.get(p))
-        .filter(|e| e.kind == 'f')
-        .map(|e| e.size)
-        .sum();
-    // Files that are not files or symlinks (FIFOs, nested repositories...) go to the archive,
-    // which skips them with their reason.
-    let unchanged: std::collections::HashSet<&[u8]> =
-        delta.unchanged.iter().map(Vec::as_slice).collect();
-    let to_send: Vec<Item> = items
-        .into_iter()
-        .filter(|it| !unchanged.contains(it.name.as_bytes()))
-        .collect();
-    let (delete, undeletable): (Vec<String>, Vec<Vec<u8>>) = {
-        let mut ok = Vec::new();
-        let mut bad = Vec::new();
-        for p in &delta.delete {
-            match String::from_utf8(p.clone()) {
-                Ok(s) => ok.push(s),
-                Err(_) => bad.push(p.clone()),
-            }
-        }
-        (ok, bad)
-    };
-    for p in &undeletable {
-        ctx.warn(format!(
-            "{:?} was deleted locally, but its name is not UTF-8 and cannot be deleted on the cluster by name; remove it there by hand",
-            String::from_utf8_lossy(p)
-        ));
-    }
-    // The manifest is rewritten when it would say something new: another snapshot, unless there
-    // is nothing to record at all (no untracked files, and no manifest to empty).
-    let snapshot_moved = previous.as_ref().map(|m| &m.snapshot) != Some(&snapshot)
-        && !(previous.is_none() && now.is_empty());
-
-    let stats = Arc::new(Mutex::new(Stats {
-        skipped: unopened,
-        ..Stats::default()
-    }));
-    let mut deleted = Vec::new();
-    let unlinked = if to_send.is_empty() && delete.is_empty() && !snapshot_moved {
+    let local = Local::of(ctx)?;
+    let conversation = ssh.start_script(&manifest_script(&local.repo_path, cli.full)?)?;
+    let (mut conversation, previous) = read_manifest(conversation, &ssh, &local.repo_path)?;
+    let plan = Plan::make(cli, ctx, &ssh.host, local, previous, started);
+    let (unlinked, deleted) = if plan.nothing_to_send() {
         let out = conversation.close(Duration::from_secs(60));
         if out.code == Some(255) {
             return Err(ssh.failure_error(&out));
         }
-        if now.is_empty() {
-            ctx.note("no untracked files to send");
-        } else {
-            ctx.note(format!(
-                "{} untracked file(s), {}, unchanged since the last sync: nothing to send",
-                delta.unchanged.len(),
-                human_bytes(unchanged_bytes)
-            ));
-        }
-        Vec::new()
+        (Vec::new(), Vec::new())
     } else {
-        if !delta.unchanged.is_empty() || !delete.is_empty() {
+        let script = plan.script()?;
+        let payload = plan.payload(ctx);
+        let sent = conversation
+            .send(&crate::ssh::framed(&script))
+            .and_then(|()| payload(&mut crate::process::StdinWriter(&mut conversation)));
+        if let Err(e) = &sent {
+            plan.stats.lock().unwrap().write_error = Some(e.to_string());
+        }
+        let out = conversation.close_collect(Duration::from_secs(6 * 3600));
+        if out.code == Some(255) {
+            return Err(ssh.failure_error(&out));
+        }
+        plan.outcome(out.code, &out.stdout_text())
+            .map_err(|e| e.with_command(out.record()))?
+    };
+    plan.finish(ctx, unlinked, deleted)?;
+    Ok(Outcome::Done)
+}
+
+/// The local side, listed before anything is asked of the cluster.
+pub struct Local {
+    repo_path: String,
+    snapshot: Option<String>,
+    root: std::path::PathBuf,
+    items: Vec<Item>,
+    unopened: Vec<Skipped>,
+}
+
+impl Local {
+    /// The remote checkout, the tracked sync's snapshot (from the document), and the untracked
+    /// files to consider.
+    pub fn of(ctx: &Context) -> Result<Local> {
+        let repo_path = crate::layout::Layout::of(&ctx.doc)?.repo_path_req()?.path;
+        let snapshot = ctx
+            .doc
+            .section_as::<SyncTracked>("sync_tracked")?
+            .map(|t| t.commit);
+        let local = LocalRepo::open(&ctx.doc)?;
+        let (items, unopened) = untracked(&local)?;
+        Ok(Local {
+            repo_path,
+            snapshot,
+            root: local.root.clone(),
+            items,
+            unopened,
+        })
+    }
+
+    /// With the snapshot the tracked sync is about to check out (when both run in one go).
+    pub fn with_snapshot(mut self, snapshot: &str) -> Local {
+        self.snapshot = Some(snapshot.to_string());
+        self
+    }
+
+    pub fn repo_path(&self) -> &str {
+        &self.repo_path
+    }
+}
+
+/// What to send and delete, against what the last sync recorded.
+pub struct Plan {
+    gzip: bool,
+    host: String,
+    repo_path: String,
+    started: Instant,
+    previous: Option<Manifest>,
+    now: BTreeMap<Vec<u8>, Entry>,
+    unchanged: Vec<Vec<u8>>,
+    unchanged_bytes: u64,
+    to_send: Vec<Item>,
+    delete: Vec<String>,
+    snapshot: Option<String>,
+    snapshot_moved: bool,
+    stats: Arc<Mutex<Stats>>,
+}
+
+impl Plan {
+    /// Compare the local files with the manifest the cluster sent (`previous`).
+    pub fn make(
+        cli: &Options,
+        ctx: &Context,
+        host: &str,
+        local: Local,
+        previous: Option<Manifest>,
+        started: Instant,
+    ) -> Plan {
+        let Local {
+            repo_path,
+            snapshot,
+            root,
+            items,
+            unopened,
+        } = local;
+        let now: BTreeMap<Vec<u8>, Entry> = items
+            .iter()
+            .filter_map(|it| {
+                let meta = std::fs::symlink_metadata(root.join(&it.name)).ok()?;
+                Some((it.name.as_bytes().to_vec(), Entry::of(&meta)?))
+            })
+            .collect();
+        let delta = manifest::delta(previous.as_ref(), &now);
+        let unchanged_bytes: u64 = delta
+            .unchanged
+            .iter()
+            .filter_map(|p| now.get(p))
+            .filter(|e| e.kind == 'f')
+            .map(|e| e.size)
+            .sum();
+        // Files that are not files or symlinks (FIFOs, nested repositories...) go to the archive,
+        // which skips them with their reason.
+        let unchanged: std::collections::HashSet<&[u8]> =
+            delta.unchanged.iter().map(Vec::as_slice).collect();
+        let to_send: Vec<Item> = items
+            .into_iter()
+            .filter(|it| !unchanged.contains(it.name.as_bytes()))
+            .collect();
+        let mut delete = Vec::new();
+        for p in &delta.delete {
+            match String::from_utf8(p.clone()) {
+                Ok(s) => delete.push(s),
+                Err(_) => ctx.warn(format!(
+                    "{:?} was deleted locally, but its name is not UTF-8 and cannot be deleted on the cluster by name; remove it there by hand",
+                    String::from_utf8_lossy(p)
+                )),
+            }
+        }
+        // The manifest is rewritten when it would say something new: another snapshot, unless
+        // there is nothing to record at all (no untracked files, and no manifest to empty).
+        let snapshot_moved = previous.as_ref().map(|m| &m.snapshot) != Some(&snapshot)
+            && !(previous.is_none() && now.is_empty());
+        Plan {
+            gzip: cli.gzip,
+            host: host.to_string(),
+            repo_path,
+            started,
+            previous,
+            now,
+            unchanged: delta.unchanged,
+            unchanged_bytes,
+            to_send,
+            delete,
+            snapshot,
+            snapshot_moved,
+            stats: Arc::new(Mutex::new(Stats {
+                skipped: unopened,
+                ..Stats::default()
+            })),
+        }
+    }
+
+    /// Nothing new, changed or deleted, and the manifest already says it all.
+    pub fn nothing_to_send(&self) -> bool {
+        self.to_send.is_empty() && self.delete.is_empty() && !self.snapshot_moved
+    }
+
+    /// The remote part: deletions, then extraction of the stream on its stdin (it ends with
+    /// `exec tar`: run it in a subshell when something follows).
+    pub fn script(&self) -> Result<Script> {
+        extract_script(&self.repo_path, &self.to_send, &self.delete, self.gzip)
+    }
+
+    /// The stream [`Plan::script`] reads: the archive of what is sent, with progress, and the
+    /// new manifest written last (the unchanged entries as they were, and what was really sent
+    /// now: a file that changed while it was read is recorded so that the next sync sends it
+    /// again; a skipped one is not recorded). A broken stream is recorded for [`Plan::finish`].
+    pub fn payload(&self, ctx: &Context) -> impl FnOnce(&mut dyn Write) -> std::io::Result<()> {
+        let (unchanged_n, delete_n) = (self.unchanged.len(), self.delete.len());
+        let (n, host, repo) = (self.to_send.len(), &self.host, &self.repo_path);
+        let entries = if n == 1 { "y" } else { "ies" };
+        if unchanged_n > 0 || delete_n > 0 {
             ctx.note(format!(
-                "sending {} new or changed untracked entr{} to {}:{repo_path} ({} unchanged, {} not sent; {} to delete there)",
-                to_send.len(),
-                if to_send.len() == 1 { "y" } else { "ies" },
-                ssh.host,
-                delta.unchanged.len(),
-                human_bytes(unchanged_bytes),
-                delete.len()
+                "sending {n} new or changed untracked entr{entries} to {host}:{repo} ({unchanged_n} unchanged, {} not sent; {delete_n} to delete there)",
+                human_bytes(self.unchanged_bytes),
             ));
         } else {
             ctx.note(format!(
-                "sending {} untracked entr{} to {}:{repo_path}",
-                to_send.len(),
-                if to_send.len() == 1 { "y" } else { "ies" },
-                ssh.host
+                "sending {n} untracked entr{entries} to {host}:{repo}"
             ));
         }
-        let script = extract_script(&repo_path, &to_send, &delete, cli.gzip)?;
-        let total = to_send.len() as u64;
+        let total = n as u64;
         let progress_started = Instant::now();
         let mut progress = Progress::new(ctx.tool);
         let progress_fn: archive::ProgressFn = Box::new(move |files, bytes| {
@@ -140,17 +236,16 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
                 progress.finish();
             }
         });
-        // The new manifest, written last in the same stream: the unchanged entries as they were,
-        // and what was really sent now (a file that changed while it was read is recorded so
-        // that the next sync sends it again; a skipped one is not recorded).
         let tail: archive::TailFn = {
-            let (previous, now, snapshot) = (previous.clone(), now.clone(), snapshot.clone());
-            let unchanged: std::collections::BTreeSet<Vec<u8>> =
-                delta.unchanged.iter().cloned().collect();
+            let (previous, now, snapshot) = (
+                self.previous.clone(),
+                self.now.clone(),
+                self.snapshot.clone(),
+            );
+            let unchanged: BTreeSet<Vec<u8>> = self.unchanged.iter().cloned().collect();
             Box::new(move |st: &Stats| {
-                let skipped: std::collections::BTreeSet<&str> =
-                    st.skipped.iter().map(|k| k.path.as_str()).collect();
-                let changed: std::collections::BTreeSet<&str> = st
+                let skipped: BTreeSet<&str> = st.skipped.iter().map(|k| k.path.as_str()).collect();
+                let changed: BTreeSet<&str> = st
                     .changed_while_reading
                     .iter()
                     .map(String::as_str)
@@ -183,28 +278,22 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
                 ]
             })
         };
-        let sent = conversation
-            .send(&crate::ssh::framed(&script))
-            .and_then(|()| {
-                crate::testhook::pause("sync-untracked:streaming");
-                archive::write_archive_then(
-                    &to_send,
-                    &mut crate::process::StdinWriter(&mut conversation),
-                    cli.gzip,
-                    &stats,
-                    Some(progress_fn),
-                    Some(tail),
-                )
-            });
-        if let Err(e) = &sent {
-            stats.lock().unwrap().write_error = Some(e.to_string());
+        let (items, gzip, stats) = (self.to_send.clone(), self.gzip, self.stats.clone());
+        move |w: &mut dyn Write| {
+            crate::testhook::pause("sync-untracked:streaming");
+            let r =
+                archive::write_archive_then(&items, w, gzip, &stats, Some(progress_fn), Some(tail));
+            if let Err(e) = &r {
+                stats.lock().unwrap().write_error = Some(e.to_string());
+            }
+            r
         }
-        let out = conversation.close_collect(Duration::from_secs(6 * 3600));
-        if out.code == Some(255) {
-            return Err(ssh.failure_error(&out));
-        }
-        let text = out.stdout_text();
-        let unlinked: Vec<String> = text
+    }
+
+    /// What the remote part said (`code`, its stdout): the entries it unlinked and deleted, or
+    /// why it failed.
+    pub fn outcome(&self, code: Option<i32>, stdout: &str) -> Result<(Vec<String>, Vec<String>)> {
+        let unlinked: Vec<String> = stdout
             .lines()
             .filter_map(|l| {
                 l.strip_prefix("UNLINKED ")
@@ -212,75 +301,94 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
             })
             .map(str::to_string)
             .collect();
-        deleted = text
+        let deleted = stdout
             .lines()
             .filter_map(|l| l.strip_prefix("DELETED "))
             .map(str::to_string)
             .collect();
-        if !out.success() {
-            let s = stats.lock().unwrap();
-            let (msg, hint) = match UntrackedExit::from_status(out.code) {
-                Some(UntrackedExit::NoCheckout) => (format!("the remote checkout {repo_path} does not exist on {}", ssh.host), "run slurm-sync-tracked first (it creates the checkout)".to_string()),
+        if code != Some(0) {
+            let s = self.stats.lock().unwrap();
+            let (repo_path, host) = (&self.repo_path, &self.host);
+            let (msg, hint) = match UntrackedExit::from_status(code) {
+                Some(UntrackedExit::NoCheckout) => (format!("the remote checkout {repo_path} does not exist on {host}"), "run slurm-sync-tracked first (it creates the checkout)".to_string()),
                 _ => (
-                    format!("extracting the untracked files on {} failed (remote tar: {}) after {} file(s), {}", ssh.host, out.exit_text(), s.files, human_bytes(s.bytes)),
+                    format!("extracting the untracked files on {host} failed (remote tar: {}) after {} file(s), {}", crate::process::describe_exit(code), s.files, human_bytes(s.bytes)),
                     "see tar's stderr in this error: a full remote disk or quota is the usual cause; rerun the sync once fixed (what did not arrive is sent again)".to_string(),
                 ),
             };
-            return Err(ToolError::remote(msg)
-                .with_hint(hint)
-                .with_command(out.record()));
+            return Err(ToolError::remote(msg).with_hint(hint));
         }
-        unlinked
-    };
-    let s = stats.lock().unwrap().clone();
-    if let Some(e) = &s.write_error {
-        return Err(
-            ToolError::remote(format!("the tar stream to {} broke: {e}", ssh.host))
-                .with_hint("rerun the sync"),
-        );
+        Ok((unlinked, deleted))
     }
-    for k in &s.skipped {
-        ctx.warn(format!("skipped {:?}: {}", k.path, k.reason));
-    }
-    for p in &s.changed_while_reading {
-        ctx.warn(format!(
-            "{p:?} changed while it was read; the remote copy may be inconsistent, rerun the sync"
-        ));
-    }
-    for p in &unlinked {
+
+    /// The warnings and the section.
+    pub fn finish(
+        self,
+        ctx: &mut Context,
+        unlinked: Vec<String>,
+        deleted: Vec<String>,
+    ) -> Result<()> {
+        if self.nothing_to_send() {
+            if self.now.is_empty() {
+                ctx.note("no untracked files to send");
+            } else {
+                ctx.note(format!(
+                    "{} untracked file(s), {}, unchanged since the last sync: nothing to send",
+                    self.unchanged.len(),
+                    human_bytes(self.unchanged_bytes)
+                ));
+            }
+        }
+        let s = self.stats.lock().unwrap().clone();
+        if let Some(e) = &s.write_error {
+            return Err(
+                ToolError::remote(format!("the tar stream to {} broke: {e}", self.host))
+                    .with_hint("rerun the sync"),
+            );
+        }
+        for k in &s.skipped {
+            ctx.warn(format!("skipped {:?}: {}", k.path, k.reason));
+        }
+        for p in &s.changed_while_reading {
+            ctx.warn(format!(
+                "{p:?} changed while it was read; the remote copy may be inconsistent, rerun the sync"
+            ));
+        }
+        for p in &unlinked {
+            ctx.note(format!(
+                "removed the stale remote entry {p:?} where a directory now goes"
+            ));
+        }
+        let secs = self.started.elapsed().as_secs_f64();
         ctx.note(format!(
-            "removed the stale remote entry {p:?} where a directory now goes"
+            "sent {} file(s), {} symlink(s), {}; {} unchanged, {} deleted there; in {:.1} s",
+            s.files,
+            s.symlinks,
+            human_bytes(s.bytes),
+            self.unchanged.len(),
+            deleted.len(),
+            secs
         ));
+        ctx.doc.set_section(
+            "sync_untracked",
+            &SyncUntracked {
+                files: s.files,
+                symlinks: s.symlinks,
+                bytes: s.bytes,
+                seconds: (secs * 100.0).round() / 100.0,
+                skipped: s.skipped,
+                changed_while_reading: s.changed_while_reading,
+                compressed: self.gzip,
+                remote_repo_path: self.repo_path,
+                unlinked,
+                incremental: self.previous.is_some(),
+                unchanged_files: self.unchanged.len() as u64,
+                unchanged_bytes: self.unchanged_bytes,
+                deleted,
+            },
+        );
+        Ok(())
     }
-    let secs = started.elapsed().as_secs_f64();
-    ctx.note(format!(
-        "sent {} file(s), {} symlink(s), {}; {} unchanged, {} deleted there; in {:.1} s",
-        s.files,
-        s.symlinks,
-        human_bytes(s.bytes),
-        delta.unchanged.len(),
-        deleted.len(),
-        secs
-    ));
-    ctx.doc.set_section(
-        "sync_untracked",
-        &SyncUntracked {
-            files: s.files,
-            symlinks: s.symlinks,
-            bytes: s.bytes,
-            seconds: (secs * 100.0).round() / 100.0,
-            skipped: s.skipped,
-            changed_while_reading: s.changed_while_reading,
-            compressed: cli.gzip,
-            remote_repo_path: repo_path,
-            unlinked,
-            incremental: previous.is_some(),
-            unchanged_files: delta.unchanged.len() as u64,
-            unchanged_bytes,
-            deleted,
-        },
-    );
-    Ok(Outcome::Done)
 }
 
 /// The line that ends the manifest in the conversation (no manifest line starts with `-`).
@@ -288,7 +396,7 @@ const END_OF_MANIFEST: &[u8] = b"--end-of-manifest--\n";
 
 /// The conversation's first part: the manifest (unless `full`), then wait for the second part
 /// (deletions and extraction, framed like every script); a closed stdin means nothing to do.
-fn manifest_script(repo: &str, full: bool) -> Result<Script> {
+pub fn manifest_script(repo: &str, full: bool) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
     crate::remote_exit::assign::<UntrackedExit>(&mut s)?;
@@ -308,7 +416,7 @@ eval "$(dd bs=1 count="$n" 2>/dev/null)"
 
 /// The manifest the last sync left in the remote checkout (`None`: none, or not readable as
 /// one; then everything is sent).
-fn read_manifest(
+pub fn read_manifest(
     mut conversation: crate::process::Running,
     ssh: &Ssh,
     repo: &str,
