@@ -326,6 +326,11 @@ impl Running {
         stdin.flush()
     }
 
+    /// Close stdin (the child reads EOF there) and go on reading its stdout.
+    pub fn close_stdin(&mut self) {
+        drop(self.stdin.take());
+    }
+
     /// The next bytes of stdout, waiting at most `timeout`.
     pub fn recv(&mut self, timeout: Duration) -> Received {
         use std::sync::mpsc::RecvTimeoutError;

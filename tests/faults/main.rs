@@ -384,6 +384,131 @@ fn enroot_containers() -> String {
     names.join("\n")
 }
 
+/// `slurm-alloc exec --sync`, with the trace of its ssh executions.
+fn exec_sync(args: &[&str], doc: &serde_json::Value) -> (Run, usize) {
+    let trace = tempdir();
+    let file = trace.path().join("t.jsonl");
+    let mut all = vec!["exec", "--sync"];
+    all.extend_from_slice(args);
+    let mut cmd = alloc_cmd(&all);
+    cmd.env("SLURM_TOOLS_TRACE", &file);
+    let r = run_raw(cmd, doc.to_string().as_bytes());
+    let n = connecting_ssh(&trace_lines(&file)).len();
+    (r, n)
+}
+
+#[test]
+fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
+    crate::needs_cluster!();
+    let _one = one_at_a_time();
+    let mut d = alloc_doc(
+        "direct_host",
+        &format!("st-alloc-sync-{}", std::process::id()),
+    );
+    d.as_object_mut().unwrap().remove("container_image");
+    let up = alloc(&["up"], &d);
+    assert_eq!(up.code, 0, "{}", up.stderr);
+    let fx = fixture::Fixture::new("f-alloc-sync");
+    fx.make_messy();
+    let mut doc = fx.doc();
+    for k in ["job_name", "account", "partition"] {
+        doc[k] = d[k].clone();
+    }
+    doc["allocation"] = up.doc["allocation"].clone();
+
+    // 1. The first time (no clone on the cluster yet): cloned, every untracked file sent, the
+    // command run on that code; one ssh execution; the local repository untouched.
+    let before = fixture::local_state(&fx.local);
+    let (e1, ssh) = exec_sync(&["--", "cat README.md untracked.txt; ls data/nested"], &doc);
+    assert_eq!(e1.code, 0, "{}", e1.stderr);
+    assert_eq!(ssh, 1, "one ssh execution: {}", e1.stderr);
+    for want in ["readme, edited but not staged", "untracked\n", "u.bin"] {
+        assert!(e1.stderr.contains(want), "{want}: {}", e1.stderr);
+    }
+    assert_eq!(fixture::local_state(&fx.local), before);
+    assert_eq!(
+        fixture::actual_remote(&fx.remote_repo),
+        fixture::expected_remote(&fx.local)
+    );
+    assert_eq!(e1.doc["sync_tracked"]["created"], true, "{}", e1.doc);
+    assert_eq!(e1.doc["sync_tracked"]["temp_ref_deleted"], true);
+    assert!(e1.doc["sync_untracked"]["files"].as_u64().unwrap() >= 2);
+    assert_eq!(e1.doc["allocation"]["last_exec"]["exit_code"], 0);
+    assert_schema(&e1.doc);
+    assert!(
+        !fx.origin_refs().contains(&format!("_{}_", fx.name)),
+        "no temporary branch is left on origin: {}",
+        fx.origin_refs()
+    );
+
+    // 2. The inner loop: one tracked edit, one untracked file new and one deleted; again one
+    // execution, and the command sees exactly the new tree; the exit code is the command's.
+    write(&fx.local.join("README.md"), "readme, second edit\n");
+    write(&fx.local.join("fresh.txt"), "fresh untracked\n");
+    std::fs::remove_file(fx.local.join("untracked.txt")).unwrap();
+    let (e2, ssh) = exec_sync(
+        &[
+            "--",
+            "cat README.md fresh.txt; test ! -e untracked.txt && echo gone; exit 7",
+        ],
+        &e1.doc,
+    );
+    assert_eq!(e2.code, 7, "{}", e2.stderr);
+    assert_eq!(ssh, 1, "{}", e2.stderr);
+    for want in ["readme, second edit", "fresh untracked", "gone"] {
+        assert!(e2.stderr.contains(want), "{want}: {}", e2.stderr);
+    }
+    assert_eq!(
+        fixture::actual_remote(&fx.remote_repo),
+        fixture::expected_remote(&fx.local)
+    );
+    assert_eq!(e2.doc["sync_untracked"]["incremental"], true);
+    assert_eq!(e2.doc["sync_untracked"]["files"], 1, "only the new file");
+    assert_eq!(
+        e2.doc["sync_untracked"]["deleted"],
+        json!(["untracked.txt"])
+    );
+    assert_ne!(
+        e2.doc["sync_tracked"]["commit"],
+        e1.doc["sync_tracked"]["commit"]
+    );
+    assert_eq!(e2.doc["allocation"]["last_exec"]["exit_code"], 7);
+
+    // 3. With --own-tree the command runs in a tree of the new snapshot.
+    write(&fx.local.join("README.md"), "readme, third edit\n");
+    let (e3, _) = exec_sync(
+        &["--own-tree", "--", "pwd; cat README.md fresh.txt"],
+        &e2.doc,
+    );
+    assert_eq!(e3.code, 0, "{}", e3.stderr);
+    let tree = e3.doc["allocation"]["last_exec"]["tree"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(e3.stderr.contains(&tree), "{}", e3.stderr);
+    assert!(e3.stderr.contains("readme, third edit"), "{}", e3.stderr);
+    assert!(e3.stderr.contains("fresh untracked"), "{}", e3.stderr);
+
+    // 4. A sync the cluster refuses (another sync holds the clone's lock): the command does not
+    // run, the error is the tracked sync's own, and nothing is lost.
+    let lock = format!("{}.slurm-tools-sync.lock", fx.remote_repo);
+    std::fs::create_dir_all(&lock).unwrap();
+    std::fs::write(format!("{lock}/owner"), "someone-else\n").unwrap();
+    let marker = format!("/tmp/st-alloc-sync-ran-{}", std::process::id());
+    let _ = std::fs::remove_file(&marker);
+    write(&fx.local.join("README.md"), "readme, fourth edit\n");
+    let (e4, ssh) = exec_sync(&["--", &format!("touch {marker}")], &e3.doc);
+    std::fs::remove_dir_all(&lock).unwrap();
+    assert_ne!(e4.code, 0, "{}", e4.stderr);
+    assert_eq!(ssh, 1, "{}", e4.stderr);
+    assert!(e4.stderr.contains("someone-else"), "{}", e4.stderr);
+    assert!(!Path::new(&marker).exists(), "the command did not run");
+    assert!(e4.doc["error"].is_object(), "{}", e4.doc);
+
+    let down = alloc(&["down"], &e3.doc);
+    assert_eq!(down.code, 0, "{}", down.stderr);
+}
+
 #[test]
 fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     crate::needs_cluster!();

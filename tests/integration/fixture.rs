@@ -354,3 +354,38 @@ pub fn wait_done(job: &str, secs: u64) -> (String, String) {
 pub fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
+
+/// The local working tree as the remote should have it: tracked and untracked, no ignored files.
+pub fn expected_remote(local: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut all = BTreeMap::new();
+    walk(local, local, &mut all, &[".git"]);
+    let listed = git(
+        local,
+        &[
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ],
+    );
+    let keep: std::collections::BTreeSet<&str> =
+        listed.split('\0').filter(|s| !s.is_empty()).collect();
+    all.into_iter()
+        .filter(|(k, _)| {
+            let name = k[2..].rsplit_once(" x=").map_or(&k[2..], |(n, _)| n);
+            keep.contains(name)
+        })
+        .collect()
+}
+
+pub fn actual_remote(remote: &str) -> BTreeMap<String, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    walk(
+        Path::new(remote),
+        Path::new(remote),
+        &mut m,
+        &[".git", "work_dirs"],
+    );
+    m
+}

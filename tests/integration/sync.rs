@@ -5,45 +5,9 @@
 use crate::fixture::*;
 use crate::harness::*;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-
-/// The local working tree as the remote should have it: tracked and untracked, no ignored files.
-fn expected_remote(local: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut all = BTreeMap::new();
-    walk(local, local, &mut all, &[".git"]);
-    let listed = git(
-        local,
-        &[
-            "ls-files",
-            "-z",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-        ],
-    );
-    let keep: std::collections::BTreeSet<&str> =
-        listed.split('\0').filter(|s| !s.is_empty()).collect();
-    all.into_iter()
-        .filter(|(k, _)| {
-            let name = k[2..].rsplit_once(" x=").map_or(&k[2..], |(n, _)| n);
-            keep.contains(name)
-        })
-        .collect()
-}
-
-fn actual_remote(remote: &str) -> BTreeMap<String, Vec<u8>> {
-    let mut m = BTreeMap::new();
-    walk(
-        Path::new(remote),
-        Path::new(remote),
-        &mut m,
-        &[".git", "work_dirs"],
-    );
-    m
-}
 
 fn pipeline(doc: Value, tracked_args: &[&str]) -> (Run, Run) {
     let t = run("slurm-sync-tracked", tracked_args, &doc);

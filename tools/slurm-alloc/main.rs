@@ -103,6 +103,13 @@ struct ExecArgs {
     /// instead of in the remote clone itself. Old trees are pruned as slurm-submit prunes them.
     #[arg(long)]
     own_tree: bool,
+    /// Sync first, in the same ssh execution: what `slurm-sync-tracked | slurm-sync-untracked |
+    /// slurm-alloc exec` does, writing the same sections, with one execution instead of three
+    /// (the inner loop at a login node's distance: edit, run again). The snapshot travels
+    /// through origin; the command runs only when both syncs succeeded. A repository with
+    /// submodules or Git LFS files is synced in executions of its own first (said so).
+    #[arg(long)]
+    sync: bool,
     /// The command (shell text); without it, the document's `command`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -133,7 +140,7 @@ impl ToolCli for Cli {
             Cmd::Down(a) => &a.input,
         }
     }
-    const SECTIONS: &'static [&'static str] = &["allocation"];
+    const SECTIONS: &'static [&'static str] = &["allocation", "sync_tracked", "sync_untracked"];
 
     /// Releasing is cleanup: `down` acts on the allocation the document names, whatever error
     /// the document carries (e.g. `up`'s own exit 3 while the allocation pended).
@@ -712,6 +719,16 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
             argv.push("--container-writable".into());
         }
     }
+    // With --sync, the snapshot is made and pushed now; the cluster side runs in the command's
+    // execution.
+    let fused = if args.sync {
+        match shared::sync::fused::start(ctx, &a.ssh)? {
+            shared::sync::fused::Start::Fused(f) => Some(f),
+            shared::sync::fused::Start::Separate => None,
+        }
+    } else {
+        None
+    };
     let mut body = String::new();
     if args.mode == Mode::Distributed {
         body.push_str(slurm::DISTRIBUTED_ENV);
@@ -722,7 +739,10 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     let tree = if args.own_tree {
         let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
         let token = format!("exec-{}-{}", job, shared::clock::unix_now());
-        let trees = shared::trees::Trees::of(&ctx.doc, &repo, &token, 10)?;
+        let mut trees = shared::trees::Trees::of(&ctx.doc, &repo, &token, 10)?;
+        if let Some(f) = &fused {
+            trees.commit = f.snapshot().to_string();
+        }
         trees.assign(&mut s, false)?;
         s.raw("make_tree >/dev/null || { echo \"slurm-alloc: could not make the command's own code tree $tree\"; exit 126; }\nprune_trees >/dev/null\ncd -- \"$tree\" || exit 126\n");
         ctx.note(format!(
@@ -745,9 +765,11 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     s.raw(" bash -c").arg(&body)?.raw("\n");
     shared::testhook::pause("alloc:exec");
     ctx.note(format!("running in allocation {job}: {command}"));
-    let out = a
-        .ssh
-        .run_script_streaming(&s, Duration::from_secs(7 * 86_400))?;
+    let deadline = Duration::from_secs(7 * 86_400);
+    let out = match fused {
+        Some(f) => f.run(ctx, &a.ssh, &s, deadline)?,
+        None => a.ssh.run_script_streaming(&s, deadline)?,
+    };
     let code = out.code.unwrap_or(255);
     sec.last_exec = Some(LastExec {
         command,

@@ -2,6 +2,7 @@
 //! their command lines, and `slurm-alloc exec --sync` runs both inside its one ssh execution
 //! (see [`fused`]).
 
+pub mod fused;
 mod pending;
 pub mod tracked;
 mod tracked_remote;

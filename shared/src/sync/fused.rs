@@ -1,0 +1,427 @@
+//! Both syncs and a command in one ssh execution: `slurm-alloc exec --sync`, the inner loop
+//! (edit, run again in a held allocation) at a login node's distance, where every execution
+//! costs round trips before any work.
+//!
+//! The execution is a conversation. It starts while the snapshot is pushed to origin: the
+//! cluster sends the untracked files' manifest (what the last sync left) and waits. We then
+//! send, framed like every script, one script of three parts, and the untracked files' tar
+//! stream behind it: the tracked sync's remote part (stdin at /dev/null), the untracked
+//! extraction (reading the stream), and the command. Each sync part's exit code, stdout and
+//! stderr come back behind a header line (`@@slurm-tools-part NAME RC OUTBYTES ERRBYTES`),
+//! are checked by the same code as the tools' own, and write the same sections; the command
+//! runs only when both succeeded and the checkout is at the snapshot, and its output streams
+//! to our stderr as it comes. So the whole loop costs the channel's round trip, the manifest's
+//! (overlapped with the push) and the command's.
+//!
+//! A sync that needs executions of its own (submodules, LFS objects) runs as the tools run it,
+//! and the command after it in its own execution: the same result, more round trips.
+
+use super::{tracked, untracked};
+use crate::process::{Output, Received, Running};
+use crate::quote::Script;
+use crate::schema::Via;
+use crate::ssh::Ssh;
+use crate::{Context, Result, ToolError};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// How [`start`] went on.
+pub enum Start {
+    /// Ready: run the command with [`Fused::run`].
+    Fused(Box<Fused>),
+    /// The syncs ran in executions of their own (said why); the command runs in its own too.
+    Separate,
+}
+
+/// The syncs prepared and the conversation open.
+pub struct Fused {
+    started: Instant,
+    tracked: tracked::Prepared,
+    tracked_script: Script,
+    conversation: Running,
+}
+
+const PART: &str = "@@slurm-tools-part ";
+const MOVED: &str = "@@slurm-tools-moved";
+const RUN: &str = "@@slurm-tools-run";
+
+/// The conversation's opening: the manifest (none when the checkout or the manifest is not
+/// there yet: then every untracked file is sent), then the framed rest.
+fn opening(repo: &str) -> Result<Script> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    s.assign("repo", repo)?;
+    s.assign("manifest", crate::manifest::MANIFEST)?;
+    s.raw(
+        r#"if [ -f "$repo/$manifest" ]; then cat -- "$repo/$manifest"; fi
+echo "--end-of-manifest--"
+IFS= read -r n || exit 0
+eval "$(dd bs=1 count="$n" 2>/dev/null)"
+"#,
+    );
+    Ok(s)
+}
+
+/// The tracked sync prepared (the snapshot), pushed to origin, and the conversation opened.
+pub fn start(ctx: &mut Context, ssh: &Ssh) -> Result<Start> {
+    let started = Instant::now();
+    let opts = tracked::Options {
+        via: Via::Origin,
+        dry_run: false,
+        allow_unrelated: false,
+    };
+    let prepared = tracked::prepare(&opts, ctx)?;
+    if let Some(why) = prepared.not_fusable() {
+        ctx.note(format!(
+            "syncing first in executions of their own ({why}), then running the command"
+        ));
+        tracked::run(prepared, ctx)?;
+        untracked::sync(&untracked::Options::default(), ctx)?;
+        return Ok(Start::Separate);
+    }
+    let conversation = ssh.start_script(&opening(prepared.remote_repo_path())?)?;
+    let tracked_script = tracked::push_for_fused(&prepared, ctx)?;
+    Ok(Start::Fused(Box::new(Fused {
+        started,
+        tracked: prepared,
+        tracked_script,
+        conversation,
+    })))
+}
+
+impl Fused {
+    /// The snapshot the command will run on.
+    pub fn snapshot(&self) -> &str {
+        self.tracked.snapshot()
+    }
+
+    /// Finish both syncs and run `command` (a script that streams: `exec 2>&1` first) after
+    /// them in the same execution. The command's output goes to our stderr as it comes; the
+    /// output returned has its exit code.
+    pub fn run(
+        self: Box<Self>,
+        ctx: &mut Context,
+        ssh: &Ssh,
+        command: &Script,
+        deadline: Duration,
+    ) -> Result<Output> {
+        let Fused {
+            started,
+            tracked: prepared,
+            tracked_script,
+            conversation,
+        } = *self;
+        let repo = prepared.remote_repo_path().to_string();
+        let (mut conversation, previous) = untracked::read_manifest(conversation, ssh, &repo)?;
+        let local = untracked::Local::of(ctx)?.with_snapshot(prepared.snapshot());
+        let plan = untracked::Plan::make(
+            &untracked::Options::default(),
+            ctx,
+            &ssh.host,
+            local,
+            previous,
+            started,
+        );
+        let script = parts(
+            &tracked_script,
+            &plan.script()?,
+            command,
+            &repo,
+            prepared.snapshot(),
+        )?;
+        let payload = plan.payload(ctx);
+        let sent = conversation
+            .send(&crate::ssh::framed(&script))
+            .and_then(|()| payload(&mut crate::process::StdinWriter(&mut conversation)));
+        conversation.close_stdin();
+        let mut reader = Reader::new(conversation, deadline);
+
+        // The tracked part.
+        let Some(t) = reader.part()? else {
+            return Err(reader.broke(ssh, "the tracked sync"));
+        };
+        tracked::finish_fused(prepared, ctx, t.code, &t.stdout).map_err(|e| t.attach(e))?;
+        // The untracked part (after the checkout was checked: the cluster says MOVED if the
+        // checkout left the snapshot in between).
+        let Some(u) = reader.part()? else {
+            if reader.moved {
+                return Err(ToolError::remote(format!(
+                    "the remote checkout {repo} left the snapshot before the command could run"
+                ))
+                .with_hint("something changed the remote clone during the sync; rerun"));
+            }
+            return Err(reader.broke(ssh, "the untracked sync"));
+        };
+        if let Err(e) = &sent {
+            // The stream broke on our side (the cluster said why in the part, or did not).
+            ctx.warn(format!("the tar stream to {} broke: {e}", ssh.host));
+        }
+        let (unlinked, deleted) = plan.outcome(u.code, &u.stdout).map_err(|e| u.attach(e))?;
+        plan.finish(ctx, unlinked, deleted)?;
+        if !reader.run()? {
+            return Err(reader.broke(ssh, "the command"));
+        }
+        ctx.note(format!(
+            "synced in the command's own ssh execution ({:.2} s to the command's start)",
+            started.elapsed().as_secs_f64()
+        ));
+        let out = reader.stream()?;
+        if out.code == Some(255) {
+            return Err(ssh.failure_error(&out));
+        }
+        Ok(out)
+    }
+}
+
+/// The script after the opening: both sync parts, each reported behind a header, then the
+/// command when both succeeded and the checkout is at the snapshot.
+fn parts(
+    tracked: &Script,
+    untracked: &Script,
+    command: &Script,
+    repo: &str,
+    snapshot: &str,
+) -> Result<Script> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    s.assign("repo", repo)?;
+    s.assign("snapshot", snapshot)?;
+    s.raw(
+        r#"o=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || exit 125
+e=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$o"; exit 125; }
+report() {
+  printf '\n@@slurm-tools-part %s %s %s %s\n' "$1" "$2" "$(wc -c < "$o" | tr -d ' ')" "$(wc -c < "$e" | tr -d ' ')"
+  cat -- "$o" "$e"
+}
+(
+"#,
+    );
+    s.append(tracked);
+    s.raw(
+        r#"
+) </dev/null >"$o" 2>"$e"
+rc=$?
+report tracked "$rc"
+if [ "$rc" -ne 0 ]; then rm -f -- "$o" "$e"; exit 125; fi
+if [ "$(cd -- "$repo" && git rev-parse HEAD 2>/dev/null)" != "$snapshot" ]; then
+  rm -f -- "$o" "$e"; printf '\n@@slurm-tools-moved\n'; exit 125
+fi
+(
+"#,
+    );
+    s.append(untracked);
+    s.raw(
+        r#"
+) >"$o" 2>"$e"
+rc=$?
+report untracked "$rc"
+rm -f -- "$o" "$e"
+if [ "$rc" -ne 0 ]; then exit 125; fi
+printf '\n@@slurm-tools-run\n'
+"#,
+    );
+    s.append(command);
+    Ok(s)
+}
+
+/// One sync part as the cluster reported it.
+struct Part {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Part {
+    /// The part's stderr goes with its error, as a tool's own execution's would.
+    fn attach(&self, e: ToolError) -> ToolError {
+        if e.command.is_some() || self.stderr.trim().is_empty() {
+            return e;
+        }
+        e.with_command(crate::error::CommandRecord {
+            argv: vec![
+                "ssh".into(),
+                "(the sync part of slurm-alloc exec --sync)".into(),
+            ],
+            exit_code: self.code,
+            stderr_tail: self.stderr.clone(),
+        })
+    }
+}
+
+/// Reads the conversation's stdout: the parts, then the command's stream.
+struct Reader {
+    conversation: Option<Running>,
+    buf: Vec<u8>,
+    eof: bool,
+    deadline: Instant,
+    moved: bool,
+}
+
+impl Reader {
+    fn new(conversation: Running, deadline: Duration) -> Reader {
+        Reader {
+            conversation: Some(conversation),
+            buf: Vec::new(),
+            eof: false,
+            deadline: Instant::now() + deadline,
+            moved: false,
+        }
+    }
+
+    /// More bytes; false at the end (or the deadline).
+    fn fill(&mut self) -> bool {
+        if self.eof {
+            return false;
+        }
+        let Some(c) = self.conversation.as_mut() else {
+            return false;
+        };
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        match c.recv(left) {
+            Received::Data(b) => {
+                self.buf.extend_from_slice(&b);
+                true
+            }
+            Received::Eof | Received::TimedOut => {
+                self.eof = true;
+                false
+            }
+        }
+    }
+
+    /// The next line that starts with `@@slurm-tools-` (the lines before it are dropped: only
+    /// the newline the header starts with is there).
+    fn header(&mut self) -> Option<String> {
+        loop {
+            while let Some(i) = self.buf.iter().position(|&b| b == b'\n') {
+                let line = String::from_utf8_lossy(&self.buf[..i]).into_owned();
+                self.buf.drain(..=i);
+                if line.starts_with("@@slurm-tools-") {
+                    return Some(line);
+                }
+            }
+            if !self.fill() {
+                return None;
+            }
+        }
+    }
+
+    fn take(&mut self, n: usize) -> Option<Vec<u8>> {
+        while self.buf.len() < n {
+            if !self.fill() {
+                return None;
+            }
+        }
+        Some(self.buf.drain(..n).collect())
+    }
+
+    /// The next part, or `None` when the stream ended first (or said MOVED).
+    fn part(&mut self) -> Result<Option<Part>> {
+        let Some(line) = self.header() else {
+            return Ok(None);
+        };
+        if line == MOVED {
+            self.moved = true;
+            return Ok(None);
+        }
+        let bad = || {
+            ToolError::remote(format!(
+                "an unreadable part header from the cluster: {line:?}"
+            ))
+        };
+        let fields: Vec<&str> = line
+            .strip_prefix(PART)
+            .ok_or_else(bad)?
+            .split(' ')
+            .collect();
+        let [_, rc, out, err] = fields[..] else {
+            return Err(bad());
+        };
+        let (Ok(rc), Ok(out), Ok(err)) = (rc.parse::<i32>(), out.parse(), err.parse()) else {
+            return Err(bad());
+        };
+        let (Some(stdout), Some(stderr)) = (self.take(out), self.take(err)) else {
+            return Ok(None);
+        };
+        Ok(Some(Part {
+            code: Some(rc),
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        }))
+    }
+
+    /// Whether the command starts (its marker came).
+    fn run(&mut self) -> Result<bool> {
+        Ok(self.header().as_deref() == Some(RUN))
+    }
+
+    /// The command's output to our stderr until the end; how the execution ended.
+    fn stream(mut self) -> Result<Output> {
+        let mut err = std::io::stderr();
+        let _ = err.write_all(&self.buf);
+        self.buf.clear();
+        let mut c = self.conversation.take().expect("the conversation is open");
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            match c.recv(left) {
+                Received::Data(b) => {
+                    let _ = err.write_all(&b);
+                }
+                Received::Eof | Received::TimedOut => break,
+            }
+        }
+        let _ = err.flush();
+        Ok(c.close(Duration::from_secs(10)))
+    }
+
+    /// The execution ended before `what` reported: ssh's own failure, or what the cluster said.
+    fn broke(&mut self, ssh: &Ssh, what: &str) -> ToolError {
+        let Some(c) = self.conversation.take() else {
+            return ToolError::remote(format!("the ssh execution ended before {what} reported"));
+        };
+        let out = c.close(Duration::from_secs(10));
+        if out.code == Some(255) {
+            return ssh.failure_error(&out);
+        }
+        ToolError::remote(format!(
+            "the ssh execution to {} ended before {what} reported ({})",
+            ssh.host,
+            out.exit_text()
+        ))
+        .with_hint("rerun; if it happens again, run the pipeline's tools one by one to see which part fails")
+        .with_command(out.record())
+    }
+}
+
+impl Drop for Reader {
+    /// An error before the end: the execution is closed (the cluster side has ended or ends at
+    /// the closed stdin) and traced like any other.
+    fn drop(&mut self) {
+        if let Some(c) = self.conversation.take() {
+            let _ = c.close(Duration::from_secs(10));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_script_passes_the_static_checks() {
+        crate::script_check::assert_clean(
+            "alloc-sync-opening",
+            opening("/h/u/work/repo").unwrap().as_str(),
+        );
+        let mut a = Script::new();
+        a.raw("echo HEAD abc\nexit 0\n");
+        let mut b = Script::new();
+        b.raw("cd -- /h/u/work/repo || exit 3\nexec tar -x -f -\n");
+        let mut c = Script::new();
+        c.raw("exec 2>&1\nsrun true\n");
+        crate::script_check::assert_clean(
+            "alloc-sync-parts",
+            parts(&a, &b, &c, "/h/u/work/repo", "abc").unwrap().as_str(),
+        );
+    }
+}
