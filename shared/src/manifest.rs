@@ -22,6 +22,10 @@ use std::collections::BTreeMap;
 /// The remote directory (inside the clone's `.git`) that holds the files above.
 pub const DIR: &str = ".git/slurm-tools";
 pub const MANIFEST: &str = ".git/slurm-tools/untracked.manifest";
+/// A tag written with each new manifest (before it, in the same stream): a machine that kept a
+/// copy of the manifest it wrote knows the copy is the cluster's while the tags agree, and can
+/// skip asking for it (`slurm-alloc exec --sync`).
+pub const MANIFEST_ID: &str = ".git/slurm-tools/untracked.id";
 pub const EXCLUDE: &str = ".git/slurm-tools/untracked.exclude";
 pub const PATHS0: &str = ".git/slurm-tools/untracked.paths0";
 pub const UNEXCLUDABLE: &str = ".git/slurm-tools/untracked.unexcludable";

@@ -473,6 +473,46 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         e1.doc["sync_tracked"]["commit"]
     );
     assert_eq!(e2.doc["allocation"]["last_exec"]["exit_code"], 7);
+    assert!(
+        !e2.stderr.contains("asking for it"),
+        "the manifest kept from the first run is the cluster's: {}",
+        e2.stderr
+    );
+
+    // 2b. Another machine syncs the untracked files in between (its own state directory): the
+    // copy kept here is stale, the cluster says so before anything runs, and its manifest is
+    // asked for in a second execution; the result is the same.
+    write(
+        &fx.local.join("from-elsewhere.txt"),
+        "synced by another machine\n",
+    );
+    let elsewhere = tempdir();
+    let mut other = tool("slurm-sync-untracked");
+    other.env("SLURM_TOOLS_STATE_DIR", elsewhere.path());
+    let o = run_raw(other, e2.doc.to_string().as_bytes());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    std::fs::remove_file(fx.local.join("from-elsewhere.txt")).unwrap();
+    write(&fx.local.join("fresh.txt"), "fresh untracked, edited\n");
+    let (e2b, ssh) = exec_sync(
+        &[
+            "--",
+            "cat fresh.txt; ls from-elsewhere.txt || echo no-elsewhere",
+        ],
+        &e2.doc,
+    );
+    assert_eq!(e2b.code, 0, "{}", e2b.stderr);
+    assert!(e2b.stderr.contains("asking for it"), "{}", e2b.stderr);
+    assert_eq!(ssh, 2, "{}", e2b.stderr);
+    assert!(
+        e2b.stderr.contains("fresh untracked, edited"),
+        "{}",
+        e2b.stderr
+    );
+    assert!(e2b.stderr.contains("no-elsewhere"), "{}", e2b.stderr);
+    assert_eq!(
+        fixture::actual_remote(&fx.remote_repo),
+        fixture::expected_remote(&fx.local)
+    );
 
     // 3. With --own-tree the command runs in a tree of the new snapshot.
     write(&fx.local.join("README.md"), "readme, third edit\n");

@@ -38,28 +38,56 @@ pub struct Fused {
     started: Instant,
     tracked: tracked::Prepared,
     tracked_script: Script,
-    conversation: Running,
+    conversation: Conversation,
 }
 
 const PART: &str = "@@slurm-tools-part ";
 const MOVED: &str = "@@slurm-tools-moved";
+const STALE: &str = "@@slurm-tools-stale";
 const RUN: &str = "@@slurm-tools-run";
 
-/// The conversation's opening: the manifest (none when the checkout or the manifest is not
-/// there yet: then every untracked file is sent), then the framed rest.
-fn opening(repo: &str) -> Result<Script> {
+/// The conversation's opening: the manifest when asked for (none when the checkout or the
+/// manifest is not there yet: then every untracked file is sent), then the framed rest.
+fn opening(repo: &str, send_manifest: bool) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    s.assign("repo", repo)?;
-    s.assign("manifest", crate::manifest::MANIFEST)?;
-    s.raw(
-        r#"if [ -f "$repo/$manifest" ]; then cat -- "$repo/$manifest"; fi
+    if send_manifest {
+        s.assign("repo", repo)?;
+        s.assign("manifest", crate::manifest::MANIFEST)?;
+        s.raw(
+            r#"if [ -f "$repo/$manifest" ]; then cat -- "$repo/$manifest"; fi
 echo "--end-of-manifest--"
-IFS= read -r n || exit 0
+"#,
+        );
+    }
+    s.raw(
+        r#"IFS= read -r n || exit 0
 eval "$(dd bs=1 count="$n" 2>/dev/null)"
 "#,
     );
     Ok(s)
+}
+
+/// An open conversation and what it will take: the manifest kept locally (its tag is checked
+/// on the cluster before anything runs), or the cluster's, which it sends first.
+struct Conversation {
+    running: Running,
+    repo: String,
+    kept: Option<(String, crate::manifest::Manifest)>,
+}
+
+impl Conversation {
+    fn open(ssh: &Ssh, repo: &str, use_kept: bool) -> Result<Conversation> {
+        let kept = use_kept
+            .then(|| untracked::kept_copy(&ssh.host, repo))
+            .flatten();
+        let running = ssh.start_script(&opening(repo, kept.is_none())?)?;
+        Ok(Conversation {
+            running,
+            repo: repo.to_string(),
+            kept,
+        })
+    }
 }
 
 /// The tracked sync prepared (the snapshot), pushed to origin, and the conversation opened.
@@ -70,8 +98,18 @@ pub fn start(ctx: &mut Context, ssh: &Ssh) -> Result<Start> {
         dry_run: false,
         allow_unrelated: false,
     };
+    // The conversation opens while the snapshot is made, when the document already names the
+    // remote clone (as it does from the second run on).
+    let early = crate::layout::Layout::of(&ctx.doc)?
+        .repo_path(None)?
+        .map(|d| d.path);
+    let mut conversation = match &early {
+        Some(repo) => Some(Conversation::open(ssh, repo, true)?),
+        None => None,
+    };
     let prepared = tracked::prepare(&opts, ctx)?;
     if let Some(why) = prepared.not_fusable() {
+        drop(conversation);
         ctx.note(format!(
             "syncing first in executions of their own ({why}), then running the command"
         ));
@@ -79,7 +117,10 @@ pub fn start(ctx: &mut Context, ssh: &Ssh) -> Result<Start> {
         untracked::sync(&untracked::Options::default(), ctx)?;
         return Ok(Start::Separate);
     }
-    let conversation = ssh.start_script(&opening(prepared.remote_repo_path())?)?;
+    let conversation = match conversation.take() {
+        Some(c) if c.repo == prepared.remote_repo_path() => c,
+        _ => Conversation::open(ssh, prepared.remote_repo_path(), true)?,
+    };
     let tracked_script = tracked::push_for_fused(&prepared, ctx)?;
     Ok(Start::Fused(Box::new(Fused {
         started,
@@ -112,32 +153,63 @@ impl Fused {
             conversation,
         } = *self;
         let repo = prepared.remote_repo_path().to_string();
-        let (mut conversation, previous) = untracked::read_manifest(conversation, ssh, &repo)?;
-        let local = untracked::Local::of(ctx)?.with_snapshot(prepared.snapshot());
-        let plan = untracked::Plan::make(
-            &untracked::Options::default(),
-            ctx,
-            &ssh.host,
-            local,
-            previous,
-            started,
-        );
-        let script = parts(
-            &tracked_script,
-            &plan.script()?,
-            command,
-            &repo,
-            prepared.snapshot(),
-        )?;
-        let payload = plan.payload(ctx);
-        let sent = conversation
-            .send(&crate::ssh::framed(&script))
-            .and_then(|()| payload(&mut crate::process::StdinWriter(&mut conversation)));
-        conversation.close_stdin();
-        let mut reader = Reader::new(conversation, deadline);
+        let sent = |conversation: Conversation, ctx: &mut Context| -> Result<Sent> {
+            let Conversation { running, kept, .. } = conversation;
+            let (mut running, previous, id) = match kept {
+                Some((id, m)) => (running, Some(m), Some(id)),
+                None => {
+                    let (r, m) = untracked::read_manifest(running, ssh, &repo)?;
+                    (r, m, None)
+                }
+            };
+            let local = untracked::Local::of(ctx)?.with_snapshot(prepared.snapshot());
+            let plan = untracked::Plan::make(
+                &untracked::Options::default(),
+                ctx,
+                &ssh.host,
+                local,
+                previous,
+                started,
+            );
+            let script = parts(
+                &tracked_script,
+                &plan.script()?,
+                command,
+                &repo,
+                prepared.snapshot(),
+                id.as_deref(),
+            )?;
+            let payload = plan.payload(ctx);
+            let written = running
+                .send(&crate::ssh::framed(&script))
+                .and_then(|()| payload(&mut crate::process::StdinWriter(&mut running)));
+            running.close_stdin();
+            Ok(Sent {
+                plan,
+                written,
+                reader: Reader::new(running, deadline),
+            })
+        };
+        let mut attempt = sent(conversation, ctx)?;
+        let first = attempt.reader.part()?;
+        let first = if attempt.reader.stale {
+            // Another machine (or a sync cut short) wrote the cluster's manifest since this
+            // machine's copy: ask the cluster for it, in a new execution.
+            ctx.note("the untracked files' manifest on the cluster is not the one this machine last wrote: asking for it");
+            drop(attempt);
+            attempt = sent(Conversation::open(ssh, &repo, false)?, ctx)?;
+            attempt.reader.part()?
+        } else {
+            first
+        };
+        let Sent {
+            plan,
+            written: sent,
+            mut reader,
+        } = attempt;
 
         // The tracked part.
-        let Some(t) = reader.part()? else {
+        let Some(t) = first else {
             return Err(reader.broke(ssh, "the tracked sync"));
         };
         tracked::finish_fused(prepared, ctx, t.code, &t.stdout).map_err(|e| t.attach(e))?;
@@ -173,6 +245,13 @@ impl Fused {
     }
 }
 
+/// A conversation with the script and the stream sent.
+struct Sent {
+    plan: untracked::Plan,
+    written: std::io::Result<()>,
+    reader: Reader,
+}
+
 /// The script after the opening: both sync parts, each reported behind a header, then the
 /// command when both succeeded and the checkout is at the snapshot.
 fn parts(
@@ -181,11 +260,24 @@ fn parts(
     command: &Script,
     repo: &str,
     snapshot: &str,
+    kept_id: Option<&str>,
 ) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
     s.assign("repo", repo)?;
     s.assign("snapshot", snapshot)?;
+    if let Some(id) = kept_id {
+        // The manifest this machine kept must be the cluster's: else nothing runs, and it is
+        // asked for.
+        s.assign("kept_id", id)?;
+        s.assign("id_file", crate::manifest::MANIFEST_ID)?;
+        s.raw(
+            r#"if [ "$(cat -- "$repo/$id_file" 2>/dev/null)" != "$kept_id" ]; then
+  printf '\n@@slurm-tools-stale\n'; exit 125
+fi
+"#,
+        );
+    }
     s.raw(
         r#"o=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || exit 125
 e=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$o"; exit 125; }
@@ -255,6 +347,7 @@ struct Reader {
     eof: bool,
     deadline: Instant,
     moved: bool,
+    stale: bool,
 }
 
 impl Reader {
@@ -265,6 +358,7 @@ impl Reader {
             eof: false,
             deadline: Instant::now() + deadline,
             moved: false,
+            stale: false,
         }
     }
 
@@ -320,8 +414,9 @@ impl Reader {
         let Some(line) = self.header() else {
             return Ok(None);
         };
-        if line == MOVED {
-            self.moved = true;
+        if line == MOVED || line == STALE {
+            self.moved = line == MOVED;
+            self.stale = line == STALE;
             return Ok(None);
         }
         let bad = || {
@@ -411,7 +506,11 @@ mod tests {
     fn every_script_passes_the_static_checks() {
         crate::script_check::assert_clean(
             "alloc-sync-opening",
-            opening("/h/u/work/repo").unwrap().as_str(),
+            opening("/h/u/work/repo", true).unwrap().as_str(),
+        );
+        crate::script_check::assert_clean(
+            "alloc-sync-opening-kept",
+            opening("/h/u/work/repo", false).unwrap().as_str(),
         );
         let mut a = Script::new();
         a.raw("echo HEAD abc\nexit 0\n");
@@ -421,7 +520,15 @@ mod tests {
         c.raw("exec 2>&1\nsrun true\n");
         crate::script_check::assert_clean(
             "alloc-sync-parts",
-            parts(&a, &b, &c, "/h/u/work/repo", "abc").unwrap().as_str(),
+            parts(&a, &b, &c, "/h/u/work/repo", "abc", None)
+                .unwrap()
+                .as_str(),
+        );
+        crate::script_check::assert_clean(
+            "alloc-sync-parts-kept",
+            parts(&a, &b, &c, "/h/u/work/repo", "abc", Some("m-1"))
+                .unwrap()
+                .as_str(),
         );
     }
 }

@@ -115,6 +115,10 @@ pub struct Plan {
     snapshot: Option<String>,
     snapshot_moved: bool,
     stats: Arc<Mutex<Stats>>,
+    /// The new manifest's tag, and the manifest as the stream wrote it (kept locally when the
+    /// cluster took it).
+    id: String,
+    written: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
 impl Plan {
@@ -188,6 +192,8 @@ impl Plan {
                 skipped: unopened,
                 ..Stats::default()
             })),
+            id: crate::journal::unique_tag("m"),
+            written: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -243,6 +249,7 @@ impl Plan {
                 self.snapshot.clone(),
             );
             let unchanged: BTreeSet<Vec<u8>> = self.unchanged.iter().cloned().collect();
+            let (id, written) = (self.id.clone(), self.written.clone());
             Box::new(move |st: &Stats| {
                 let skipped: BTreeSet<&str> = st.skipped.iter().map(|k| k.path.as_str()).collect();
                 let changed: BTreeSet<&str> = st
@@ -267,14 +274,18 @@ impl Plan {
                         m.entries.insert(path, e);
                     }
                 }
+                let rendered = m.render();
+                *written.lock().unwrap() = Some(rendered.clone());
                 vec![
+                    // The tag first: a stream cut short leaves a tag no local copy has.
+                    (manifest::MANIFEST_ID.into(), format!("{id}\n").into_bytes()),
                     (manifest::EXCLUDE.into(), m.exclude_patterns()),
                     (
                         manifest::UNEXCLUDABLE.into(),
                         m.unexcludable().unwrap_or_else(|_| b"set --\n".to_vec()),
                     ),
                     (manifest::PATHS0.into(), m.paths0()),
-                    (manifest::MANIFEST.into(), m.render()),
+                    (manifest::MANIFEST.into(), rendered),
                 ]
             })
         };
@@ -359,6 +370,9 @@ impl Plan {
                 "removed the stale remote entry {p:?} where a directory now goes"
             ));
         }
+        if let Some(m) = self.written.lock().unwrap().take() {
+            keep_copy(&self.host, &self.repo_path, &self.id, &m);
+        }
         let secs = self.started.elapsed().as_secs_f64();
         ctx.note(format!(
             "sent {} file(s), {} symlink(s), {}; {} unchanged, {} deleted there; in {:.1} s",
@@ -389,6 +403,50 @@ impl Plan {
         );
         Ok(())
     }
+}
+
+/// Where this machine keeps its copy of the manifest it last wrote into `repo` on `host`.
+fn copy_path(host: &str, repo: &str) -> Option<std::path::PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (host, repo).hash(&mut h);
+    Some(
+        crate::journal::state_dir()?
+            .join("manifests")
+            .join(format!("{:016x}", h.finish())),
+    )
+}
+
+/// Keep the manifest just written (best effort: without the copy, the cluster is asked).
+fn keep_copy(host: &str, repo: &str, id: &str, manifest: &[u8]) {
+    let Some(path) = copy_path(host, repo) else {
+        return;
+    };
+    let Some(dir) = path.parent() else {
+        return;
+    };
+    let mut bytes = format!("{id}\n{host}\n{repo}\n").into_bytes();
+    bytes.extend_from_slice(manifest);
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let ok = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, &bytes))
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if ok.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// The manifest this machine last wrote into `repo` on `host`, with its tag: the cluster's own
+/// while its tag is the same (the caller checks that there).
+pub fn kept_copy(host: &str, repo: &str) -> Option<(String, Manifest)> {
+    let bytes = std::fs::read(copy_path(host, repo)?).ok()?;
+    let mut parts = bytes.splitn(4, |b| *b == b'\n');
+    let id = std::str::from_utf8(parts.next()?).ok()?.to_string();
+    let (h, r) = (parts.next()?, parts.next()?);
+    if h != host.as_bytes() || r != repo.as_bytes() || id.is_empty() {
+        return None;
+    }
+    Some((id, Manifest::parse(parts.next()?)?))
 }
 
 /// The line that ends the manifest in the conversation (no manifest line starts with `-`).
