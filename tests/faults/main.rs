@@ -545,6 +545,39 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     assert!(!Path::new(&marker).exists(), "the command did not run");
     assert!(e4.doc["error"].is_object(), "{}", e4.doc);
 
+    // 5. Submodules need executions of their own: synced first (said so), the same result.
+    let subs = fixture::with_nested_submodules("f-alloc-sync-subs");
+    let mut sdoc = subs.doc();
+    for k in ["job_name", "account", "partition"] {
+        sdoc[k] = d[k].clone();
+    }
+    sdoc["allocation"] = up.doc["allocation"].clone();
+    write(
+        &subs.local.join("third_party/lib/lib.txt"),
+        "lib, edited locally\n",
+    );
+    let (e5, ssh) = exec_sync(
+        &[
+            "--",
+            "cat third_party/lib/lib.txt third_party/lib/inner/inner.txt",
+        ],
+        &sdoc,
+    );
+    assert_eq!(e5.code, 0, "{}", e5.stderr);
+    assert!(
+        e5.stderr.contains("executions of their own"),
+        "{}",
+        e5.stderr
+    );
+    assert!(ssh > 1, "{}", e5.stderr);
+    assert!(e5.stderr.contains("lib, edited locally"), "{}", e5.stderr);
+    assert!(e5.stderr.contains("inner v1"), "{}", e5.stderr);
+    assert_eq!(
+        e5.doc["sync_tracked"]["submodules"][0]["snapshot"], true,
+        "{}",
+        e5.doc["sync_tracked"]
+    );
+
     let down = alloc(&["down"], &e3.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
 }

@@ -389,3 +389,76 @@ pub fn actual_remote(remote: &str) -> BTreeMap<String, Vec<u8>> {
     );
     m
 }
+
+pub fn git_sub(dir: &Path, args: &[&str]) -> String {
+    let mut all = vec!["-c", "protocol.file.allow=always"];
+    all.extend_from_slice(args);
+    git(dir, &all)
+}
+
+/// A bare origin seeded with one file.
+pub fn small_origin(name: &str, file: &str, text: &str) -> PathBuf {
+    let tb = testbed();
+    let origin =
+        PathBuf::from(tb.s("test_origins")).join(format!("{name}-{}.git", std::process::id()));
+    let _ = std::fs::remove_dir_all(&origin);
+    let tmp = tempdir();
+    let w = tmp.path().join("w");
+    git(
+        Path::new("/"),
+        &["init", "-q", "-b", "main", w.to_str().unwrap()],
+    );
+    write(&w.join(file), text);
+    git(&w, &["add", "-A"]);
+    git(&w, &["commit", "-q", "-m", &format!("{name}: first")]);
+    git(
+        Path::new("/"),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            w.to_str().unwrap(),
+            origin.to_str().unwrap(),
+        ],
+    );
+    readable_by_all(&origin);
+    origin
+}
+
+/// A superproject holding `third_party/lib` (its own origin), which holds `inner` (nested),
+/// both checked out, committed and pushed.
+pub fn with_nested_submodules(name: &str) -> Fixture {
+    let fx = Fixture::new(name);
+    let inner = small_origin(&format!("{name}-inner"), "inner.txt", "inner v1\n");
+    let lib = small_origin(&format!("{name}-lib"), "lib.txt", "lib v1\n");
+    // lib gets inner as a submodule, pushed to lib's origin.
+    let tmp = tempdir();
+    let lw = tmp.path().join("lib");
+    git(
+        Path::new("/"),
+        &["clone", "-q", lib.to_str().unwrap(), lw.to_str().unwrap()],
+    );
+    git_sub(
+        &lw,
+        &["submodule", "add", "-q", inner.to_str().unwrap(), "inner"],
+    );
+    git(&lw, &["commit", "-q", "-m", "lib: add inner"]);
+    git(&lw, &["push", "-q", "origin", "HEAD:main"]);
+    git_sub(
+        &fx.local,
+        &[
+            "submodule",
+            "add",
+            "-q",
+            lib.to_str().unwrap(),
+            "third_party/lib",
+        ],
+    );
+    git_sub(
+        &fx.local,
+        &["submodule", "update", "-q", "--init", "--recursive"],
+    );
+    git(&fx.local, &["commit", "-q", "-m", "add third_party/lib"]);
+    git(&fx.local, &["push", "-q", "origin", "main"]);
+    fx
+}
