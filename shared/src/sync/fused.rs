@@ -264,51 +264,55 @@ fn parts(
 ) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    s.assign("repo", repo)?;
-    s.assign("snapshot", snapshot)?;
+    s.assign("fused_repo", repo)?;
+    s.assign("fused_snapshot", snapshot)?;
     if let Some(id) = kept_id {
         // The manifest this machine kept must be the cluster's: else nothing runs, and it is
         // asked for.
-        s.assign("kept_id", id)?;
-        s.assign("id_file", crate::manifest::MANIFEST_ID)?;
+        s.assign("fused_kept_id", id)?;
+        s.assign("fused_id_file", crate::manifest::MANIFEST_ID)?;
         s.raw(
-            r#"if [ "$(cat -- "$repo/$id_file" 2>/dev/null)" != "$kept_id" ]; then
+            r#"if [ "$(cat -- "$fused_repo/$fused_id_file" 2>/dev/null)" != "$fused_kept_id" ]; then
   printf '\n@@slurm-tools-stale\n'; exit 125
 fi
 "#,
         );
     }
     s.raw(
-        r#"o=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || exit 125
-e=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$o"; exit 125; }
-report() {
-  printf '\n@@slurm-tools-part %s %s %s %s\n' "$1" "$2" "$(wc -c < "$o" | tr -d ' ')" "$(wc -c < "$e" | tr -d ' ')"
-  cat -- "$o" "$e"
+        r#"fused_out=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || exit 125
+fused_err=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$fused_out"; exit 125; }
+fused_report() {
+  printf '\n@@slurm-tools-part %s %s %s %s\n' "$1" "$2" "$(wc -c < "$fused_out" | tr -d ' ')" "$(wc -c < "$fused_err" | tr -d ' ')"
+  cat -- "$fused_out" "$fused_err"
 }
+# Each part runs in a subshell: its functions called only from its own EXIT trap look
+# unreachable to shellcheck there.
+# shellcheck disable=SC2317
 (
 "#,
     );
     s.append(tracked);
     s.raw(
         r#"
-) </dev/null >"$o" 2>"$e"
-rc=$?
-report tracked "$rc"
-if [ "$rc" -ne 0 ]; then rm -f -- "$o" "$e"; exit 125; fi
-if [ "$(cd -- "$repo" && git rev-parse HEAD 2>/dev/null)" != "$snapshot" ]; then
-  rm -f -- "$o" "$e"; printf '\n@@slurm-tools-moved\n'; exit 125
+) </dev/null >"$fused_out" 2>"$fused_err"
+fused_rc=$?
+fused_report tracked "$fused_rc"
+if [ "$fused_rc" -ne 0 ]; then rm -f -- "$fused_out" "$fused_err"; exit 125; fi
+if [ "$(cd -- "$fused_repo" && git rev-parse HEAD 2>/dev/null)" != "$fused_snapshot" ]; then
+  rm -f -- "$fused_out" "$fused_err"; printf '\n@@slurm-tools-moved\n'; exit 125
 fi
+# shellcheck disable=SC2317
 (
 "#,
     );
     s.append(untracked);
     s.raw(
         r#"
-) >"$o" 2>"$e"
-rc=$?
-report untracked "$rc"
-rm -f -- "$o" "$e"
-if [ "$rc" -ne 0 ]; then exit 125; fi
+) >"$fused_out" 2>"$fused_err"
+fused_rc=$?
+fused_report untracked "$fused_rc"
+rm -f -- "$fused_out" "$fused_err"
+if [ "$fused_rc" -ne 0 ]; then exit 125; fi
 printf '\n@@slurm-tools-run\n'
 "#,
     );
@@ -512,23 +516,37 @@ mod tests {
             "alloc-sync-opening-kept",
             opening("/h/u/work/repo", false).unwrap().as_str(),
         );
-        let mut a = Script::new();
-        a.raw("echo HEAD abc\nexit 0\n");
-        let mut b = Script::new();
-        b.raw("cd -- /h/u/work/repo || exit 3\nexec tar -x -f -\n");
+        // The real parts, as a loop sends them.
+        let refresh = vec!["cpp".to_string()];
+        let roots = vec!["a".repeat(40)];
+        let plan = crate::sync::tracked_remote::Plan {
+            repo: "/h/u/work/repo",
+            url: "/srv/origin.git",
+            temp: "u_m_20261204T000000Z",
+            work: "/h/u/work/repo/work_dirs/m",
+            refresh: &refresh,
+            roots: &roots,
+            allow_unrelated: false,
+            modules: &[],
+            lfs: &[],
+        };
+        let a = crate::sync::tracked_remote::origin_script(&plan).unwrap();
+        let items = vec![crate::archive::Item {
+            source: crate::archive::Source::File("/dev/null".into()),
+            name: "data/u.bin".into(),
+        }];
+        let b =
+            untracked::extract_script("/h/u/work/repo", &items, &["gone.txt".to_string()], false)
+                .unwrap();
         let mut c = Script::new();
         c.raw("exec 2>&1\nsrun true\n");
-        crate::script_check::assert_clean(
-            "alloc-sync-parts",
-            parts(&a, &b, &c, "/h/u/work/repo", "abc", None)
-                .unwrap()
-                .as_str(),
-        );
-        crate::script_check::assert_clean(
-            "alloc-sync-parts-kept",
-            parts(&a, &b, &c, "/h/u/work/repo", "abc", Some("m-1"))
-                .unwrap()
-                .as_str(),
-        );
+        for kept in [None, Some("m-1")] {
+            crate::script_check::assert_clean(
+                "alloc-sync-parts",
+                parts(&a, &b, &c, "/h/u/work/repo", &"c".repeat(40), kept)
+                    .unwrap()
+                    .as_str(),
+            );
+        }
     }
 }

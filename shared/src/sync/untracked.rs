@@ -592,7 +592,12 @@ fn unopened_dirs(stderr: &str) -> Vec<Skipped> {
 
 /// The remote side: delete what was deleted locally (never through a symlink), remove what
 /// would make tar write outside the checkout, then extract (the manifest files come last).
-fn extract_script(repo: &str, items: &[Item], delete: &[String], gzip: bool) -> Result<Script> {
+pub(super) fn extract_script(
+    repo: &str,
+    items: &[Item],
+    delete: &[String],
+    gzip: bool,
+) -> Result<Script> {
     // Every directory that will hold a file, shallowest first (the manifest's own directory too).
     let mut dirs: BTreeSet<Vec<u8>> = BTreeSet::new();
     let names = items
