@@ -7,6 +7,9 @@
 #   make run                         submit the run job       -> .slurm-tools/submitted.json
 #   make watch                       watch it to a verdict    -> .slurm-tools/report.json
 #   make all                         everything above, in order
+#   make alloc                       hold an allocation        -> .slurm-tools/alloc.json
+#   make loop CMD='pytest -x'        sync and run CMD in it: one ssh execution (edit, repeat)
+#   make release                     release the allocation
 #   make report                      print the last report as a table
 #   make install PREFIX=~/.local     the binaries, man pages and shell completions
 #
@@ -27,6 +30,7 @@ SHELL := /bin/bash
 # `set -o pipefail` itself, so a failing first tool fails the step everywhere.
 .SHELLFLAGS := -o pipefail -ec
 .PHONY: all tools resolve preflight sync build run watch report clean cluster test demo docs install \
+	alloc loop release \
 	preflight-again sync-again build-again run-again watch-again
 
 all: watch
@@ -58,6 +62,22 @@ run: build
 watch: run
 	$(TOOLS)/slurm-watch $(WATCH_FLAGS) $(DIR)/submitted.json > $(DIR)/report.json
 
+# The inner loop in a held allocation: `make alloc` once, then edit and `make loop` as often as
+# needed (both syncs and CMD in one ssh execution; without CMD, the job's `command`), then
+# `make release`.
+alloc: preflight
+	$(TOOLS)/slurm-alloc up $(DIR)/preflight.json > $(DIR)/alloc.json
+
+# CMD reaches the recipe through the environment as written (make expands nothing in it), so its
+# quotes, `;` and `$` are the cluster shell's.
+LOOP_CMD = $(value CMD)
+export LOOP_CMD
+loop: tools
+	$(TOOLS)/slurm-alloc exec --sync $(DIR)/alloc.json -- $${LOOP_CMD:+"$$LOOP_CMD"} > $(DIR)/loop.json
+
+release: tools
+	$(TOOLS)/slurm-alloc down $(DIR)/alloc.json > $(DIR)/released.json
+
 # Rerun single steps on the saved documents, without redoing the ones before.
 preflight-again sync-again build-again run-again watch-again: tools
 	@set -o pipefail; case $@ in \
@@ -83,7 +103,7 @@ docs: tools
 clean:
 	rm -rf $(DIR)
 
-# For a laptop without the test cluster: the ten binaries in $(PREFIX)/bin, their man pages in
+# For a laptop without the test cluster: the binaries in $(PREFIX)/bin, their man pages in
 # $(PREFIX)/share/man/man1, and bash, zsh and fish completions where those shells look.
 install:
 	cargo build --release --quiet

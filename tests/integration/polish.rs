@@ -171,3 +171,49 @@ fn every_piped_make_recipe_sets_pipefail_itself() {
         assert!(l.contains("set -o pipefail"), "no pipefail of its own: {l}");
     }
 }
+
+/// `make loop CMD='...'` hands CMD to slurm-alloc as one argument, exactly as written: quotes,
+/// `;` and `$` are for the cluster's shell, not make's or the local one's (checked with a stand-in
+/// slurm-alloc that records its arguments; no cluster needed).
+#[test]
+fn make_loop_hands_cmd_over_as_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempdir();
+    let stub = tmp.path().join("slurm-alloc");
+    std::fs::write(
+        &stub,
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$ARGS_OUT\"\necho '{}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let args_out = tmp.path().join("args");
+    let dir = tmp.path().join("docs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let make = |cmd: Option<&str>| {
+        let mut c = std::process::Command::new("make");
+        c.current_dir(repo_root())
+            .arg("-s")
+            .arg("loop")
+            .arg(format!("TOOLS={}", tmp.path().display()))
+            .arg(format!("DIR={}", dir.display()))
+            .env("ARGS_OUT", &args_out);
+        if let Some(cmd) = cmd {
+            c.arg(format!("CMD={cmd}"));
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(&args_out).unwrap()
+    };
+    let alloc = dir.join("alloc.json").display().to_string();
+    let cmd = r#"echo "it's $HOME"; ls $(pwd) | wc -l"#;
+    assert_eq!(
+        make(Some(cmd)),
+        format!("exec\n--sync\n{alloc}\n--\n{cmd}\n")
+    );
+    // Without CMD: the document's `command`.
+    assert_eq!(make(None), format!("exec\n--sync\n{alloc}\n--\n"));
+}
