@@ -15,7 +15,13 @@ use std::time::{Duration, Instant};
 ///
 ///   slurm-alloc up   [FILE]            hold it (salloc inside tmux on the login node)
 ///   slurm-alloc exec [FILE] -- CMD...  run a command in it (srun --jobid), exit with its code
+///   slurm-alloc exec --sync [FILE] -- CMD...
+///                                      sync your working tree first, in the same ssh execution
 ///   slurm-alloc down [FILE]            release it (container, tmux session, allocation)
+///
+/// `exec --sync` is the inner loop (edit, run again): what `slurm-sync-tracked |
+/// slurm-sync-untracked | slurm-alloc exec` does, in one ssh execution instead of three, writing
+/// the same sync sections; the command runs only when both syncs succeeded.
 ///
 /// `up` checks before creating: a live allocation (or tmux session) of the same name is reused.
 /// It asks for the partition's maximum walltime (from `scontrol show partition`); while the job
@@ -42,8 +48,9 @@ use std::time::{Duration, Instant};
 ///
 /// {adds}
 ///
-/// Example:
+/// Examples:
 ///   slurm-alloc up job.json > alloc.json && slurm-alloc exec alloc.json -- nvidia-smi
+///   slurm-alloc exec --sync alloc.json -- python -m pytest -x tests/   # after each edit
 #[derive(Parser, Debug)]
 #[command(name = "slurm-alloc", version, verbatim_doc_comment)]
 struct Cli {
