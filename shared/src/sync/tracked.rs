@@ -665,25 +665,18 @@ fn sync_submodules(
             m.path
         );
         let refspec = format!("+{}:refs/slurm-tools/snapshot", m.commit);
-        let pushed = run_git(
-            repo.git()
-                .env("GIT_SSH_COMMAND", &git_ssh)
-                .args(["push", "--porcelain", "--quiet", "--", &target, &refspec])
-                .deadline(PUSH_DEADLINE),
+        push_over_ssh(
+            repo,
+            &git_ssh,
+            &target,
+            &refspec,
             &format!(
                 "pushing the submodule {}'s snapshot into the remote clone",
                 m.path
             ),
-            "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
-        );
-        if let Err(e) = pushed {
-            let _ = ssh.run_script(
-                &remote::direct_release_script(plan)?,
-                None,
-                Duration::from_secs(60),
-            );
-            return Err(e);
-        }
+            ssh,
+            plan,
+        )?;
     }
     ctx.note(format!(
         "pushed {} submodule snapshot(s) into the remote clone",
@@ -823,6 +816,35 @@ fn delete_temp_ref(ctx: &Context, local: &LocalRepo, url: &str, temp: &str) -> b
     ok
 }
 
+/// `git push` over the ssh connection into the remote clone (or a submodule's repository in
+/// it); when it fails, the clone's sync lock is released before the error is returned.
+fn push_over_ssh(
+    from: &LocalRepo,
+    git_ssh: &str,
+    target: &str,
+    refspec: &str,
+    what: &str,
+    ssh: &Ssh,
+    plan: &remote::Plan,
+) -> Result<()> {
+    let pushed = run_git(
+        from.git()
+            .env("GIT_SSH_COMMAND", git_ssh)
+            .args(["push", "--porcelain", "--quiet", "--", target, refspec])
+            .deadline(PUSH_DEADLINE),
+        what,
+        "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
+    );
+    if pushed.is_err() {
+        let _ = ssh.run_script(
+            &remote::direct_release_script(plan)?,
+            None,
+            Duration::from_secs(60),
+        );
+    }
+    pushed.map(|_| ())
+}
+
 fn via_direct(
     local: &LocalRepo,
     ssh: &Ssh,
@@ -833,23 +855,15 @@ fn via_direct(
     let git_ssh = ssh.git_ssh_command()?;
     let target = format!("{}:{}", ssh.host, plan.repo);
     let refspec = format!("+{sha}:refs/slurm-tools/incoming/{}", plan.temp);
-    let push = run_git(
-        local
-            .git()
-            .env("GIT_SSH_COMMAND", git_ssh)
-            .args(["push", "--porcelain", "--quiet", "--", &target, &refspec])
-            .deadline(PUSH_DEADLINE),
+    push_over_ssh(
+        local,
+        &git_ssh,
+        &target,
+        &refspec,
         "pushing the snapshot straight into the remote clone",
-        "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
-    );
-    if let Err(e) = push {
-        let _ = ssh.run_script(
-            &remote::direct_release_script(plan)?,
-            None,
-            Duration::from_secs(60),
-        );
-        return Err(e);
-    }
+        ssh,
+        plan,
+    )?;
     let mut report = run_remote(ssh, &remote::direct_checkout_script(plan)?, plan.repo)?;
     report.created |= prepared.created;
     if report.broke_stale_lock.is_none() {
