@@ -189,7 +189,8 @@ fn bad_flags_exit_2_and_help_and_version_exit_0() {
         assert_eq!(out.status.code(), Some(0));
         let help = String::from_utf8_lossy(&out.stdout);
         assert!(
-            (help.contains("Reads") || t == "slurm-report") && help.contains("Example:"),
+            (help.contains("Reads") || t == "slurm-report")
+                && (help.contains("Example:") || help.contains("Examples:")),
             "{t} --help teaches:\n{help}"
         );
         assert!(!help.contains("{adds}"), "{t}: the Adds text is generated");
