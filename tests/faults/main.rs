@@ -462,6 +462,14 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         fixture::actual_remote(&fx.remote_repo),
         fixture::expected_remote(&fx.local)
     );
+    // The temporary branch is deleted while the command runs, and recorded once it ended
+    // (here with a failing exit code).
+    assert_eq!(e2.doc["sync_tracked"]["temp_ref_deleted"], true);
+    assert!(
+        !fx.origin_refs().contains(&format!("_{}_", fx.name)),
+        "{}",
+        fx.origin_refs()
+    );
     assert_eq!(e2.doc["sync_untracked"]["incremental"], true);
     assert_eq!(e2.doc["sync_untracked"]["files"], 1, "only the new file");
     assert_eq!(

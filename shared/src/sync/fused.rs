@@ -212,36 +212,44 @@ impl Fused {
         let Some(t) = first else {
             return Err(reader.broke(ssh, "the tracked sync"));
         };
-        tracked::finish_fused(prepared, ctx, t.code, &t.stdout).map_err(|e| t.attach(e))?;
-        // The untracked part (after the checkout was checked: the cluster says MOVED if the
-        // checkout left the snapshot in between).
-        let Some(u) = reader.part()? else {
-            if reader.moved {
-                return Err(ToolError::remote(format!(
-                    "the remote checkout {repo} left the snapshot before the command could run"
-                ))
-                .with_hint("something changed the remote clone during the sync; rerun"));
+        let deleting =
+            tracked::finish_fused(prepared, ctx, t.code, &t.stdout).map_err(|e| t.attach(e))?;
+        let rest = || -> Result<Output> {
+            // The untracked part (after the checkout was checked: the cluster says MOVED if
+            // the checkout left the snapshot in between).
+            let Some(u) = reader.part()? else {
+                if reader.moved {
+                    return Err(ToolError::remote(format!(
+                        "the remote checkout {repo} left the snapshot before the command could run"
+                    ))
+                    .with_hint("something changed the remote clone during the sync; rerun"));
+                }
+                return Err(reader.broke(ssh, "the untracked sync"));
+            };
+            if let Err(e) = &sent {
+                // The stream broke on our side (the cluster said why in the part, or did not).
+                ctx.warn(format!("the tar stream to {} broke: {e}", ssh.host));
             }
-            return Err(reader.broke(ssh, "the untracked sync"));
+            let (unlinked, deleted) = plan.outcome(u.code, &u.stdout).map_err(|e| u.attach(e))?;
+            plan.finish(ctx, unlinked, deleted)?;
+            if !reader.run()? {
+                return Err(reader.broke(ssh, "the command"));
+            }
+            ctx.note(format!(
+                "synced in the command's own ssh execution ({:.2} s to the command's start)",
+                started.elapsed().as_secs_f64()
+            ));
+            let out = reader.stream()?;
+            if out.code == Some(255) {
+                return Err(ssh.failure_error(&out));
+            }
+            Ok(out)
         };
-        if let Err(e) = &sent {
-            // The stream broke on our side (the cluster said why in the part, or did not).
-            ctx.warn(format!("the tar stream to {} broke: {e}", ssh.host));
-        }
-        let (unlinked, deleted) = plan.outcome(u.code, &u.stdout).map_err(|e| u.attach(e))?;
-        plan.finish(ctx, unlinked, deleted)?;
-        if !reader.run()? {
-            return Err(reader.broke(ssh, "the command"));
-        }
-        ctx.note(format!(
-            "synced in the command's own ssh execution ({:.2} s to the command's start)",
-            started.elapsed().as_secs_f64()
-        ));
-        let out = reader.stream()?;
-        if out.code == Some(255) {
-            return Err(ssh.failure_error(&out));
-        }
-        Ok(out)
+        // The temporary branch is deleted from origin while the cluster goes on (a push to the
+        // git server, a round trip or more): its result is recorded once the command ended.
+        let out = rest();
+        deleting.settle(ctx)?;
+        out
     }
 }
 

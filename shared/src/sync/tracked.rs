@@ -358,16 +358,75 @@ pub fn push_for_fused(p: &Prepared, ctx: &Context) -> Result<crate::quote::Scrip
     remote::origin_script(&plan)
 }
 
-/// The end of a sync whose remote part ran inside another tool's ssh execution: the temporary
-/// branch is deleted from origin (whatever happened), the remote part's report is checked, and
-/// the section written, exactly as [`sync`] does.
-pub fn finish_fused(p: Prepared, ctx: &mut Context, code: Option<i32>, stdout: &str) -> Result<()> {
-    let deleted = delete_temp_ref(ctx, &p.local, &p.url, &p.temp);
+/// The end of a sync whose remote part ran inside another tool's ssh execution: the remote
+/// part's report is checked and the section written, exactly as [`sync`] does, while the
+/// temporary branch is deleted from origin (whatever happened) on a thread of its own, so the
+/// command's output is not held behind a push to the git server. The section's
+/// `temp_ref_deleted` is filled in by [`Deleting::settle`].
+pub fn finish_fused(
+    p: Prepared,
+    ctx: &mut Context,
+    code: Option<i32>,
+    stdout: &str,
+) -> Result<Deleting> {
+    let deleting = Deleting::start(&p.local, &p.url, &p.temp);
     let report = remote::parse(stdout);
     if code != Some(0) {
+        deleting.wait(ctx);
         return Err(remote::failure(code, &report, &p.ssh.host, &p.repo_path));
     }
-    finish(p, ctx, report, Some(deleted))
+    finish(p, ctx, report, None)?;
+    Ok(deleting)
+}
+
+/// The temporary branch's deletion from origin, under way. Dropped unsettled (an error on the
+/// way), it is still waited for: the branch never outlives the tool for want of time.
+pub struct Deleting {
+    handle: Option<std::thread::JoinHandle<bool>>,
+    url: String,
+    temp: String,
+}
+
+impl Deleting {
+    fn start(local: &LocalRepo, url: &str, temp: &str) -> Deleting {
+        let at = pending::Where::of(local);
+        let (u, t) = (url.to_string(), temp.to_string());
+        Deleting {
+            handle: Some(std::thread::spawn(move || at.delete(&u, &t))),
+            url: url.to_string(),
+            temp: temp.to_string(),
+        }
+    }
+
+    /// Wait for the deletion; warn when it failed. True when the branch is gone.
+    fn wait(mut self, ctx: &Context) -> bool {
+        let gone = self
+            .handle
+            .take()
+            .is_some_and(|h| h.join().unwrap_or(false));
+        if !gone {
+            warn_not_deleted(ctx, &self.url, &self.temp);
+        }
+        gone
+    }
+
+    /// Wait for the deletion and record it in the `sync_tracked` section [`finish_fused`] wrote.
+    pub fn settle(self, ctx: &mut Context) -> Result<()> {
+        let gone = self.wait(ctx);
+        if let Some(mut section) = ctx.doc.section_as::<SyncTracked>("sync_tracked")? {
+            section.temp_ref_deleted = Some(Some(gone));
+            ctx.doc.set_section("sync_tracked", &section);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Deleting {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// What the cluster reported, checked and written into the section.
@@ -809,11 +868,15 @@ fn push_to_origin(local: &LocalRepo, plan: &remote::Plan, sha: &str) -> Result<(
 fn delete_temp_ref(ctx: &Context, local: &LocalRepo, url: &str, temp: &str) -> bool {
     let ok = pending::delete(local, url, temp);
     if !ok {
-        ctx.warn(format!(
-            "could not delete the temporary branch {temp} on origin; the next sync retries, or run: git push {url} --delete {temp}"
-        ));
+        warn_not_deleted(ctx, url, temp);
     }
     ok
+}
+
+fn warn_not_deleted(ctx: &Context, url: &str, temp: &str) {
+    ctx.warn(format!(
+        "could not delete the temporary branch {temp} on origin; the next sync retries, or run: git push {url} --delete {temp}"
+    ));
 }
 
 /// `git push` over the ssh connection into the remote clone (or a submodule's repository in
