@@ -26,12 +26,11 @@ pub struct Document {
     fields: Map<String, Value>,
 }
 
-/// Fields whose values are secrets: they are taken out of the document before any tool code
-/// runs and are never written anywhere.
-pub fn is_secret_name(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n.contains("password") || n.contains("secret") || n.contains("token")
-}
+/// The project's secret fields (top level of the document): taken out before any tool code runs
+/// and never written anywhere. Only these: a user field whose name merely looks secret
+/// (`max_new_tokens`, `tokenizer_dir`, an `env` entry `HF_TOKEN`) is the user's data and passes
+/// through unchanged, as the contract's round-trip promise says (docs/contract.md, "Secrets").
+pub const SECRET_FIELDS: &[&str] = &["slurm_password"];
 
 /// The secrets taken out of a document. Deliberately not `Serialize` and with a redacting
 /// `Debug`, so they cannot end up in output by accident.
@@ -108,13 +107,13 @@ impl Document {
         &self.fields
     }
 
-    /// Take every secret field out of the document (at any depth) and return them.
+    /// Take the project's secret fields ([`SECRET_FIELDS`]) out of the document and return them.
     pub fn take_secrets(&mut self) -> Secrets {
         let mut secrets = Secrets::default();
         if let Some(Value::String(p)) = self.fields.get("slurm_password") {
             secrets.slurm_password = Some(p.clone());
         }
-        strip_secrets(&mut self.fields, "", &mut secrets.dropped);
+        strip_secrets(&mut self.fields, &mut secrets.dropped);
         secrets
     }
 
@@ -334,26 +333,11 @@ fn first_value_position(bytes: &[u8]) -> (usize, usize) {
     (line, column)
 }
 
-fn strip_secrets(map: &mut Map<String, Value>, prefix: &str, dropped: &mut Vec<String>) {
-    let secret_keys: Vec<String> = map.keys().filter(|k| is_secret_name(k)).cloned().collect();
-    for k in secret_keys {
-        map.shift_remove(&k);
-        dropped.push(format!("{prefix}{k}"));
-    }
-    for (k, v) in map.iter_mut() {
-        strip_value(v, &format!("{prefix}{k}."), dropped);
-    }
-}
-
-fn strip_value(v: &mut Value, prefix: &str, dropped: &mut Vec<String>) {
-    match v {
-        Value::Object(m) => strip_secrets(m, prefix, dropped),
-        Value::Array(items) => {
-            for item in items {
-                strip_value(item, prefix, dropped);
-            }
+fn strip_secrets(map: &mut Map<String, Value>, dropped: &mut Vec<String>) {
+    for k in SECRET_FIELDS {
+        if map.shift_remove(*k).is_some() {
+            dropped.push(k.to_string());
         }
-        _ => {}
     }
 }
 
@@ -425,12 +409,17 @@ mod tests {
     }
 
     #[test]
-    fn secrets_are_dropped_at_any_depth() {
-        let mut d =
-            doc(r#"{"slurm_password":"pw","x":{"API_TOKEN":"t","ok":1},"l":[{"my_secret":2}]}"#);
+    fn only_the_projects_secret_fields_are_dropped() {
+        let mut d = doc(
+            r#"{"slurm_password":"pw","x":{"API_TOKEN":"t","ok":1},"l":[{"my_secret":2}],"max_new_tokens":8,"tokenizer_dir":"/t","env":{"HF_TOKEN":"h"},"x_password":1}"#,
+        );
         let s = d.take_secrets();
         assert_eq!(s.slurm_password.as_deref(), Some("pw"));
-        assert_eq!(d.to_line(), "{\"x\":{\"ok\":1},\"l\":[{}]}\n");
+        assert_eq!(s.dropped, vec!["slurm_password"]);
+        assert_eq!(
+            d.to_line(),
+            "{\"x\":{\"API_TOKEN\":\"t\",\"ok\":1},\"l\":[{\"my_secret\":2}],\"max_new_tokens\":8,\"tokenizer_dir\":\"/t\",\"env\":{\"HF_TOKEN\":\"h\"},\"x_password\":1}\n"
+        );
         assert!(!format!("{s:?}").contains("pw\""));
     }
 

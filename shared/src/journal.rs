@@ -13,7 +13,7 @@
 //! `~/.local/state/slurm-tools`, under `submit/`, one small file each; records older than
 //! [`MAX_AGE`] are removed when a new one is written.
 
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -84,12 +84,10 @@ impl Entry {
             return Ok(());
         }
         let dir = self.path.parent().expect("a record is in submit/");
-        std::fs::create_dir_all(dir)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        if let Some(state) = dir.parent() {
+            crate::private_files::own_dir(state)?;
         }
+        crate::private_files::own_dir(dir)?;
         prune(dir);
         write_aside(&self.input_path(), input)?;
         write_aside(&self.path, format!("{}\n", self.tag).as_bytes())
@@ -111,18 +109,9 @@ impl Entry {
     }
 }
 
-/// Write then rename, so a reader never sees half a file.
+/// Write then rename, so a reader never sees half a file (0600).
 fn write_aside(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let name = path.file_name().expect("a file name");
-    let tmp = path.with_file_name(format!(
-        ".{}.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    crate::private_files::write_atomic(path, data, 0o600)
 }
 
 /// Tags are ours (`slurm-tools-<hex>`); anything else in a record is not trusted into a script.

@@ -116,23 +116,44 @@ impl<'a> Layout<'a> {
         })
     }
 
-    /// `remote_work_dir`, else `<repo>/work_dirs/<leaf>`.
+    /// `remote_work_dir`, else `<repo>/work_dirs/<leaf>`. The job's logs go there through
+    /// `--output`/`--error`, so it must hold no Slurm filename pattern ([`check_log_dir`]).
     pub fn work_dir(&self, repo: &str) -> Result<Decided> {
         if let Some(w) = self.doc.str_opt("remote_work_dir")? {
+            let path = self.absolute("remote_work_dir", w)?;
+            check_log_dir("remote_work_dir", &path)?;
             return Ok(Decided {
-                path: self.absolute("remote_work_dir", w)?,
+                path,
                 derived: false,
             });
         }
+        let leaf = self.doc.str_opt("work_dir")?;
+        if let Some(l) = leaf.and_then(basename) {
+            check_log_dir("work_dir", &l)?;
+        }
+        check_log_dir("remote_repo_path", repo)?;
         Ok(Decided {
-            path: work_dir(
-                repo,
-                self.doc.str_opt("work_dir")?,
-                self.doc.str_opt("job_name")?,
-            ),
+            path: work_dir(repo, leaf, self.doc.str_opt("job_name")?),
             derived: true,
         })
     }
+}
+
+/// A directory that goes into Slurm's `--output`/`--error` (the job's logs). Slurm reads `%` there
+/// as a filename pattern (`%u`, `%x`, `%A`) and any `\` turns every substitution off (so `%j`
+/// stays literal): either way the path Slurm writes would not be the one the tools record, watch
+/// and fetch. Refused, naming `field`.
+pub fn check_log_dir(field: &str, dir: &str) -> Result<()> {
+    if let Some(c) = dir.chars().find(|c| *c == '%' || *c == '\\') {
+        return Err(field_error(
+            field,
+            &format!(
+                "gives the log directory {dir:?}, which holds {c:?}: Slurm reads it in --output/--error as a filename pattern, so the job's log would not be written where the tools look"
+            ),
+        )
+        .with_hint(format!("choose a path for `{field}` without `%` or `\\`")));
+    }
+    Ok(())
 }
 
 /// The working directory preflight checks and creates, as written (`remote_cwd`, else
@@ -209,6 +230,24 @@ mod tests {
     }
 
     const HOME: &str = r#""preflight":{"ssh_path":"direct","master":"none","control_path":null,"mfa_style":false,"mfa_style_discovered":false,"remote":{"remote_cwd":"/h/u","remote_cwd_exists":true,"remote_cwd_created":false,"remote_cwd_writable":true,"user":"u","home":"/h/u","login_host":null,"tmux":null,"slurm_version":null,"git":null,"tar":null,"accounting":null,"container_flags":false}}"#;
+
+    #[test]
+    fn slurm_filename_patterns_in_log_dirs_are_refused_naming_the_field() {
+        let d = doc(r#"{"remote_work_dir":"/h/u/run-%u"}"#);
+        let e = Layout::of(&d).unwrap().work_dir("/h/u/repo").unwrap_err();
+        assert!(
+            e.message.contains("remote_work_dir") && e.message.contains('%'),
+            "{}",
+            e.message
+        );
+        let d = doc(r#"{"work_dir":"a\\b"}"#);
+        let e = Layout::of(&d).unwrap().work_dir("/h/u/repo").unwrap_err();
+        assert!(e.message.contains("work_dir"), "{}", e.message);
+        let d = doc(r#"{}"#);
+        let e = Layout::of(&d).unwrap().work_dir("/h/u/re%jpo").unwrap_err();
+        assert!(e.message.contains("remote_repo_path"), "{}", e.message);
+        assert!(Layout::of(&d).unwrap().work_dir("/h/u/repo").is_ok());
+    }
 
     #[test]
     fn one_precedence_for_every_layout_field() {

@@ -81,14 +81,10 @@ pub fn append_to(path: &Path, entry: &Entry) -> std::io::Result<()> {
 /// an exclusive lock, in one write, on a fresh line.
 pub fn append_line(path: &Path, mut line: Vec<u8>) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::private_files::own_dir(dir)?;
     }
     line.push(b'\n');
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .read(true)
-        .append(true)
-        .open(path)?;
+    let mut f = crate::private_files::open_append(path)?;
     f.lock()?;
     let len = f.metadata()?.len();
     if len > 0 {
@@ -240,12 +236,11 @@ pub fn save_document(
 ) -> std::io::Result<PathBuf> {
     let path = document_path(ledger, cluster, job_id);
     let dir = path.parent().expect("runs/").to_path_buf();
-    std::fs::create_dir_all(&dir)?;
-    let tmp = dir.join(format!(".{}.{}", file_safe(job_id), std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(doc.to_line().as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, &path)?;
+    if let Some(state) = dir.parent() {
+        crate::private_files::own_dir(state)?;
+    }
+    crate::private_files::own_dir(&dir)?;
+    crate::private_files::write_atomic(&path, doc.to_line().as_bytes(), 0o600)?;
     Ok(path)
 }
 

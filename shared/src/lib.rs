@@ -27,6 +27,7 @@
 //! - [`journal`]: slurm-submit's record that lets a rerun find what an interrupted run submitted.
 //! - [`ledger`]: the local run ledger (every submission, every verdict) slurm-runs reads.
 //! - [`events`]: the JSON-lines event stream of slurm-watch and slurm-runs.
+//! - [`private_files`]: the tools' own files: 0700/0600, atomic rewrites, ownership checks.
 //! - [`tempdir`]: private temporary directories, swept when their process died.
 //! - [`clock`]: Unix time and UTC stamps.
 //! - [`ui`]: stderr messages and progress for people.
@@ -45,6 +46,7 @@ pub mod journal;
 pub mod layout;
 pub mod ledger;
 pub mod manifest;
+pub mod private_files;
 pub mod process;
 pub mod quote;
 pub mod remote_exit;

@@ -542,11 +542,7 @@ pub fn trace_event(event: &TraceEvent) {
     // and concurrent tools append to the same file without interleaving.
     let mut bytes = line.into_bytes();
     bytes.push(b'\n');
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
+    if let Ok(mut f) = crate::private_files::open_append(std::path::Path::new(&path)) {
         let _ = f.write_all(&bytes);
     }
 }

@@ -10,33 +10,79 @@
 
 use crate::error::{Result, ToolError};
 
-/// Quote one value as exactly one POSIX shell word. NUL cannot be represented in an argument and
-/// is refused (the caller names the field).
+/// Bytes that mean nothing to a POSIX shell anywhere in a word, so a value made only of them is
+/// written bare. Not among them: `~` (tilde expansion), `{`/`}` (brace expansion in bash), `#`,
+/// `!`, `^`, `[`, `*`, `?`, quotes, blanks, and anything non-ASCII.
+fn is_plain_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"_@%+:,./=-".contains(&b)
+}
+
+/// A value written bare reads back as itself: every byte plain, not empty, and not `NAME=...`
+/// (a first word of that shape would be an assignment, not an argument).
+fn is_plain(value: &str) -> bool {
+    let first = value.bytes().next();
+    value.bytes().all(is_plain_byte)
+        && match first {
+            None => false,
+            Some(b) => !(value.contains('=') && (b.is_ascii_alphabetic() || b == b'_')),
+        }
+}
+
+/// Refuse NUL, naming the problem (the caller names the field).
+fn check_no_nul(value: &str) -> Result<()> {
+    if value.contains('\0') {
+        return Err(ToolError::bad_input(format!(
+            "the value {} contains a NUL byte, which no command argument can carry",
+            preview(value)
+        ))
+        .with_hint("remove the NUL character (\\u0000) from the value"));
+    }
+    Ok(())
+}
+
+/// The value in single quotes, each `'` in it written as `'\''`. Inside single quotes a POSIX
+/// shell treats every byte but `'` literally (newlines and non-ASCII included), so this is one
+/// word that reads back as exactly the value, in every POSIX shell, whatever the value holds.
+fn single_quoted(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('\'');
+    for c in value.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Quote one value as exactly one POSIX shell word: bare when every byte is plain, otherwise in
+/// single quotes. NUL cannot be represented in an argument and is refused.
 pub fn quote(value: &str) -> Result<String> {
-    shlex::try_quote(value)
-        .map(|c| c.into_owned())
-        .map_err(|_| {
-            ToolError::bad_input(format!(
-                "the value {} contains a NUL byte, which no command argument can carry",
-                preview(value)
-            ))
-            .with_hint("remove the NUL character (\\u0000) from the value")
-        })
+    check_no_nul(value)?;
+    if is_plain(value) {
+        Ok(value.to_string())
+    } else {
+        Ok(single_quoted(value))
+    }
+}
+
+/// Like [`quote`], but always in single quotes unless the value is all digits: for assignments,
+/// where `name=st-run-42` reads (to a reader and to shellcheck, SC2100) like arithmetic gone
+/// wrong. Written directly, never by touching up another writer's output.
+pub fn quote_always(value: &str) -> Result<String> {
+    check_no_nul(value)?;
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(value.to_string())
+    } else {
+        Ok(single_quoted(value))
+    }
 }
 
 /// For messages only: how a person would type the value (never executed).
 pub fn quote_for_display(value: &str) -> String {
-    let plain = !value.is_empty()
-        && value
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_@%+=:,./-".contains(&b))
-        && !value.starts_with('=');
-    if plain {
-        return value.to_string();
-    }
-    shlex::try_quote(value)
-        .map(|c| c.into_owned())
-        .unwrap_or_else(|_| format!("{value:?}"))
+    quote(value).unwrap_or_else(|_| format!("{value:?}"))
 }
 
 /// A short, single-line, escaped rendering of a value for error messages.
@@ -98,16 +144,7 @@ impl Script {
     pub fn assign(&mut self, name: &'static str, value: &str) -> Result<&mut Self> {
         self.text.push_str(name);
         self.text.push('=');
-        let q = quote(value)?;
-        // Always quoted, also when nothing in it needs it: `name=st-run-42` reads to a reader
-        // (and to shellcheck, SC2100) like arithmetic gone wrong.
-        if q.starts_with('\'') || q.starts_with('"') || q.bytes().all(|b| b.is_ascii_digit()) {
-            self.text.push_str(&q);
-        } else {
-            self.text.push('\'');
-            self.text.push_str(&q);
-            self.text.push('\'');
-        }
+        self.text.push_str(&quote_always(value)?);
         self.text.push('\n');
         Ok(self)
     }
@@ -157,5 +194,138 @@ mod tests {
         s.raw("cd --").arg("a b; c").unwrap();
         s.raw("\n").assign("X", "$HOME").unwrap();
         assert_eq!(s.as_str(), "cd -- 'a b; c'\nX='$HOME'\n");
+    }
+    /// Random strings over everything a document value can hold but NUL: printable ASCII with
+    /// every quote and backslash, whitespace and control characters, non-ASCII, and the empty
+    /// string. Deterministic (xorshift) so a failure repeats.
+    fn corpus() -> Vec<String> {
+        const PIECES: &[&str] = &[
+            "'", "\"", "\\", "$", "`", "$(", ")", "${", "}", "{", ";", "&", "|", "<", ">", "*",
+            "?", "[", "]", "~", "#", "!", "=", "%", "^", " ", "\t", "\n", "\r", "\u{1}", "\u{1b}",
+            "\u{7f}", "é", "日本", "✓", "🦀", "a", "Z", "0", "-", "_", ".", "/", ":", "@", "+",
+            ",",
+        ];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut out: Vec<String> = vec![String::new(), "'".into(), "a'b".into(), "x=y".into()];
+        // Every printable ASCII character alone and between letters.
+        for b in 0x20u8..0x7f {
+            out.push((b as char).to_string());
+            out.push(format!("a{}b", b as char));
+        }
+        // Values shlex 1.3 quoted in pieces (a quote in the middle of a word): the shape that
+        // escaped `assign` (security review 2026-12-05, finding 1).
+        out.push("a'$(touch canary)'b".into());
+        out.push("x\"'`touch canary`'\"y".into());
+        for _ in 0..600 {
+            let len = (next() % 24) as usize;
+            let mut v = String::new();
+            for _ in 0..len {
+                v.push_str(PIECES[(next() % PIECES.len() as u64) as usize]);
+            }
+            out.push(v);
+        }
+        out
+    }
+
+    /// A script that writes every value with every writer and prints, per value, the number of
+    /// words `arg` made and then what the shell made of each writer's text, each between `<` and
+    /// `>` (builtins only, so hundreds of values cost no process each).
+    fn script_for(values: &[String]) -> Script {
+        let mut s = Script::new();
+        s.raw("p() { printf '<%s>\\n' \"$1\"; }\n");
+        s.raw("n() { printf '%s\\n' \"$#\"; }\n");
+        for v in values {
+            // arg: exactly one word, and it reads back as the value.
+            s.raw("n").arg(v).unwrap().raw("\n");
+            s.raw("p").arg(v).unwrap().raw("\n");
+            // glued after fixed text, as in `--opt=VALUE`.
+            s.raw("p --opt=").glued(v).unwrap().raw("\n");
+            // assign, then read back.
+            s.assign("V", v).unwrap();
+            s.raw("p \"$V\"\n");
+            // command: each word quoted.
+            s.command(&["p", v.as_str()]).unwrap();
+        }
+        s
+    }
+
+    fn expected_for(values: &[String]) -> String {
+        let mut out = String::new();
+        for v in values {
+            out.push_str(&format!("1\n<{v}>\n<--opt={v}>\n<{v}>\n<{v}>\n"));
+        }
+        out
+    }
+
+    /// Every writer's text parses back to exactly the value, in every POSIX shell there is here
+    /// (dash, bash --posix, busybox sh, posh). Under CI=true a missing shell is a failure.
+    #[test]
+    fn every_writer_reads_back_as_the_value_in_every_posix_shell() {
+        let values = corpus();
+        let script = script_for(&values);
+        let expected = expected_for(&values);
+        let shells: &[(&str, &[&str])] = &[
+            ("dash", &[]),
+            ("bash", &["--posix"]),
+            ("busybox", &["sh"]),
+            ("posh", &[]),
+        ];
+        let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+        let mut ran = 0;
+        for (shell, pre) in shells {
+            let out = std::process::Command::new(shell)
+                .args(*pre)
+                .arg("-c")
+                .arg(script.as_str())
+                .current_dir(std::env::temp_dir())
+                .output();
+            let out = match out {
+                Ok(o) => o,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !ci => {
+                    eprintln!("note: {shell} is not installed; not checked here");
+                    continue;
+                }
+                Err(e) => panic!("running {shell}: {e}"),
+            };
+            ran += 1;
+            let got = String::from_utf8_lossy(&out.stdout);
+            if got != expected {
+                let at = got
+                    .bytes()
+                    .zip(expected.bytes())
+                    .position(|(g, e)| g != e)
+                    .unwrap_or(got.len().min(expected.len()));
+                let from = at.saturating_sub(60);
+                panic!(
+                    "{shell}: the values did not read back as written, from byte {at}:\n got: {:?}\nwant: {:?}\nstderr: {}",
+                    got.get(from..(at + 60).min(got.len())),
+                    expected.get(from..(at + 60).min(expected.len())),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        assert!(ran >= 1, "no POSIX shell found to check the writers with");
+        assert!(
+            !std::env::temp_dir().join("canary").exists(),
+            "a value ran as a command"
+        );
+    }
+
+    #[test]
+    fn no_writer_post_processes_another_writers_output() {
+        // The value that escaped before: shlex quoted it in pieces and assign wrapped the pieces.
+        let mut s = Script::new();
+        s.assign("X", "a'$(id)'b").unwrap();
+        assert_eq!(s.as_str(), "X='a'\\''$(id)'\\''b'\n");
+        assert_eq!(quote("--partition=debug").unwrap(), "--partition=debug");
+        assert_eq!(quote("A=b").unwrap(), "'A=b'");
+        assert_eq!(quote_always("st-run-42").unwrap(), "'st-run-42'");
+        assert_eq!(quote_always("42").unwrap(), "42");
     }
 }

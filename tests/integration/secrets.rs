@@ -91,7 +91,8 @@ fn a_canary_password_given_to_every_tool_never_appears_anywhere() {
     ];
     for (tool_name, args) in steps {
         d["slurm_password"] = json!(canary);
-        d["extra"] = json!({"api_token": canary, "nested": [{"db_secret": canary}]});
+        // A user field that only looks secret passes every tool unchanged.
+        d["extra"] = json!({"api_token": "user-field", "nested": [{"db_secret": 1}]});
         let r = run(tool_name, args, &d);
         assert!(r.code == 0, "{tool_name}: {}", r.stderr);
         outputs.push_str(&r.stdout);
@@ -110,6 +111,10 @@ fn a_canary_password_given_to_every_tool_never_appears_anywhere() {
         "the canary reached stdout or stderr"
     );
     assert_eq!(d["report"]["status"], "PASSED");
+    assert_eq!(
+        d["extra"],
+        json!({"api_token": "user-field", "nested": [{"db_secret": 1}]})
+    );
 
     // Remote files (the checkout, its work dir and logs, the build scripts), local copies.
     let remote_root = std::path::PathBuf::from(testbed().remote_root());

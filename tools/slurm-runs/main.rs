@@ -9,7 +9,7 @@ use shared::ssh::Ssh;
 use shared::{Document, ErrorKind, Result, ToolError};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -147,11 +147,9 @@ fn runs(cli: &Cli) -> Result<u8> {
         .filter(|r| cli.clusters.is_empty() || cli.clusters.contains(&r.cluster))
         .filter(|r| since.is_none_or(|age| r.submitted_at.unwrap_or(r.updated_at) + age >= now))
         .filter(|r| {
-            cli.name.as_deref().is_none_or(|g| {
-                r.job_name
-                    .as_deref()
-                    .is_some_and(|n| glob_match(g.as_bytes(), n.as_bytes()))
-            })
+            cli.name
+                .as_deref()
+                .is_none_or(|g| r.job_name.as_deref().is_some_and(|n| glob(g, n)))
         })
         .collect();
     let mut live: BTreeMap<RunKey, Live> = BTreeMap::new();
@@ -285,6 +283,31 @@ fn record_end(path: &std::path::Path, run: &Run, l: &Live) {
     }
 }
 
+/// The saved document at `path`, when it can be trusted: under the state directory, the person's
+/// own, not writable by others, and a valid document. Otherwise a warning and `None`.
+fn trusted_document(cluster: &str, path: &str) -> Option<Document> {
+    let p = Path::new(path);
+    let under_state = shared::journal::state_dir()
+        .and_then(|d| d.canonicalize().ok())
+        .zip(p.canonicalize().ok())
+        .is_some_and(|(d, f)| f.starts_with(d));
+    let why = if !under_state {
+        Some("is not under the tools' state directory".to_string())
+    } else {
+        shared::private_files::check_own(p)
+    };
+    if let Some(why) = why {
+        shared::ui::warn(
+            TOOL,
+            &format!("{cluster}: not using the saved document {path}: it {why}"),
+        );
+        return None;
+    }
+    std::fs::read(p)
+        .ok()
+        .and_then(|b| Document::parse(&b, path).ok())
+}
+
 /// Ask every cluster with unfinished runs, all at once (one thread and one ssh execution per
 /// cluster). What each said, and whether some cluster could not be asked.
 fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
@@ -295,15 +318,13 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
     let mut asks = Vec::new();
     for (cluster, rs) in by_cluster {
         // The newest saved document of this cluster says how to reach it.
+        // A saved document is configuration (its ssh options are run): only one of the person's
+        // own, under the state directory, and not writable by others is used.
         let doc = rs
             .iter()
             .rev()
             .filter_map(|r| r.document.as_deref())
-            .find_map(|p| {
-                std::fs::read(p)
-                    .ok()
-                    .and_then(|b| Document::parse(&b, p).ok())
-            });
+            .find_map(|p| trusted_document(cluster, p));
         let Some(doc) = doc else {
             shared::ui::warn(TOOL, &format!("{cluster}: no saved document says how to reach it; its runs are shown as the ledger has them"));
             continue;
@@ -313,7 +334,13 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
             .map(|r| r.job_id.clone())
             .filter(|id| shared::slurm::is_job_id(id))
             .collect();
-        let ssh = Ssh::from_doc(&doc)?;
+        let ssh = match Ssh::from_doc(&doc) {
+            Ok(s) => s,
+            Err(e) => {
+                shared::ui::warn(TOOL, &format!("{cluster}: its saved document cannot be used to reach it ({}); its runs are shown as the ledger has them", e.message));
+                continue;
+            }
+        };
         let script = query_script(&ids)?;
         let cluster = cluster.to_string();
         asks.push(std::thread::spawn(move || {
@@ -469,14 +496,38 @@ fn parse_age(s: &str) -> Result<u64> {
 }
 
 /// `*` any run of characters, `?` one character, everything else itself.
-fn glob_match(p: &[u8], s: &[u8]) -> bool {
-    match (p.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob_match(&p[1..], s) || (!s.is_empty() && glob_match(p, &s[1..])),
-        (Some(b'?'), Some(_)) => glob_match(&p[1..], &s[1..]),
-        (Some(a), Some(b)) if a == b => glob_match(&p[1..], &s[1..]),
-        _ => false,
+fn glob(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let s: Vec<char> = name.chars().collect();
+    glob_match(&p, &s)
+}
+
+/// `*` and `?` over characters, iteratively with one backtrack point (the last `*`): linear in
+/// practice and never deeper than one stack frame, whatever the name or pattern.
+fn glob_match(p: &[char], s: &[char]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, si));
+                pi += 1;
+            }
+            Some(c) if *c == '?' || *c == s[si] => {
+                pi += 1;
+                si += 1;
+            }
+            _ => match star {
+                Some((sp, ss)) => {
+                    pi = sp + 1;
+                    si = ss + 1;
+                    star = Some((sp, ss + 1));
+                }
+                None => return false,
+            },
+        }
     }
+    p[pi..].iter().all(|c| *c == '*')
 }
 
 fn ago(now: u64, t: Option<u64>) -> String {
@@ -522,7 +573,7 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
             ago(now, r.submitted_at),
             r.snapshot
                 .as_deref()
-                .map(|s| s[..s.len().min(10)].to_string())
+                .map(|s| s.chars().take(10).collect())
                 .unwrap_or_else(|| "-".into()),
         ]);
     }
@@ -551,8 +602,15 @@ mod tests {
         assert_eq!(parse_age("90s").unwrap(), 90);
         assert_eq!(parse_age("3d").unwrap(), 259_200);
         assert!(parse_age("3 days").is_err());
-        assert!(glob_match(b"train-*", b"train-llama"));
-        assert!(!glob_match(b"train-?", b"train-ab"));
+        assert!(glob("train-*", "train-llama"));
+        assert!(!glob("train-?", "train-ab"));
+        assert!(glob("*a*b", "xxaxxb"));
+        assert!(!glob("*a*b", "xxaxxbc"));
+        assert!(glob("é?", "éü"));
+        // A 1 MB name and a pathological pattern: no deep recursion, no exponential time.
+        let long = "y".repeat(1 << 20);
+        assert!(glob("*", &long));
+        assert!(!glob(&format!("{}x", "*y".repeat(8)), &long));
         let (found, calls) = parse_reply(
             "SQUEUE 0\nQ 12|PENDING|Priority|1800000000|\nQ 13|RUNNING|None|1700000000|mn[1-2]\nSACCT 0\nA 11|CANCELLED by 1001|0:15|mn1\n",
         );

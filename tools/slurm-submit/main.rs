@@ -483,6 +483,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
             "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`",
         )
     })?;
+    layout::check_log_dir("default_user_root_dir (or remote_cwd)", &root)?;
     let scripts = join(&root, "trtllm-build-scripts");
     let log = join(&scripts, "log/build_%j.srun.log");
     let image = st

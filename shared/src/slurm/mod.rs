@@ -35,7 +35,22 @@ pub fn parse_time_limit(s: &str) -> Option<u64> {
     {
         return None;
     }
-    Some(days * 86_400 + h * 3600 + m * 60 + sec)
+    seconds_of(days, h, m, sec)
+}
+
+/// Slurm keeps a time limit as minutes in 32 bits; nothing longer can be a real limit, and keeping
+/// under it leaves every later sum (a margin, a rounding up to the hour) far from overflowing.
+pub const MAX_DURATION_SECS: u64 = u32::MAX as u64 * 60;
+
+/// `days, h, m, s` as seconds, with checked arithmetic: an absurd value is `None` (refused as bad
+/// input by the caller), never a panic or a wrapped number.
+fn seconds_of(days: u64, h: u64, m: u64, s: u64) -> Option<u64> {
+    let total = days
+        .checked_mul(86_400)?
+        .checked_add(h.checked_mul(3600)?)?
+        .checked_add(m.checked_mul(60)?)?
+        .checked_add(s)?;
+    (total <= MAX_DURATION_SECS).then_some(total)
 }
 
 /// Check `time_limit`, returning it unchanged.
@@ -72,12 +87,11 @@ pub fn parse_slurm_duration(s: &str) -> Option<u64> {
         .split(':')
         .map(|p| p.parse().ok())
         .collect::<Option<_>>()?;
-    let secs = match nums.as_slice() {
-        [m, s] => m * 60 + s,
-        [h, m, s] => h * 3600 + m * 60 + s,
-        _ => return None,
-    };
-    Some(days * 86_400 + secs)
+    match nums.as_slice() {
+        [m, s] => seconds_of(days, 0, *m, *s),
+        [h, m, s] => seconds_of(days, *h, *m, *s),
+        _ => None,
+    }
 }
 
 /// Shell text: `ov` is `--overlap` where srun has it (Slurm 20.11 and later), so steps run beside
@@ -201,6 +215,22 @@ pub fn submission_error(stderr: &str) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_durations_are_refused_not_wrapped() {
+        for v in [
+            "5124095576030432:00:00",
+            "213503982334602-00:00:00",
+            "18446744073709551615:00:00",
+            "99999999999-00:00:00",
+        ] {
+            assert_eq!(parse_time_limit(v), None, "{v}");
+            assert!(check_time_limit(v).is_err(), "{v}");
+            assert_eq!(parse_slurm_duration(v), None, "{v}");
+        }
+        assert_eq!(parse_time_limit("365-00:00:00"), Some(365 * 86_400));
+        assert_eq!(parse_slurm_duration("1-02:03:04"), Some(93_784));
+    }
 
     #[test]
     fn job_ids() {

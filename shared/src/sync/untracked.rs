@@ -427,13 +427,8 @@ fn keep_copy(host: &str, repo: &str, id: &str, manifest: &[u8]) {
     };
     let mut bytes = format!("{id}\n{host}\n{repo}\n").into_bytes();
     bytes.extend_from_slice(manifest);
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let ok = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&tmp, &bytes))
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if ok.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
+    let _ = crate::private_files::own_dir(dir)
+        .and_then(|()| crate::private_files::write_atomic(&path, &bytes, 0o600));
 }
 
 /// The manifest this machine last wrote into `repo` on `host`, with its tag: the cluster's own
