@@ -678,7 +678,7 @@ pub struct Attach {
     pub command: Option<String>,
     pub interactive: bool,
     pub exit_code: i32,
-    /// `--ssh-config`: the `Host` alias written (`slurm-job-<jobid>`).
+    /// `--ssh-config`: the `Host` alias written (`slurm-<cluster>-<jobid>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssh_alias: Option<String>,
     /// `--ssh-config`: the file it was written to.

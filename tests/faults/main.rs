@@ -2223,16 +2223,22 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     // An IDE-style ssh entry: plain ssh and scp reach the node inside the allocation, through
     // the master (no new login).
     let cfg = std::env::temp_dir().join(format!("st-attach-ssh-{}.conf", std::process::id()));
-    std::fs::write(
-        &cfg,
-        "# the person's own lines stay\nHost keep-me\n    HostName example.invalid\n",
-    )
-    .unwrap();
+    // The person's own lines, not all UTF-8 and with CRLF: kept byte for byte.
+    let own: &[u8] =
+        b"# the person's own lines stay (caf\xe9)\r\nHost keep-me\r\n    HostName example.invalid\n";
+    std::fs::write(&cfg, own).unwrap();
     let e = attach(&["--ssh-config", &cfg.display().to_string()], &up.doc);
     assert_eq!(e.code, 0, "{}", e.stderr);
-    let alias = format!("slurm-job-{job}");
+    // The alias names the cluster as well as the job.
+    let cluster = up.doc["slurm_cluster"]
+        .as_str()
+        .or(up.doc["ssh_host"].as_str())
+        .unwrap();
+    let alias = format!("slurm-{}-{job}", shared::layout::sanitize(cluster, false));
     assert_eq!(e.doc["attach"]["ssh_alias"], alias.as_str());
-    let written = std::fs::read_to_string(&cfg).unwrap();
+    let bytes = std::fs::read(&cfg).unwrap();
+    assert!(bytes.starts_with(own), "the person's bytes are kept");
+    let written = String::from_utf8_lossy(&bytes).into_owned();
     assert!(written.contains("Host keep-me"), "{written}");
     assert!(written.contains(&format!("Host {alias}")), "{written}");
     // Written twice: still one entry.

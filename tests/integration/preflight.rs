@@ -56,6 +56,36 @@ fn a_missing_remote_cwd_is_created() {
 }
 
 #[test]
+fn a_remote_cwd_that_used_to_escape_its_quotes_is_one_literal_directory() {
+    crate::needs_cluster!();
+    // shlex quoted this shape in pieces and `assign` wrapped the pieces again, so the command
+    // substitution ran on the cluster during preflight (security review 2026-12-05, finding 1).
+    let canary = canary_dir("preflight-cwd");
+    let c = canary.to_str().unwrap();
+    let dir = format!(
+        "{}/cwd-{}-a'$(touch {c}/dollar)'b`touch {c}/tick`",
+        testbed().remote_root(),
+        std::process::id()
+    );
+    let d = with(
+        with(doc_for("direct_host"), "mfa_style", json!(false)),
+        "remote_cwd",
+        json!(dir.clone()),
+    );
+    let r = preflight(d, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["preflight"]["remote"]["remote_cwd"], dir.as_str());
+    assert_eq!(r.doc["preflight"]["remote"]["remote_cwd_created"], true);
+    // The directory exists with exactly that name: the value arrived as one word.
+    assert!(
+        std::path::Path::new(&dir).is_dir(),
+        "{dir} was not created as named"
+    );
+    let _ = std::fs::remove_dir(&dir);
+    assert_no_canary(&canary);
+}
+
+#[test]
 fn a_wrong_port_exits_4_and_does_not_mention_mfa() {
     crate::needs_cluster!();
     let d = with(

@@ -58,6 +58,13 @@ fn hostile_corpus(canary: &str) -> Vec<String> {
     v.push(format!(
         "$(touch {c}/a)`touch {c}/b`;touch {c}/c|touch {c}/d"
     ));
+    // Values that shlex 1.3 quoted in pieces (a quote in the middle of a word), which `assign`
+    // then wrapped again: part of each was outside any quotes and ran (security review
+    // 2026-12-05, finding 1).
+    v.push(format!("a'$(touch {c}/piece-dollar)'b"));
+    v.push(format!("x\"'`touch {c}/piece-backtick`'\"y"));
+    v.push(format!("p'; touch {c}/piece-semicolon; 'q"));
+    v.push(format!("it's\"$(touch {c}/piece-mixed)\""));
     v
 }
 
@@ -72,6 +79,54 @@ fn ssh_for(host_key: &str, control_path: Option<&str>) -> Ssh {
     }
     let doc = Document::parse(d.to_string().as_bytes(), "test").unwrap();
     Ssh::from_doc(&doc).unwrap()
+}
+
+/// Every value written with each of the other writers, `assign` (`V='...'`) and `glued` (after
+/// fixed text, as in `--opt=VALUE`): the remote prints the hex of what it got, one line each.
+fn round_trip_assign_and_glued(ssh: &Ssh, values: &[String]) -> Vec<(String, String)> {
+    let mut s = Script::new();
+    s.raw("h() { printf '%s' \"$1\" | od -An -v -tx1 | tr -d ' \\n'; echo; }\n");
+    for v in values {
+        s.assign("V", v).unwrap();
+        s.raw("h \"$V\"\nh --opt=").glued(v).unwrap().raw("\n");
+    }
+    let out = ssh.run_script(&s, None, Duration::from_secs(120)).unwrap();
+    assert!(out.success(), "remote script failed: {}", out.stderr_tail);
+    let text = out.stdout_text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2 * values.len(),
+        "one line per value and writer"
+    );
+    lines
+        .chunks(2)
+        .map(|c| (c[0].to_string(), c[1].to_string()))
+        .collect()
+}
+
+fn assert_every_writer_literal(ssh: &Ssh, corpus: &[String]) {
+    let got = round_trip(ssh, corpus);
+    for (value, got) in corpus.iter().zip(&got) {
+        assert_eq!(
+            &hex(value.as_bytes()),
+            got,
+            "arg: value {value:?} changed on the way"
+        );
+    }
+    let got = round_trip_assign_and_glued(ssh, corpus);
+    for (value, (assigned, glued)) in corpus.iter().zip(&got) {
+        assert_eq!(
+            &hex(value.as_bytes()),
+            assigned,
+            "assign: value {value:?} changed on the way"
+        );
+        assert_eq!(
+            &hex(format!("--opt={value}").as_bytes()),
+            glued,
+            "glued: value {value:?} changed on the way"
+        );
+    }
 }
 
 /// Send every value as an argument of `set --` and have the remote print each argument's hex.
@@ -103,14 +158,7 @@ fn hostile_values_arrive_literally_through_the_key_based_sshd() {
     let canary = canary_dir("direct");
     let corpus = hostile_corpus(canary.to_str().unwrap());
     assert!(corpus.len() >= 30);
-    let got = round_trip(&ssh_for("direct_host", None), &corpus);
-    for (value, got) in corpus.iter().zip(&got) {
-        assert_eq!(
-            &hex(value.as_bytes()),
-            got,
-            "value {value:?} changed on the way"
-        );
-    }
+    assert_every_writer_literal(&ssh_for("direct_host", None), &corpus);
     assert_no_canary(&canary);
 }
 
@@ -122,14 +170,7 @@ fn hostile_values_arrive_literally_through_the_mfa_sshd_master() {
     mfa_login(&cp);
     let canary = canary_dir("mfa");
     let corpus = hostile_corpus(canary.to_str().unwrap());
-    let got = round_trip(&ssh_for("mfa_host", Some(&cp)), &corpus);
-    for (value, got) in corpus.iter().zip(&got) {
-        assert_eq!(
-            &hex(value.as_bytes()),
-            got,
-            "value {value:?} changed on the way"
-        );
-    }
+    assert_every_writer_literal(&ssh_for("mfa_host", Some(&cp)), &corpus);
     mfa_logout(&cp);
     assert_no_canary(&canary);
 }

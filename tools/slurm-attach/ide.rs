@@ -22,18 +22,28 @@ pub struct Entry {
     pub node: String,
 }
 
-fn config_dir() -> PathBuf {
+/// `$XDG_CONFIG_HOME/slurm-tools`, else `$HOME/.config/slurm-tools`. Never the current directory:
+/// the key made there would be uploaded by the next untracked sync.
+fn config_dir() -> Result<PathBuf> {
     std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .unwrap_or_else(|| PathBuf::from("."))
-        .join("slurm-tools")
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".config"))
+        })
+        .map(|d| d.join("slurm-tools"))
+        .ok_or_else(|| {
+            ToolError::bad_input("neither XDG_CONFIG_HOME nor HOME is set, so there is no private place for the IDE key")
+                .with_hint("set HOME (or XDG_CONFIG_HOME) and run slurm-attach again")
+        })
 }
 
 /// The local key for the in-job sshd, made once (no passphrase: it opens only that sshd).
 fn local_key() -> Result<PathBuf> {
-    let dir = config_dir();
-    std::fs::create_dir_all(&dir)
+    let dir = config_dir()?;
+    shared::private_files::create_dir(&dir)
         .map_err(|e| ToolError::bad_input(format!("cannot create {}: {e}", dir.display())))?;
     let key = dir.join("ide_ed25519");
     if !key.exists() {
@@ -66,6 +76,132 @@ fn local_key() -> Result<PathBuf> {
 /// `%` is a token in ssh_config values: literal ones are doubled.
 fn ssh_escape(s: &str) -> String {
     s.replace('%', "%%")
+}
+
+/// A value written into the stanza: refused when it holds a control character (a newline would
+/// end the line and start directives of its own, `Match exec` among them, run on every ssh once
+/// the file is included). `what` names where it came from.
+fn stanza_value<'a>(what: &str, v: &'a str) -> Result<&'a str> {
+    if let Some(c) = v.chars().find(|c| c.is_control()) {
+        return Err(ToolError::bad_input(format!(
+            "{what} {} holds the control character {c:?}, which cannot be written into an ssh config entry",
+            shared::quote::preview(v)
+        ))
+        .with_hint(format!("remove it from {what}")));
+    }
+    Ok(v)
+}
+
+/// A path for an ssh_config value, in double quotes (ssh splits unquoted values on blanks, and
+/// `UserKnownHostsFile` takes several). A `"` cannot be written inside them: refused.
+fn stanza_path(what: &str, p: &Path) -> Result<String> {
+    let text = p.display().to_string();
+    stanza_value(what, &text)?;
+    if text.contains('"') {
+        return Err(ToolError::bad_input(format!(
+            "{what} {text:?} holds a double quote, which an ssh config value cannot carry"
+        ))
+        .with_hint("use a path without `\"`"));
+    }
+    Ok(format!("\"{}\"", ssh_escape(&text)))
+}
+
+/// The lines of `text` with their terminators (`\n`, `\r\n` or none at the end).
+fn lines_with_ends(text: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
+        out.push(&rest[..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// A line without its terminator.
+fn bare(line: &[u8]) -> &[u8] {
+    let l = line.strip_suffix(b"\n").unwrap_or(line);
+    l.strip_suffix(b"\r").unwrap_or(l)
+}
+
+/// `old` with the block between the lines `begin` and `end` replaced by `block` (in place), or
+/// `block` appended when there is none. Every byte outside the block stays as it was (other
+/// blocks, CRLF, bytes that are not UTF-8); a file not ending in a newline gets one before the
+/// appended block. A begin marker without its end, an end without its begin, or the block twice
+/// is an error: the file is then not ours to interpret.
+pub fn replace_block(
+    old: &[u8],
+    begin: &str,
+    end: &str,
+    block: &str,
+) -> std::result::Result<Vec<u8>, String> {
+    let lines = lines_with_ends(old);
+    let is = |l: &[u8], m: &str| bare(l) == m.as_bytes();
+    let starts: Vec<usize> = (0..lines.len()).filter(|i| is(lines[*i], begin)).collect();
+    let ends: Vec<usize> = (0..lines.len()).filter(|i| is(lines[*i], end)).collect();
+    let mut out = Vec::with_capacity(old.len() + block.len() + 1);
+    match (starts.as_slice(), ends.as_slice()) {
+        ([], []) => {
+            out.extend_from_slice(old);
+            if !old.is_empty() && !old.ends_with(b"\n") {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(block.as_bytes());
+        }
+        ([s], [e]) if s < e => {
+            for l in &lines[..*s] {
+                out.extend_from_slice(l);
+            }
+            out.extend_from_slice(block.as_bytes());
+            for l in &lines[e + 1..] {
+                out.extend_from_slice(l);
+            }
+        }
+        _ => {
+            return Err(format!(
+                "its markers of this entry do not pair up ({} `{begin}` and {} `{end}` lines)",
+                starts.len(),
+                ends.len()
+            ))
+        }
+    }
+    Ok(out)
+}
+
+/// Put `block` (between `begin` and `end`) into the file at `path`, atomically, keeping every
+/// other byte and the file's mode (0600 when new). A file that cannot be read, or whose markers
+/// do not pair up, is left untouched and the tool stops with exit 2.
+fn update_file(path: &Path, what: &str, begin: &str, end: &str, block: &str) -> Result<()> {
+    let old = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => {
+            return Err(ToolError::bad_input(format!(
+                "cannot read {what} {} ({e}); it was left as it is",
+                path.display()
+            ))
+            .with_hint("fix its permissions, or give another file"))
+        }
+    };
+    let new = replace_block(&old, begin, end, block).map_err(|why| {
+        ToolError::bad_input(format!(
+            "{what} {}: {why}; it was left as it is",
+            path.display()
+        ))
+        .with_hint(format!(
+            "remove the stray marker lines from {} by hand, or give a file of its own",
+            path.display()
+        ))
+    })?;
+    shared::private_files::write_atomic(path, &new, 0o600).map_err(|e| {
+        ToolError::bad_input(format!(
+            "cannot write {what} {} ({e}); it was left as it is",
+            path.display()
+        ))
+    })
 }
 
 /// Set up the cluster side, then write (or replace) the entry for this job in `file`.
@@ -134,8 +270,18 @@ echo "HOSTKEY $(cut -d' ' -f1,2 "$d/host_key.pub")"
         ))
         .with_command(reply.out.record()));
     };
-    let overlap = field("OVERLAP ").unwrap_or_default();
-    let alias = format!("slurm-job-{}", t.job_id);
+    let overlap = field("OVERLAP ").filter(|o| o == "--overlap");
+    let cluster = shared::layout::sanitize(&shared::ledger::cluster_of(&ctx.doc), false);
+    let alias = format!("slurm-{cluster}-{}", t.job_id);
+    for (what, v) in [
+        ("the node name", node.as_str()),
+        ("the sshd path", sshd.as_str()),
+        ("the cluster directory", dir.as_str()),
+        ("the cluster user", user.as_str()),
+        ("the host key", hostkey.as_str()),
+    ] {
+        stanza_value(what, v)?;
+    }
 
     // The entry. ProxyCommand runs through sh: every word quoted; the remote part is fixed text
     // plus checked values (job id, node) and paths of the cluster user.
@@ -147,54 +293,57 @@ echo "HOSTKEY $(cut -d' ' -f1,2 "$d/host_key.pub")"
         "-T".into(),
         ssh.host.clone(),
     ]);
-    let remote = format!(
-        "srun {overlap} --unbuffered --jobid={} --nodes=1 --ntasks=1 --nodelist={node} {} -i -f {}",
-        t.job_id,
-        quote(&sshd)?,
-        quote(&format!("{dir}/sshd_config"))?
-    );
+    // The remote part is one line for the login node's shell: every value in it quoted.
+    let mut remote = vec!["srun".to_string()];
+    remote.extend(overlap);
+    remote.extend([
+        "--unbuffered".into(),
+        format!("--jobid={}", t.job_id),
+        "--nodes=1".into(),
+        "--ntasks=1".into(),
+        format!("--nodelist={node}"),
+        sshd.clone(),
+        "-i".into(),
+        "-f".into(),
+        format!("{dir}/sshd_config"),
+    ]);
+    let remote = remote
+        .iter()
+        .map(|w| quote(w))
+        .collect::<Result<Vec<_>>>()?
+        .join(" ");
     proxy.push(remote);
     let proxy_text = proxy
         .iter()
         .map(|w| quote(w))
         .collect::<Result<Vec<_>>>()?
         .join(" ");
-    let known = config_dir().join("known_hosts_jobs");
-    let mut known_text = std::fs::read_to_string(&known).unwrap_or_default();
-    let line = format!("{alias} {hostkey}");
-    if !known_text.lines().any(|l| l == line) {
-        known_text.push_str(&line);
-        known_text.push('\n');
-        std::fs::write(&known, known_text)
-            .map_err(|e| ToolError::bad_input(format!("cannot write {}: {e}", known.display())))?;
-    }
+    // ssh_options, the ssh config file and the control path come from the document.
+    stanza_value(
+        "the ssh command (ssh_options, ssh_config_file, control_path)",
+        &proxy_text,
+    )?;
+    let known = config_dir()?.join("known_hosts_jobs");
+    let known_q = stanza_path("the known hosts file", &known)?;
+    let key_q = stanza_path("the IDE key", &key)?;
+    let known_begin = format!("# >>> slurm-attach {alias}");
+    let known_end = format!("# <<< slurm-attach {alias}");
+    update_file(
+        &known,
+        "the known hosts file",
+        &known_begin,
+        &known_end,
+        &format!("{known_begin}\n{alias} {hostkey}\n{known_end}\n"),
+    )?;
     let begin = format!("# >>> slurm-attach {alias}");
     let end = format!("# <<< slurm-attach {alias}");
     let block = format!(
-        "{begin}\n# Job {job} on {node}: a step of the job runs {sshd} -i as {user} (no root, no sshd service).\n# It reaches only this job, and ends with it.\nHost {alias}\n    HostName {node}\n    User {user}\n    IdentityFile {key}\n    IdentitiesOnly yes\n    HostKeyAlias {alias}\n    UserKnownHostsFile {known}\n    StrictHostKeyChecking yes\n    ProxyCommand {proxy}\n{end}\n",
+        "{begin}\n# Job {job} on {node} of {cluster}: a step of the job runs {sshd} -i as {user} (no root, no sshd service).\n# It reaches only this job, and ends with it.\nHost {alias}\n    HostName {node}\n    User {user}\n    IdentityFile {key_q}\n    IdentitiesOnly yes\n    HostKeyAlias {alias}\n    UserKnownHostsFile {known_q}\n    StrictHostKeyChecking yes\n    ProxyCommand {proxy}\n{end}\n",
         job = t.job_id,
-        key = ssh_escape(&key.display().to_string()),
-        known = ssh_escape(&known.display().to_string()),
         proxy = ssh_escape(&proxy_text),
     );
-    // Replace this job's block, keep everything else in the file.
-    let old = std::fs::read_to_string(file).unwrap_or_default();
-    let mut kept = String::new();
-    let mut skipping = false;
-    for l in old.lines() {
-        if l == begin {
-            skipping = true;
-        } else if l == end {
-            skipping = false;
-        } else if !skipping {
-            kept.push_str(l);
-            kept.push('\n');
-        }
-    }
-    kept.push_str(&block);
-    std::fs::write(file, kept).map_err(|e| {
-        ToolError::bad_input(format!("cannot write --ssh-config {}: {e}", file.display()))
-    })?;
+    // Replace this job's block, keep every other byte of the file.
+    update_file(file, "--ssh-config", &begin, &end, &block)?;
     ctx.note(format!(
         "wrote Host {alias} to {} (job {} on {node}); try: ssh -F {} {alias} hostname  (IDEs: add `Include {}` to ~/.ssh/config)",
         file.display(),
@@ -203,4 +352,90 @@ echo "HOSTKEY $(cut -d' ' -f1,2 "$d/host_key.pub")"
         file.display()
     ));
     Ok(Entry { alias, node })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const B: &str = "# >>> slurm-attach slurm-c-7";
+    const E: &str = "# <<< slurm-attach slurm-c-7";
+
+    fn block(n: u8) -> String {
+        format!("{B}\nHost slurm-c-7\n    HostName n{n}\n{E}\n")
+    }
+
+    #[test]
+    fn every_byte_outside_the_block_is_kept() {
+        // Not UTF-8 (Latin-1 comment), CRLF lines, another job's block, no final newline.
+        let mut old: Vec<u8> = b"# caf\xe9\r\nHost a\r\n    User x\r\n".to_vec();
+        old.extend_from_slice(
+            b"# >>> slurm-attach slurm-c-8\nHost slurm-c-8\n# <<< slurm-attach slurm-c-8\n",
+        );
+        old.extend_from_slice(b"Host z\n    Port 2");
+        let new = replace_block(&old, B, E, &block(1)).unwrap();
+        assert!(new.starts_with(&old), "the old bytes are a prefix");
+        assert_eq!(&new[old.len()..], format!("\n{}", block(1)).as_bytes());
+        // Replaced in place, the rest byte-identical.
+        let again = replace_block(&new, B, E, &block(2)).unwrap();
+        assert_eq!(&again[..old.len() + 1], &new[..old.len() + 1]);
+        assert_eq!(&again[old.len() + 1..], block(2).as_bytes());
+        // In the middle of the file: what follows is kept too.
+        let mut mid = b"Host a\r\n".to_vec();
+        mid.extend_from_slice(block(1).replace('\n', "\r\n").as_bytes());
+        mid.extend_from_slice(b"Host b\xff\r\n");
+        let out = replace_block(&mid, B, E, &block(3)).unwrap();
+        let mut want = b"Host a\r\n".to_vec();
+        want.extend_from_slice(block(3).as_bytes());
+        want.extend_from_slice(b"Host b\xff\r\n");
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn unpaired_markers_are_refused() {
+        for old in [
+            format!("{B}\nHost x\n"),
+            format!("Host x\n{E}\n"),
+            format!("{E}\n{B}\n"),
+            format!("{B}\n{E}\n{B}\n{E}\n"),
+        ] {
+            assert!(
+                replace_block(old.as_bytes(), B, E, &block(1)).is_err(),
+                "{old:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn control_characters_and_quotes_are_refused_in_stanza_values() {
+        assert!(stanza_value("x", "a\nMatch exec \"touch /tmp/p\"").is_err());
+        assert!(stanza_value("x", "a\rb").is_err());
+        assert!(stanza_value("x", "plain value").is_ok());
+        assert_eq!(
+            stanza_path("p", Path::new("/home/a b/%k")).unwrap(),
+            "\"/home/a b/%%k\""
+        );
+        assert!(stanza_path("p", Path::new("/a\"b")).is_err());
+    }
+
+    #[test]
+    fn the_config_is_written_atomically_and_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("jobs");
+        update_file(&f, "--ssh-config", B, E, &block(1)).unwrap();
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        std::fs::write(&f, format!("{B}\nunterminated\n")).unwrap();
+        let before = std::fs::read(&f).unwrap();
+        assert!(update_file(&f, "--ssh-config", B, E, &block(2)).is_err());
+        assert_eq!(std::fs::read(&f).unwrap(), before, "left untouched");
+        assert_eq!(
+            std::fs::read_dir(t.path()).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
+    }
 }

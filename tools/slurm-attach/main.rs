@@ -54,11 +54,14 @@ struct Cli {
     #[arg(long)]
     no_container: bool,
 
-    /// Write an ssh `Host slurm-job-<jobid>` entry to FILE (replacing this job's entry, keeping
-    /// the rest) that reaches the job's node through the ControlMaster, for VS Code / PyCharm
-    /// Remote-SSH, ssh, scp and rsync (`ssh -F FILE slurm-job-<jobid>`, or `Include FILE` in
-    /// ~/.ssh/config). It runs the OpenSSH server as a step of the job (`sshd -i`, as you, no
-    /// root), which accepts only a key made for this; the nodes need the sshd binary installed.
+    /// Write an ssh `Host slurm-<cluster>-<jobid>` entry to FILE that reaches the job's node through
+    /// the ControlMaster, for VS Code / PyCharm Remote-SSH, ssh, scp and rsync (`ssh -F FILE
+    /// slurm-<cluster>-<jobid>`). Best a file of its own, e.g. ~/.ssh/slurm-jobs, with `Include
+    /// ~/.ssh/slurm-jobs` at the top of ~/.ssh/config (before any Host or Match, or it applies only
+    /// inside that block). Only this job's block is replaced; every other byte of FILE is kept, the
+    /// write is atomic, a new FILE is 0600, and a FILE with unpaired markers or that cannot be read
+    /// is left untouched (exit 2). It runs the OpenSSH server as a step of the job (`sshd -i`, as
+    /// you, no root), which accepts only a key made for this; the nodes need the sshd binary.
     #[arg(long, value_name = "FILE", conflicts_with = "command")]
     ssh_config: Option<std::path::PathBuf>,
 }
