@@ -11,6 +11,7 @@
 //! - [`ssh`]: the ssh argv builder (the only one) and the one way to run a remote script.
 //! - [`control_socket`]: checks of the ControlMaster socket path (length, owner).
 //! - [`quote`]: the only place a value becomes shell text.
+//! - [`remote`]: the remote shell scripts, as `.sh` files.
 //! - [`remote_exit`]: the remote scripts' exit codes, named once for the shell and the Rust.
 //! - [`slurm`]: Slurm settings (parsed once for submit and alloc), job ids, squeue/sacct parsers.
 //! - [`process`]: running external programs with deadlines and bounded output.
@@ -49,6 +50,7 @@ pub mod manifest;
 pub mod private_files;
 pub mod process;
 pub mod quote;
+pub mod remote;
 pub mod remote_exit;
 pub mod running;
 pub mod schema;

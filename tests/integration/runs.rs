@@ -607,3 +607,123 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
     assert_eq!(bad.code, 2);
     assert_eq!(bad.doc["error"]["field"], "--pattern");
 }
+
+#[test]
+fn slurm_fetch_copies_only_listed_regular_files_whatever_the_names() {
+    crate::needs_cluster!();
+    let state = tempdir();
+    let (_fx, base) = synced("runs-fetch-hostile");
+    let outside = format!(
+        "{}/fetch-outside-{}",
+        testbed().remote_root(),
+        std::process::id()
+    );
+    let mut d = base.clone();
+    d["recipe"] = json!("batch");
+    // A directory whose name forges a listing line for s/secret, where s is an in-tree symlink
+    // to a directory outside the tree; a world-writable file; a name that is not UTF-8; 100,000
+    // small files; a file that will be swapped for a symlink after the listing.
+    d["command"] = json!(format!(
+        "mkdir -p {outside} && echo secret > {outside}/secret && ln -s {outside} s && \\
+         mkdir -p \"$(printf 'd\\nT 1 1 ./s')\" && echo forged > \"$(printf 'd\\nT 1 1 ./s')/secret\" && \\
+         mkdir -p out && echo ok > out/ok.txt && echo ww > out/ww.txt && chmod 666 out/ww.txt && \\
+         printf x > \"$(printf 'out/\\377')\" && echo swap > out/swap.txt && \\
+         mkdir many && (cd many && seq 100000 | xargs touch)"
+    ));
+    let s = run_in(state.path(), "slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let w = run_in(state.path(), "slurm-watch", &["--interval", "1"], &s.doc);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let dest = tempdir();
+    let to = dest.path().join("r");
+    let to_s = to.to_str().unwrap().to_string();
+
+    // Forged names, modes, non-UTF-8, and no symlink followed.
+    let f = run_in(
+        state.path(),
+        "slurm-fetch",
+        &[
+            "-p",
+            "d*",
+            "-p",
+            "s/*",
+            "-p",
+            "out/*",
+            "--no-logs",
+            "--to",
+            &to_s,
+        ],
+        &w.doc,
+    );
+    assert_eq!(f.code, 0, "{}", f.stderr);
+    assert_eq!(
+        std::fs::read_to_string(to.join("tree/d\nT 1 1 ./s/secret")).unwrap(),
+        "forged\n",
+        "the oddly named file arrives under its own name"
+    );
+    assert!(
+        !to.join("tree/s").exists(),
+        "nothing through the in-tree symlink, and no symlink made here"
+    );
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+    let odd = to
+        .join("tree/out")
+        .join(std::ffi::OsStr::from_bytes(b"\xff"));
+    assert_eq!(
+        std::fs::read(&odd).unwrap(),
+        b"x",
+        "a name that is not UTF-8"
+    );
+    let mode = std::fs::metadata(to.join("tree/out/ww.txt"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o022, 0, "no group or world write arrives: {mode:o}");
+
+    // 100,000 files: no argument-length limit.
+    let many = run_in(
+        state.path(),
+        "slurm-fetch",
+        &["-p", "many/*", "--no-logs", "--to", &to_s],
+        &w.doc,
+    );
+    assert_eq!(many.code, 0, "{}", many.stderr);
+    assert_eq!(many.doc["fetch"]["fetched"], 100_000);
+    assert!(to.join("tree/many/100000").is_file());
+
+    // A listed file swapped for a symlink between the listing and the copy: refused, no link.
+    let tree = s.doc["job"]["tree"].as_str().unwrap().to_string();
+    let swap_to = tempdir();
+    let mut c = tool_in(state.path(), "slurm-fetch");
+    c.args([
+        "-p",
+        "out/swap.txt",
+        "--no-logs",
+        "--to",
+        swap_to.path().to_str().unwrap(),
+    ])
+    .env("SLURM_TOOLS_PAUSE_AT", "fetch:listed")
+    .env("SLURM_TOOLS_PAUSE_SECONDS", "4")
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    {
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(w.doc.to_string().as_bytes()).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    let swapped = format!("{tree}/out/swap.txt");
+    std::fs::remove_file(&swapped).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", &swapped).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(err.contains("no longer a regular file"), "{err}");
+    assert!(
+        std::fs::symlink_metadata(swap_to.path().join("tree/out/swap.txt")).is_err(),
+        "no local symlink"
+    );
+    let _ = std::fs::remove_dir_all(&outside);
+}

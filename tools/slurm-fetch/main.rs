@@ -69,7 +69,7 @@ fn main() -> std::process::ExitCode {
 }
 
 /// Where a file comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Base {
     Tree,
     Work,
@@ -87,8 +87,8 @@ impl Base {
 #[derive(Debug, Clone)]
 struct Remote {
     base: Base,
-    /// Relative to its base, no `./`.
-    path: String,
+    /// Relative to its base, no `./`: the name's bytes as the cluster has them (not always UTF-8).
+    path: Vec<u8>,
     size: u64,
     mtime: u64,
 }
@@ -211,17 +211,11 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     let ssh = Ssh::from_doc(doc)?;
 
-    // 1. What is there.
+    // 1. What is there: NUL-terminated records, so no name can forge an entry.
     let mut s = Script::new();
     s.assign("tree", &tree)?;
     s.assign("work", &work)?;
-    s.raw(
-        r#"list() {
-  [ -d "$2" ] || { echo "NODIR $1"; return 0; }
-  (cd "$2" && find . -path ./.git -prune -o -type f -path "./$3" -exec stat -c "$1 %s %Y %n" {} +) || echo "FINDFAIL $1"
-}
-"#,
-    );
+    s.raw(shared::remote::FETCH_LIST);
     for (base, glob) in &globs {
         s.raw("list ")
             .arg(match base {
@@ -243,36 +237,14 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ))
         .with_command(out.record()));
     }
-    let mut remote: Vec<Remote> = Vec::new();
-    for line in out.stdout_text().lines() {
-        if let Some(b) = line.strip_prefix("NODIR ") {
-            ctx.warn(format!(
-                "the job's {} directory {} is not on the cluster (removed by the keep policy?)",
-                if b == "T" { "tree" } else { "work" },
-                if b == "T" { &tree } else { &work }
-            ));
-            continue;
-        }
-        let mut f = line.splitn(4, ' ');
-        let (Some(b), Some(size), Some(mtime), Some(name)) =
-            (f.next(), f.next(), f.next(), f.next())
-        else {
-            continue;
-        };
-        let (Ok(size), Ok(mtime), Some(path)) =
-            (size.parse(), mtime.parse(), name.strip_prefix("./"))
-        else {
-            continue;
-        };
-        let base = if b == "T" { Base::Tree } else { Base::Work };
-        if !remote.iter().any(|r| r.base == base && r.path == path) {
-            remote.push(Remote {
-                base,
-                path: path.to_string(),
-                size,
-                mtime,
-            });
-        }
+    let (remote, missing) = parse_listing(&out.stdout);
+    shared::testhook::pause("fetch:listed");
+    for b in missing {
+        ctx.warn(format!(
+            "the job's {} directory {} is not on the cluster (removed by the keep policy?)",
+            b.dir(),
+            if b == Base::Tree { &tree } else { &work }
+        ));
     }
     if remote.is_empty() {
         ctx.warn(format!(
@@ -282,7 +254,7 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
 
     // 2. What is new or changed.
-    let local = |r: &Remote| dest.join(r.base.dir()).join(&r.path);
+    let local = |r: &Remote| dest.join(r.base.dir()).join(os_path(&r.path));
     let unchanged = |r: &Remote| {
         std::fs::metadata(local(r)).is_ok_and(|m| {
             m.len() == r.size
@@ -304,7 +276,7 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 format!(
                     "{}:{} ({})",
                     r.base.dir(),
-                    r.path,
+                    String::from_utf8_lossy(&r.path),
                     shared::ui::human_bytes(r.size)
                 )
             })
@@ -335,11 +307,7 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         })?;
         let mut s = Script::new();
         s.assign("dir", if base == Base::Tree { &tree } else { &work })?;
-        s.raw("cd \"$dir\" || exit 1\nset --");
-        for f in &files {
-            s.raw(" ").arg(&f.path)?;
-        }
-        s.raw("\nexec tar cf - -- \"$@\"\n");
+        s.raw(shared::remote::FETCH_COPY);
         ctx.note(format!(
             "copying {} file(s), {}, from the job's {} to {}",
             files.len(),
@@ -347,28 +315,32 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             base.dir(),
             into.display()
         ));
-        let running = ssh.start_script(&s)?;
+        // The names go on stdin, NUL-separated: no argument-length limit, any byte but NUL.
+        let mut list = Vec::new();
+        for f in &files {
+            list.extend_from_slice(&f.path);
+            list.push(0);
+        }
+        let mut running = ssh.start_script(&s)?;
+        let sent = running.send(&list);
+        running.close_stdin();
         let mut reader = Stream {
             running: Some(running),
             buf: Vec::new(),
             at: 0,
         };
+        let listed: std::collections::HashSet<&[u8]> =
+            files.iter().map(|f| f.path.as_slice()).collect();
         let mut got = 0u64;
-        let result = (|| -> std::io::Result<()> {
-            let mut archive = tar::Archive::new(&mut reader);
-            archive.set_preserve_mtime(true);
-            for entry in archive.entries()? {
-                let mut entry = entry?;
-                got += entry.header().size()?;
-                if !entry.unpack_in(&into)? {
-                    return Err(std::io::Error::other(format!(
-                        "refused an entry outside the destination: {}",
-                        entry.path()?.display()
-                    )));
-                }
-            }
-            Ok(())
-        })();
+        let result = sent.and_then(|()| {
+            unpack(
+                &mut reader,
+                &into,
+                &listed,
+                max.saturating_sub(bytes),
+                &mut got,
+            )
+        });
         let out = reader.finish();
         if let Err(e) = result {
             return Err(ToolError::remote(format!(
@@ -400,7 +372,7 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let files = remote
         .iter()
         .map(|r| FetchedFile {
-            path: format!("{}/{}", r.base.dir(), r.path),
+            path: format!("{}/{}", r.base.dir(), String::from_utf8_lossy(&r.path)),
             size: r.size,
             mtime: r.mtime,
         })
@@ -435,6 +407,111 @@ fn patterns_text(globs: &[(Base, String)]) -> String {
 }
 
 /// The remote tar's stdout as a reader.
+/// The listing's records: the files (each once), and the bases whose directory is missing.
+fn parse_listing(stdout: &[u8]) -> (Vec<Remote>, Vec<Base>) {
+    let mut remote: Vec<Remote> = Vec::new();
+    let mut seen: std::collections::HashSet<(Base, Vec<u8>)> = std::collections::HashSet::new();
+    let mut missing = Vec::new();
+    for rec in stdout.split(|b| *b == 0) {
+        let base_of = |b: &[u8]| match b {
+            b"T" => Some(Base::Tree),
+            b"W" => Some(Base::Work),
+            _ => None,
+        };
+        if let Some(b) = rec.strip_prefix(b"NODIR ").and_then(base_of) {
+            missing.push(b);
+            continue;
+        }
+        let mut f = rec.splitn(4, |b| *b == b' ');
+        let (Some(b), Some(size), Some(mtime), Some(name)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
+            continue;
+        };
+        let num = |t: &[u8]| -> Option<u64> {
+            let t = std::str::from_utf8(t).ok()?;
+            // GNU find's %T@ has a fraction; stat's %Y has none.
+            t.split('.').next()?.parse().ok()
+        };
+        let (Some(base), Some(size), Some(mtime), Some(path)) =
+            (base_of(b), num(size), num(mtime), name.strip_prefix(b"./"))
+        else {
+            continue;
+        };
+        // Relative, below the base: no `..` component, not empty.
+        if path.is_empty()
+            || path
+                .split(|b| *b == b'/')
+                .any(|c| c == b".." || c.is_empty())
+        {
+            continue;
+        }
+        if seen.insert((base, path.to_vec())) {
+            remote.push(Remote {
+                base,
+                path: path.to_vec(),
+                size,
+                mtime,
+            });
+        }
+    }
+    (remote, missing)
+}
+
+/// A cluster path's bytes as a local relative path.
+fn os_path(p: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    PathBuf::from(std::ffi::OsStr::from_bytes(p))
+}
+
+/// Unpack the tar stream into `into`, taking only what was listed: regular files whose path is
+/// in `listed`; anything else (a symlink or a directory swapped in since the listing, a name not
+/// asked for) is refused and stops the copy. At most `room` bytes: the cap is counted on the bytes
+/// actually streamed, not on the listing. Modes arrive without group or other write.
+fn unpack(
+    reader: &mut Stream,
+    into: &std::path::Path,
+    listed: &std::collections::HashSet<&[u8]>,
+    room: u64,
+    got: &mut u64,
+) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut archive = tar::Archive::new(reader);
+    archive.set_preserve_mtime(true);
+    archive.set_mask(0o022);
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let path = entry.path_bytes().into_owned();
+        if !listed.contains(path.as_slice()) {
+            return Err(std::io::Error::other(format!(
+                "refused {}: not one of the listed files",
+                String::from_utf8_lossy(&path)
+            )));
+        }
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            return Err(std::io::Error::other(format!(
+                "refused {}: it is no longer a regular file on the cluster (a {:?} now)",
+                String::from_utf8_lossy(&path),
+                entry.header().entry_type()
+            )));
+        }
+        *got += entry.header().size()?;
+        if *got > room {
+            return Err(std::io::Error::other(format!(
+                "the files grew on the cluster past --max-bytes while they were copied (at {})",
+                std::ffi::OsStr::from_bytes(&path).to_string_lossy()
+            )));
+        }
+        if !entry.unpack_in(into)? {
+            return Err(std::io::Error::other(format!(
+                "refused an entry outside the destination: {}",
+                String::from_utf8_lossy(&path)
+            )));
+        }
+    }
+    Ok(())
+}
+
 struct Stream {
     running: Option<shared::process::Running>,
     buf: Vec<u8>,
@@ -478,6 +555,21 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_listing_is_nul_separated_so_no_name_forges_an_entry() {
+        // A directory named "x\nT 1 1 ." holding "s/id_rsa": one record, its real path.
+        let out = b"T 5 1700000000.5 ./x\nT 1 1 ./s/id_rsa\0W 3 17 ./a b\0NODIR T\0T 1 1 ./../up\0T 2 2 ./\xff\0T 5 1 ./x\nT 1 1 ./s/id_rsa\0";
+        let (r, missing) = parse_listing(out);
+        assert_eq!(missing, vec![Base::Tree]);
+        let paths: Vec<&[u8]> = r.iter().map(|x| x.path.as_slice()).collect();
+        assert_eq!(
+            paths,
+            vec![&b"x\nT 1 1 ./s/id_rsa"[..], &b"a b"[..], &b"\xff"[..]]
+        );
+        assert_eq!(r[0].size, 5);
+        assert_eq!(r[0].mtime, 1_700_000_000);
+    }
 
     #[test]
     fn sizes_and_patterns() {

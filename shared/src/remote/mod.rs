@@ -1,0 +1,33 @@
+//! The shell the tools send to the cluster, kept as real `.sh` files in `sh/` (pulled in with
+//! `include_str!`, the way ripgrep keeps its completion scripts), so shellcheck and four shells'
+//! `sh -n` check them in the quick tier without a cluster. Each file starts with a header: the
+//! variables it expects (assigned before it with [`crate::quote::Script::assign`], quoted once),
+//! what it reads, and the reply lines it prints.
+//!
+//! Older tools still build their scripts from fragments in Rust strings; new remote shell goes
+//! here.
+
+/// slurm-fetch's listing: `list BASE DIR GLOB`, NUL-terminated records.
+pub const FETCH_LIST: &str = include_str!("sh/fetch-list.sh");
+
+/// slurm-fetch's copy: the NUL-separated paths on stdin, a tar stream on stdout.
+pub const FETCH_COPY: &str = include_str!("sh/fetch-copy.sh");
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_script_file_passes_the_static_checks() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/remote/sh");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "sh") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+                crate::script_check::assert_clean(&name, &text);
+                n += 1;
+            }
+        }
+        assert!(n >= 2, "the script files are in {}", dir.display());
+    }
+}
