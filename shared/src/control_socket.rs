@@ -94,7 +94,7 @@ pub fn check(expanded: &str) -> Result<SocketState> {
 
 /// [`check`] with the platform's facts given (tests of other platforms).
 pub fn check_on(expanded: &str, platform: &Platform) -> Result<SocketState> {
-    const FIX: &str = "set `control_path` in the job document to a short path in a directory only you can write, e.g. /tmp/ssh-%C or ~/.ssh/cm-%C";
+    const FIX: &str = "set `control_path` in the job document to a short path in a directory only you can write, e.g. ~/.ssh/slurm-tools/%C (the default)";
     let max = platform.max_control_path;
     if expanded.len() > max {
         return Err(refuse(
@@ -110,7 +110,7 @@ pub fn check_on(expanded: &str, platform: &Platform) -> Result<SocketState> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         match std::fs::symlink_metadata(dir) {
             Err(_) => {
-                std::fs::create_dir_all(dir).map_err(|e| {
+                crate::private_files::create_dir(dir).map_err(|e| {
                     refuse(
                         format!(
                             "cannot create the directory {} for the ControlMaster socket: {e}",

@@ -80,8 +80,13 @@ pub fn quote_always(value: &str) -> Result<String> {
     }
 }
 
-/// For messages only: how a person would type the value (never executed).
+/// For messages only: how a person would type the value (never executed). An argument like
+/// `ControlMaster=auto` is shown bare (it is never a command's first word in a message).
 pub fn quote_for_display(value: &str) -> String {
+    let bare = !value.is_empty() && value.bytes().all(is_plain_byte) && !value.starts_with('=');
+    if bare {
+        return value.to_string();
+    }
     quote(value).unwrap_or_else(|_| format!("{value:?}"))
 }
 

@@ -77,7 +77,7 @@ pub struct JobDocument {
     pub slurm_password: Option<String>,
     /// Local repository (default: the git top level of the current directory).
     pub repo_root: Option<String>,
-    /// ControlMaster socket (default `/tmp/ssh-trtllm-%r@%h:%p`).
+    /// ControlMaster socket (default `~/.ssh/slurm-tools/%C`, a directory of your own).
     pub control_path: Option<String>,
     pub ssh_config_file: Option<String>,
     /// Extra local ssh arguments, e.g. ["-o", "Port=2222"].

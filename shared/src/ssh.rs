@@ -19,8 +19,11 @@ use crate::quote::{preview, Script};
 use std::io::Write;
 use std::time::Duration;
 
-/// The contract's default ControlMaster socket, shared by every tool.
-pub const DEFAULT_CONTROL_PATH: &str = "/tmp/ssh-trtllm-%r@%h:%p";
+/// The contract's default ControlMaster socket, shared by every tool: in a directory of the
+/// person's own (made 0700 by the first check), not in /tmp where another local user could take
+/// the name once the master has gone. `%C` is ssh's hash of local host, host, port and user:
+/// fixed length, so the expanded path stays under the socket length limit.
+pub const DEFAULT_CONTROL_PATH: &str = "~/.ssh/slurm-tools/%C";
 
 /// The fixed remote command. Reads a byte count line, then exactly that many bytes of script
 /// (dd with bs=1 never reads past them, unlike `sh -s`, which in dash reads ahead in 8 KiB
@@ -126,7 +129,18 @@ pub struct Ssh {
 impl Ssh {
     /// From the document: `ssh_host`, `ssh_config_file`, `ssh_options`, and the control path
     /// every tool after preflight uses ([`control_path`]).
+    ///
+    /// The socket preflight settled on (`preflight.control_path`, expanded) is checked again
+    /// here, before any ssh uses it (one `lstat` or two): still a socket, ours, not a symlink, in a
+    /// directory others cannot write. After a master exits another local user could otherwise
+    /// bind a socket at the same path and receive every later tool's scripts and forwards.
     pub fn from_doc(doc: &Document) -> Result<Ssh> {
+        let settled = doc
+            .section_as::<crate::schema::Preflight>("preflight")?
+            .and_then(|p| p.control_path);
+        if let Some(p) = &settled {
+            crate::control_socket::check(p)?;
+        }
         Self::with_control_path(doc, control_path(doc)?)
     }
 
@@ -703,6 +717,42 @@ pub fn spawn_error(program: &str, e: std::io::Error) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn doc_with_socket(path: &str) -> Document {
+        let text = format!(
+            r#"{{"ssh_host":"h","preflight":{{"ssh_path":"mfa","master":"managed","control_path":{path:?},"mfa_style":true,"mfa_style_discovered":false,"remote":{{"remote_cwd":"/h/u","remote_cwd_exists":true,"remote_cwd_created":false,"remote_cwd_writable":true,"user":"u","home":"/h/u","login_host":null,"tmux":null,"slurm_version":null,"git":null,"tar":null,"accounting":null,"container_flags":false}}}}}}"#
+        );
+        Document::parse(text.as_bytes(), "test").unwrap()
+    }
+
+    #[test]
+    fn every_tool_checks_the_settled_socket_before_using_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("cm");
+        crate::private_files::create_dir(&dir).unwrap();
+        let sock = dir.join("s");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let p = sock.to_str().unwrap();
+        assert!(Ssh::from_doc(&doc_with_socket(p)).is_ok());
+        // Taken over by another uid (as root, where the test can chown).
+        if crate::private_files::current_uid() == 0 {
+            std::os::unix::fs::chown(&sock, Some(65534), None).unwrap();
+            let e = Ssh::from_doc(&doc_with_socket(p)).unwrap_err();
+            assert!(e.message.contains("belongs to uid 65534"), "{}", e.message);
+            std::os::unix::fs::chown(&sock, Some(0), None).unwrap();
+        }
+        // A symlink in its place.
+        let link = dir.join("l");
+        std::os::unix::fs::symlink(&sock, &link).unwrap();
+        let e = Ssh::from_doc(&doc_with_socket(link.to_str().unwrap())).unwrap_err();
+        assert!(e.message.contains("symbolic link"), "{}", e.message);
+        // Its directory opened to others.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = Ssh::from_doc(&doc_with_socket(p)).unwrap_err();
+        assert!(e.message.contains("writable by others"), "{}", e.message);
+        assert_eq!(e.field.as_deref(), Some("control_path"));
+    }
 
     #[test]
     fn login_node_sshd_refusals_are_told_apart() {

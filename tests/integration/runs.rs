@@ -459,10 +459,21 @@ fn slurm_notify_posts_each_state_once_to_a_webhook() {
     .join("\n");
     write(&events, &stream);
     let (port, got) = http_server(200);
-    let url = format!("http://127.0.0.1:{port}/hook");
-    for _ in 0..2 {
-        let out = tool_in(state.path(), "slurm-notify")
-            .args(["--webhook", &url])
+    let url = format!("http://127.0.0.1:{port}/hook?token=secret-canary");
+    // The URL is a secret: from a file the first time, from the environment the second, never
+    // in argv (the trace records every command's argv).
+    let url_file = state.path().join("webhook");
+    write(&url_file, &format!("{url}\n"));
+    let trace = state.path().join("trace.jsonl");
+    for round in 0..2 {
+        let mut c = tool_in(state.path(), "slurm-notify");
+        if round == 0 {
+            c.arg("--webhook-file").arg(&url_file);
+        } else {
+            c.env("SLURM_NOTIFY_WEBHOOK", &url);
+        }
+        let out = c
+            .env("SLURM_TOOLS_TRACE", &trace)
             .arg(&events)
             .output()
             .unwrap();
@@ -472,6 +483,24 @@ fn slurm_notify_posts_each_state_once_to_a_webhook() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    let traced = std::fs::read_to_string(&trace).unwrap();
+    assert!(traced.contains("curl"), "{traced}");
+    assert!(
+        !traced.contains("secret-canary"),
+        "the URL reached an argv: {traced}"
+    );
+    // On the command line it is refused, naming what to do instead.
+    let out = tool_in(state.path(), "slurm-notify")
+        .args(["--webhook", &url])
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--webhook-file") && !err.contains("secret-canary"),
+        "{err}"
+    );
     let bodies = got.lock().unwrap().clone();
     let kinds: Vec<&str> = bodies
         .iter()
@@ -486,7 +515,8 @@ fn slurm_notify_posts_each_state_once_to_a_webhook() {
     // --only, on stdin.
     let only = tempdir();
     let mut c = tool_in(only.path(), "slurm-notify");
-    c.args(["--webhook", &url, "--only", "verdict"]);
+    c.env("SLURM_NOTIFY_WEBHOOK", &url)
+        .args(["--only", "verdict"]);
     let out = pipe(&mut c, stream.as_bytes());
     assert!(out.status.success());
     assert_eq!(got.lock().unwrap().len(), 5);
@@ -495,12 +525,11 @@ fn slurm_notify_posts_each_state_once_to_a_webhook() {
     let failing = tempdir();
     let (bad_port, bad_got) = http_server(500);
     let out = tool_in(failing.path(), "slurm-notify")
-        .args([
-            "--webhook",
-            &format!("http://127.0.0.1:{bad_port}/"),
-            "--only",
-            "verdict",
-        ])
+        .env(
+            "SLURM_NOTIFY_WEBHOOK",
+            format!("http://127.0.0.1:{bad_port}/"),
+        )
+        .args(["--only", "verdict"])
         .arg(&events)
         .output()
         .unwrap();
@@ -511,9 +540,30 @@ fn slurm_notify_posts_each_state_once_to_a_webhook() {
         4,
         "tried, then retried 3 times"
     );
+    // A redirect is not a delivery (curl follows none).
+    let moved = tempdir();
+    let (moved_port, moved_got) = http_server(301);
+    let out = tool_in(moved.path(), "slurm-notify")
+        .env(
+            "SLURM_NOTIFY_WEBHOOK",
+            format!("http://127.0.0.1:{moved_port}/"),
+        )
+        .args(["--only", "verdict"])
+        .arg(&events)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("HTTP 301"));
+    assert_eq!(moved_got.lock().unwrap().len(), 4);
     // Bad flags name what to do.
     let out = tool_in(failing.path(), "slurm-notify")
-        .args(["--webhook", "ftp://x", "--only", "verdict"])
+        .env("SLURM_NOTIFY_WEBHOOK", "ftp://x")
+        .args(["--only", "verdict"])
         .arg(&events)
         .output()
         .unwrap();

@@ -17,17 +17,21 @@ use std::time::Duration;
 /// FILE or stdin, and for each one not delivered before (one per job and state: cluster, job id,
 /// event, state or verdict) either runs --command with the event on stdin and in the
 /// environment (SLURM_EVENT the JSON line, SLURM_EVENT_KIND, SLURM_CLUSTER, SLURM_JOB_ID,
-/// SLURM_JOB_NAME, SLURM_STATUS), or POSTs it as JSON to --webhook (with curl), adding a `text`
-/// field with one line for people (what chat webhooks show). What was delivered is remembered
-/// in the state directory (notify-sent.jsonl), so a restarted notifier does not repeat itself. A
-/// delivery that fails is tried 3 times, then said on stderr and not remembered (the next run
-/// of the stream tries it again).
+/// SLURM_JOB_NAME, SLURM_STATUS), or POSTs it as JSON to a webhook (with curl), adding a `text`
+/// field with one line for people (what chat webhooks show). Only a 2xx answer counts as
+/// delivered. The webhook URL is a secret (chat webhooks carry their token in it), so it never
+/// goes on a command line, where every local user could read it: give it in a file
+/// (--webhook-file, best 0600) or in the environment (SLURM_NOTIFY_WEBHOOK); curl gets it
+/// through a private config file. What was delivered is remembered in the state directory
+/// (notify-sent.jsonl), so a restarted notifier does not repeat itself. A delivery that fails is
+/// retried 3 times, then said on stderr and not remembered (the next run of the stream tries it
+/// again).
 ///
 /// Reads no job document. Exit 0 when the stream ended (with --follow: never on its own); 2 for
 /// bad flags; 4 when some event could not be delivered.
 ///
 /// Example:
-///   slurm-runs --watch --events - | slurm-notify --webhook https://hooks.example.org/T0
+///   slurm-runs --watch --events - | slurm-notify --webhook-file ~/.config/slurm-tools/webhook
 ///   slurm-notify --follow --only running,verdict --command 'notify-send "$SLURM_JOB_NAME" "$SLURM_EVENT_KIND $SLURM_STATUS"' events.jsonl
 #[derive(Parser, Debug)]
 #[command(name = "slurm-notify", version, verbatim_doc_comment)]
@@ -37,16 +41,17 @@ struct Cli {
     file: Option<PathBuf>,
 
     /// Run this shell command for each event (`sh -c`).
-    #[arg(
-        long,
-        value_name = "COMMAND",
-        conflicts_with = "webhook",
-        required_unless_present = "webhook"
-    )]
+    #[arg(long, value_name = "COMMAND", conflicts_with = "webhook_file")]
     command: Option<String>,
 
-    /// POST each event as JSON to this http:// or https:// URL.
-    #[arg(long, value_name = "URL")]
+    /// POST each event as JSON to the http:// or https:// URL in this file (its first line).
+    /// Without it, the URL in the environment variable SLURM_NOTIFY_WEBHOOK, if set.
+    #[arg(long, value_name = "FILE")]
+    webhook_file: Option<PathBuf>,
+
+    /// Refused: a URL on the command line is readable by every local user. Use --webhook-file or
+    /// SLURM_NOTIFY_WEBHOOK.
+    #[arg(long, value_name = "URL", hide = true)]
     webhook: Option<String>,
 
     /// Only these events (comma-separated): submitted, pending, running, importing, progress,
@@ -101,18 +106,80 @@ fn key_of(e: &Value) -> String {
     )
 }
 
+/// Where the webhook URL comes from, and the URL: --webhook-file, else SLURM_NOTIFY_WEBHOOK.
+fn webhook_url(cli: &Cli) -> Result<Option<(String, String)>> {
+    if cli.webhook.is_some() {
+        return Err(ToolError::bad_input(
+            "--webhook URL puts the webhook's secret on the command line, where every local user can read it",
+        )
+        .with_field("--webhook")
+        .with_hint("put the URL in a file of your own (chmod 600) and give --webhook-file FILE, or set SLURM_NOTIFY_WEBHOOK"));
+    }
+    let (from, url) = match &cli.webhook_file {
+        Some(f) => {
+            let text = std::fs::read_to_string(f).map_err(|e| {
+                ToolError::bad_input(format!(
+                    "--webhook-file {}: cannot read it ({e})",
+                    f.display()
+                ))
+                .with_hint("give a file holding the webhook URL on its first line")
+            })?;
+            let first = text.lines().next().unwrap_or("").trim().to_string();
+            (format!("--webhook-file {}", f.display()), first)
+        }
+        None => match std::env::var("SLURM_NOTIFY_WEBHOOK") {
+            Ok(u) if !u.is_empty() => ("SLURM_NOTIFY_WEBHOOK".to_string(), u.trim().to_string()),
+            _ => return Ok(None),
+        },
+    };
+    let ok = (url.starts_with("http://") || url.starts_with("https://"))
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !ok {
+        // The URL is a secret: say what is wrong with it without printing it.
+        return Err(ToolError::bad_input(format!(
+            "{from}: does not hold an http:// or https:// URL ({} characters, starting {:?})",
+            url.chars().count(),
+            url.chars().take(8).collect::<String>()
+        ))
+        .with_hint("give the webhook's full URL, e.g. https://hooks.example.org/T0, on one line"));
+    }
+    Ok(Some((from, url)))
+}
+
+/// curl's private config file holding the URL (in a 0700 directory of this process, swept when
+/// the process has died), so the URL is in no process's argv.
+fn curl_config(url: &str) -> Result<PathBuf> {
+    let dir = shared::tempdir::create("slurm-notify").map_err(|e| {
+        ToolError::bad_input(format!("cannot make a private temporary directory: {e}"))
+    })?;
+    let file = dir.join("curl.conf");
+    let escaped = url.replace('\\', "\\\\").replace('"', "\\\"");
+    shared::private_files::write_atomic(&file, format!("url = \"{escaped}\"\n").as_bytes(), 0o600)
+        .map_err(|e| ToolError::bad_input(format!("cannot write {}: {e}", file.display())))?;
+    Ok(file)
+}
+
 fn notify(cli: &Cli) -> Result<u8> {
-    if let Some(url) = &cli.webhook {
-        let ok = (url.starts_with("http://") || url.starts_with("https://"))
-            && !url.chars().any(|c| c.is_whitespace() || c.is_control());
-        if !ok {
-            return Err(ToolError::bad_input(format!(
-                "--webhook {}: not an http:// or https:// URL",
-                shared::quote::preview(url)
-            ))
-            .with_hint("give the webhook's full URL, e.g. https://hooks.example.org/T0"));
+    let webhook = match webhook_url(cli)? {
+        Some((_, url)) => Some(curl_config(&url)?),
+        None => None,
+    };
+    if webhook.is_none() && cli.command.is_none() {
+        return Err(ToolError::bad_input(
+            "nothing to do: no --command, no --webhook-file, and SLURM_NOTIFY_WEBHOOK is not set",
+        )
+        .with_hint("give --command 'notify-send ...' or --webhook-file FILE"));
+    }
+    let result = notify_with(cli, webhook.as_deref());
+    if let Some(conf) = &webhook {
+        if let Some(dir) = conf.parent() {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
+    result
+}
+
+fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
     if let Some(bad) = cli.only.iter().find(|k| !KINDS.contains(&k.as_str())) {
         return Err(ToolError::bad_input(format!("--only {bad}: not an event"))
             .with_hint(format!("events are: {}", KINDS.join(", "))));
@@ -179,7 +246,7 @@ fn notify(cli: &Cli) -> Result<u8> {
         if sent.contains(&key) {
             continue;
         }
-        if deliver(cli, &event) {
+        if deliver(cli, webhook, &event) {
             if let Some(p) = &sent_path {
                 let _ = shared::ledger::append_line(
                     p,
@@ -213,33 +280,48 @@ fn text_of(e: &Value) -> String {
     format!("{} job {}{name}: {what}", s("cluster"), s("job_id"))
 }
 
-fn deliver(cli: &Cli, event: &Value) -> bool {
+fn deliver(cli: &Cli, webhook: Option<&std::path::Path>, event: &Value) -> bool {
     let mut last = String::new();
     for (attempt, wait) in [0u64, 1, 2, 4].into_iter().enumerate() {
         if attempt > 0 {
             std::thread::sleep(Duration::from_secs(wait));
         }
-        let out = if let Some(url) = &cli.webhook {
+        let out = if let Some(conf) = webhook {
             let mut body = event.clone();
             body["text"] = Value::String(text_of(event));
+            // -q first: no ~/.curlrc. The URL is in the private config, the body on stdin; the
+            // answer's status on stdout: only 2xx is delivered (a 3xx is not followed, not
+            // counted).
             Cmd::new("curl")
                 .args([
+                    "-q",
                     "-sS",
-                    "-f",
                     "-m",
                     "20",
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_code}",
                     "-X",
                     "POST",
                     "-H",
                     "Content-Type: application/json",
                     "--data-binary",
                     "@-",
-                    "--url",
-                    url,
+                    "--config",
                 ])
+                .arg(conf.display().to_string())
                 .input(Input::Bytes(body.to_string().into_bytes()))
                 .deadline(Duration::from_secs(30))
                 .run()
+                .map(|mut o| {
+                    let status = String::from_utf8_lossy(&o.stdout).trim().to_string();
+                    if o.success() && !status.starts_with('2') {
+                        o.code = Some(22);
+                        o.stderr_tail = format!("the webhook answered HTTP {status}");
+                    }
+                    o
+                })
         } else {
             let s = |k: &str| match &event[k] {
                 Value::String(s) => s.clone(),

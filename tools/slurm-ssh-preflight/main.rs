@@ -17,7 +17,7 @@ use std::time::Duration;
 /// `mfa_style` decides the path. false: a direct BatchMode login (ConnectTimeout=5); a failure
 /// is a configuration problem (exit 4). true: find a live ControlMaster, first the one your own
 /// ssh config names, then the managed socket (`control_path`, default
-/// /tmp/ssh-trtllm-%r@%h:%p); with none, exit 3 and print the exact `ssh -fNM ...` command to
+/// ~/.ssh/slurm-tools/%C); with none, exit 3 and print the exact `ssh -fNM ...` command to
 /// run in a terminal (or pass --establish to log in now). null: try direct; only a
 /// `Permission denied (keyboard-interactive)` switches to the MFA path, and the value found is
 /// recorded so you can put it in the catalog.
