@@ -452,6 +452,10 @@ pub struct ResolvedConfig {
     /// Expanded; `None` when it is `none`.
     pub control_path: Option<String>,
     pub control_master: String,
+    /// `hostkeyalias`, when set: the name ssh shows in prompts instead of the hostname.
+    pub host_key_alias: Option<String>,
+    /// A `ProxyJump` or `ProxyCommand` stands before the host.
+    pub proxied: bool,
 }
 
 impl ResolvedConfig {
@@ -465,6 +469,8 @@ impl ResolvedConfig {
                 "port" => c.port = v.to_string(),
                 "controlpath" if v != "none" && !v.is_empty() => c.control_path = Some(v.into()),
                 "controlmaster" => c.control_master = v.to_string(),
+                "hostkeyalias" if v != "none" && !v.is_empty() => c.host_key_alias = Some(v.into()),
+                "proxyjump" | "proxycommand" if v != "none" && !v.is_empty() => c.proxied = true,
                 _ => {}
             }
         }

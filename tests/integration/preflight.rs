@@ -235,6 +235,64 @@ fn mfa_style_null_without_a_master_ends_on_the_mfa_path_asking_for_login() {
 }
 
 #[test]
+fn establish_never_gives_the_password_to_a_jump_hosts_prompt() {
+    crate::needs_cluster!();
+    let _guard = mfa_lock();
+    let tb = testbed();
+    // The cluster behind a ProxyJump bastion that asks for a password of its own (the MFA sshd,
+    // as `clusteruser@127.0.0.1`); the cluster itself is known by its HostKeyAlias, so its
+    // prompt reads `(clusteruser@cluster-behind-gw)`.
+    let dir = tempdir();
+    let cfg = dir.path().join("ssh_config");
+    let base = std::fs::read_to_string(tb.s("ssh_config_file")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!(
+            "Host cluster-behind-gw\n    HostName 127.0.0.1\n    Port {}\n    User clusteruser\n    HostKeyAlias cluster-behind-gw\n    ProxyJump slurm-mfa\n    PubkeyAuthentication no\n    PreferredAuthentications keyboard-interactive\n    UserKnownHostsFile {}\n    StrictHostKeyChecking accept-new\n    LogLevel ERROR\n\n{base}",
+            tb.info["mfa_port"],
+            dir.path().join("known_hosts").display()
+        ),
+    )
+    .unwrap();
+    let password = std::fs::read_to_string(tb.s("mfa_password_file"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let cp = control_path("jump");
+    let log = tb.s("mfa_sshd_log");
+    let accepted = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .matches("Accepted keyboard-interactive")
+            .count()
+    };
+    let before = accepted();
+    let mut d = doc_for("mfa_host");
+    d["ssh_host"] = json!("cluster-behind-gw");
+    d["ssh_config_file"] = json!(cfg.display().to_string());
+    d["mfa_style"] = json!(true);
+    d["control_path"] = json!(cp.clone());
+    d["slurm_password"] = json!(password.clone());
+    let mut cmd = tool("slurm-ssh-preflight");
+    cmd.arg("--establish").arg("--establish-timeout").arg("20");
+    let r = run_raw(cmd, d.to_string().as_bytes());
+    mfa_logout(&cp);
+    // No terminal here: the bastion's prompt went to the person, who did not answer.
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("`slurm_password` was refused"),
+        "the password was handed to the jump host: {}",
+        r.stderr
+    );
+    assert_eq!(
+        accepted(),
+        before,
+        "the bastion accepted a login: it got the password"
+    );
+    assert!(!r.stderr.contains(&password) && !r.stdout.contains(&password));
+}
+
+#[test]
 fn establish_opens_the_master_with_the_password_through_askpass_never_argv() {
     crate::needs_cluster!();
     let _guard = mfa_lock();

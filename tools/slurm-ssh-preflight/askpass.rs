@@ -42,6 +42,39 @@ fn without_user_host(prompt: &str) -> &str {
     }
 }
 
+/// Whose prompt it is, when the prompt says: `(user@host) ...` (OpenSSH's keyboard-interactive
+/// prompts) or `user@host's password:` (password authentication).
+fn identity_of(prompt: &str) -> Option<(String, String)> {
+    let who = match prompt.strip_prefix('(').and_then(|r| r.split_once(") ")) {
+        Some((who, _)) if !who.contains(' ') => who,
+        _ => prompt.split_once("'s password")?.0,
+    };
+    let (user, host) = who.rsplit_once('@')?;
+    (!user.is_empty() && !host.is_empty() && !host.contains(' '))
+        .then(|| (user.to_string(), host.to_string()))
+}
+
+/// The login `slurm_password` belongs to: the cluster's user and the names its host may appear
+/// under in a prompt (from `ssh -G`: hostname, host key alias, the alias itself), and whether a
+/// jump host or proxy command stands before it (whose own prompts must go to the person).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Expected {
+    pub user: String,
+    pub hosts: Vec<String>,
+    pub proxied: bool,
+}
+
+impl Expected {
+    /// May the password answer a prompt of this identity (`None`: the prompt names nobody)?
+    fn allows(&self, who: Option<&(String, String)>) -> bool {
+        match who {
+            Some((u, h)) => *u == self.user && self.hosts.iter().any(|x| x == h),
+            // A bare "Password:" is the cluster's only when nothing else can be asking.
+            None => !self.proxied,
+        }
+    }
+}
+
 /// What the server tells the helper to do with one prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
@@ -56,6 +89,8 @@ pub enum Reply {
 /// What happened at the prompts, for the message after the login.
 #[derive(Debug, Default, Clone)]
 pub struct State {
+    /// Whose password it is; `None` answers any password prompt (no `ssh -G` facts).
+    pub expected: Option<Expected>,
     pub password_given: bool,
     /// Every prompt, in order (their text, never an answer).
     pub prompts: Vec<String>,
@@ -66,10 +101,15 @@ pub struct State {
 impl State {
     /// Decide one prompt. Pure: table-tested below.
     pub fn decide(&mut self, prompt: &str, have_password: bool) -> Reply {
+        let who = identity_of(prompt.trim());
         let prompt = without_user_host(prompt.trim()).to_string();
         let before = self.prompts.last().cloned();
         self.prompts.push(prompt.clone());
-        if is_password_prompt(&prompt) && have_password {
+        let ours = self
+            .expected
+            .as_ref()
+            .is_none_or(|e| e.allows(who.as_ref()));
+        if is_password_prompt(&prompt) && have_password && ours {
             if self.password_given {
                 self.refused = Some(match before {
                     Some(b) if !is_password_prompt(&b) => format!(
@@ -147,12 +187,15 @@ pub struct Server {
 }
 
 impl Server {
-    pub fn start(password: String) -> std::io::Result<Server> {
+    pub fn start(password: String, expected: Expected) -> std::io::Result<Server> {
         // A killed run's directory (its socket, never the password) goes with the next run.
         let dir = shared::tempdir::create("slurm-tools-askpass")?;
         let socket = dir.join("s");
         let listener = UnixListener::bind(&socket)?;
-        let state = Arc::new(Mutex::new(State::default()));
+        let state = Arc::new(Mutex::new(State {
+            expected: Some(expected),
+            ..State::default()
+        }));
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let (st, halt) = (state.clone(), stop.clone());
         let handle = std::thread::spawn(move || {
@@ -234,6 +277,58 @@ mod tests {
         ] {
             assert!(!is_password_prompt(p), "{p}");
         }
+    }
+
+    #[test]
+    fn only_the_clusters_own_prompt_gets_the_password() {
+        let exp = Expected {
+            user: "alice".into(),
+            hosts: vec!["login.example.org".into(), "cluster".into()],
+            proxied: true,
+        };
+        // A ProxyJump bastion asks first: its prompt goes to the person.
+        let mut s = State {
+            expected: Some(exp.clone()),
+            ..State::default()
+        };
+        assert_eq!(
+            s.decide("bob@gw.example.org's password: ", true),
+            Reply::Person
+        );
+        assert_eq!(
+            s.decide("(bob@gw.example.org) Password: ", true),
+            Reply::Person
+        );
+        assert_eq!(
+            s.decide("(alice@gw.example.org) Password: ", true),
+            Reply::Person
+        );
+        // A bare prompt behind a proxy could be either host's: the person's.
+        assert_eq!(s.decide("Password: ", true), Reply::Person);
+        assert!(!s.password_given);
+        // The cluster's own, in both forms.
+        assert_eq!(
+            s.decide("(alice@login.example.org) Password: ", true),
+            Reply::Answer(String::new())
+        );
+        let mut s = State {
+            expected: Some(exp),
+            ..State::default()
+        };
+        assert_eq!(
+            s.decide("alice@cluster's password: ", true),
+            Reply::Answer(String::new())
+        );
+        // Without a proxy, a bare prompt is the cluster's.
+        let mut s = State {
+            expected: Some(Expected {
+                user: "alice".into(),
+                hosts: vec!["h".into()],
+                proxied: false,
+            }),
+            ..State::default()
+        };
+        assert_eq!(s.decide("Password: ", true), Reply::Answer(String::new()));
     }
 
     #[test]

@@ -442,7 +442,16 @@ fn establish(
         if let Some(old) = shared::ssh::askpass_require_ignored() {
             ctx.warn(format!("this ssh ({old}) is older than OpenSSH 8.4 and ignores SSH_ASKPASS_REQUIRE: it asks for the password on the terminal itself, and `slurm_password` goes unused"));
         }
-        let s = askpass::Server::start(pw)
+        // The password answers only the cluster's own prompt (a jump host's goes to the person).
+        let rc = ssh.resolved_config(false)?;
+        // ssh names the host in its prompts by its HostKeyAlias when one is set, else HostName.
+        let hosts = vec![rc.host_key_alias.clone().unwrap_or(rc.hostname.clone())];
+        let expected = askpass::Expected {
+            user: rc.user.clone(),
+            hosts,
+            proxied: rc.proxied,
+        };
+        let s = askpass::Server::start(pw, expected)
             .map_err(|e| ToolError::remote(format!("cannot set up the password hand-over: {e}")))?;
         let me = std::env::current_exe()
             .map_err(|e| ToolError::remote(format!("cannot find this program's path: {e}")))?;
