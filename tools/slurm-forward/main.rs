@@ -15,7 +15,14 @@ use std::time::Duration;
 ///
 /// The forward is added to the ControlMaster (`ssh -O forward`), so an MFA cluster asks for
 /// nothing again; on a key-based cluster without a master, one is opened (key login, no prompt).
-/// It listens on 127.0.0.1 only, never on an address other machines reach. The remote port is
+/// On this machine it listens on 127.0.0.1 only (and the port must be free on ::1 too, so
+/// `localhost` cannot reach someone else's listener). What it exposes: on the cluster, the
+/// forward reaches the server from the login node, so the server must listen on an address the
+/// login node can reach (the node's own name), and every user and job on the cluster network can
+/// reach it there too; on this machine, every local user (and, through DNS rebinding, a web
+/// page in your browser) can reach 127.0.0.1. Protect the server with its own token or password
+/// (Jupyter's token, TensorBoard behind one, Ray's dashboard never open to others: its job API
+/// runs code as you). The remote port is
 /// `--port`, or the number a job wrote to `--port-file` (a path on the cluster, for a server that
 /// picks a random port); the node is the job's first unless `--node`. Before forwarding it checks
 /// the job runs (pending: exit 3 with Slurm's estimate; ended: exit 4), that the node is one of
@@ -223,15 +230,30 @@ echo "REACH $reach"
         return Err(ToolError::remote(format!(
             "nothing answers on {node}:{remote_port} from the login node"
         ))
-        .with_hint("check the server in the job listens on that port and on all addresses (0.0.0.0), not only 127.0.0.1; then rerun"));
+        .with_hint(format!("the server must listen on {node}'s own name or cluster address (loopback is not reachable from the login node), which every user on the cluster network can reach: give it a token or password; then rerun")));
     }
     // The local side: loopback only, a port that is free now.
     let local_port = match cli.local_port.unwrap_or(remote_port) {
-        0 => std::net::TcpListener::bind(("127.0.0.1", 0))
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .map_err(|e| ToolError::remote(format!("no free local port: {e}")))?,
+        0 => (0..20)
+            .filter_map(|_| {
+                std::net::TcpListener::bind(("127.0.0.1", 0))
+                    .and_then(|l| l.local_addr())
+                    .ok()
+                    .map(|a| a.port())
+            })
+            .find(|p| !taken_on_v6(*p))
+            .ok_or_else(|| ToolError::remote("no free local port on 127.0.0.1 and [::1]"))?,
         p => {
+            // IPv6 loopback too: `http://localhost:P` may go to [::1]:P first, where another
+            // local user's listener would get the connection.
+            if taken_on_v6(p) {
+                return Err(ToolError::bad_input(format!(
+                    "local port {p} is taken on [::1]: `localhost:{p}` could reach another program"
+                ))
+                .with_hint(
+                    "pick another with --local-port N, or --local-port 0 for any free port",
+                ));
+            }
             if let Err(e) = std::net::TcpListener::bind(("127.0.0.1", p)) {
                 return Err(
                     ToolError::bad_input(format!("local port {p} cannot be used ({e})")).with_hint(
@@ -354,6 +376,14 @@ fn watch(file: &str) {
             return;
         }
     }
+}
+
+/// Someone listens on `[::1]:port` (a machine without IPv6 has nobody there).
+fn taken_on_v6(port: u16) -> bool {
+    matches!(
+        std::net::TcpListener::bind(("::1", port)),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse
+    )
 }
 
 #[cfg(test)]
