@@ -777,3 +777,78 @@ fn slurm_fetch_copies_only_listed_regular_files_whatever_the_names() {
     );
     let _ = std::fs::remove_dir_all(&outside);
 }
+
+#[test]
+fn a_hostile_ledger_runs_nothing_panics_nowhere_and_keeps_the_other_clusters() {
+    // No cluster is asked here: every run below is one slurm-runs may not or cannot ask about.
+    let state = tempdir();
+    let canary = tempdir();
+    let fired = canary.path().join("fired");
+    // A document outside the state directory, and one inside it writable by others, both with a
+    // ProxyCommand that would create the canary if slurm-runs ran ssh with them.
+    let planted = |path: &Path| {
+        let d = json!({
+            "ssh_host": "h",
+            "ssh_options": [format!("-oProxyCommand=touch {}", fired.display())]
+        });
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        write(path, &d.to_string());
+    };
+    let foreign = canary.path().join("foreign.json");
+    planted(&foreign);
+    let open = state.path().join("runs/open.json");
+    planted(&open);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
+    // One valid document with a bad ssh_host: its cluster is skipped, the others still listed.
+    let bad_host = state.path().join("runs/bad.json");
+    write(
+        &bad_host,
+        &json!({"ssh_host": "-oProxyCommand=x"}).to_string(),
+    );
+    let entry = |cluster: &str, id: &str, doc: &Path, extra: Value| {
+        let mut e = json!({"event": "submitted", "at": 1, "cluster": cluster, "job_id": id,
+                           "submitted_at": 1, "document": doc.display().to_string()});
+        e.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        e.to_string()
+    };
+    let lines = [
+        entry(
+            "foreign",
+            "11",
+            &foreign,
+            json!({"snapshot": "aéééééééééé"}),
+        ),
+        entry(
+            "open",
+            "12",
+            &open,
+            json!({"job_name": "y".repeat(1 << 20)}),
+        ),
+        entry("badhost", "13", &bad_host, json!({})),
+    ];
+    write(&state.path().join("runs.jsonl"), &(lines.join("\n") + "\n"));
+    let (out, err, code) = runs(state.path(), &[], None);
+    assert!(!fired.exists(), "a planted document's ssh options ran");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("not under the tools' state directory"),
+        "{err}"
+    );
+    assert!(err.contains("writable by others"), "{err}");
+    assert!(err.contains("badhost"), "{err}");
+    for id in ["11", "12", "13"] {
+        assert!(out.contains(id), "run {id} listed: {out}");
+    }
+    assert!(
+        out.contains("aéééééééé"),
+        "the snapshot cut by characters: {out}"
+    );
+    assert_ne!(code, 101, "no panic");
+    // A 1 MB name against `*`: matched, no stack overflow.
+    let (out, err, _) = runs(state.path(), &["--name", "*y*"], None);
+    assert!(out.contains("12"), "{out}{err}");
+    assert!(!fired.exists());
+}

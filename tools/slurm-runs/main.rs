@@ -577,6 +577,14 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
                 .unwrap_or_else(|| "-".into()),
         ]);
     }
+    // A cell is at most 60 characters (a ledger line may hold a megabyte-long name).
+    for r in rows.iter_mut() {
+        for c in r.iter_mut() {
+            if c.chars().count() > 60 {
+                *c = c.chars().take(59).chain(std::iter::once('…')).collect();
+            }
+        }
+    }
     let widths: Vec<usize> = (0..8)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
