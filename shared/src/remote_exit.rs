@@ -67,6 +67,8 @@ remote_exit_codes! {
     /// slurm-sync-untracked's extraction script.
     pub enum SyncUntracked {
         NoCheckout = 20 => "E_NO_CHECKOUT",
+        /// Another run held the clone's lock for the whole wait.
+        Locked = 24 => "E_LOCKED",
     }
 }
 

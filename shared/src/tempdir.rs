@@ -49,7 +49,7 @@ fn remove_stale(tmp: &Path, prefix: &str) {
 
 /// Whether process `pid` runs: /proc on Linux, else `kill -0` (macOS and the BSDs have no
 /// /proc). In doubt, alive: a live run's directory is never removed.
-fn alive(pid: &str) -> bool {
+pub(crate) fn alive(pid: &str) -> bool {
     alive_with(pid, Path::new("/proc/self").exists())
 }
 

@@ -3,6 +3,7 @@
 //! `scripts/local-cluster up` brings up. `scripts/test` brings them up before running this.
 //! Nothing here is a mock; where a fault cannot be caused for real, the test says so.
 
+mod concurrent;
 mod document;
 pub mod fixture;
 mod harness;

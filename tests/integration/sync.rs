@@ -175,21 +175,47 @@ fn a_rejected_push_fails_cleanly() {
 }
 
 #[test]
-fn a_second_sync_while_one_runs_is_refused() {
+fn a_sync_waits_for_another_runs_lock_and_says_so_or_names_the_holder() {
     crate::needs_cluster!();
     let fx = Fixture::new("locked");
     let (t, _) = pipeline(fx.doc(), &[]);
     assert_eq!(t.code, 0, "{}", t.stderr);
-    // Another run holds the lock (this test stands in for it by taking the lock itself).
+    // Another run holds the lock (this test stands in for it by taking the lock itself) and
+    // lets it go after 2 s: both syncs wait for it, say so, and go on.
     let lock = format!("{}.slurm-tools-sync.lock", fx.remote_repo);
+    for tool_name in ["slurm-sync-tracked", "slurm-sync-untracked"] {
+        std::fs::create_dir(&lock).unwrap();
+        std::fs::write(format!("{lock}/owner"), "someone_else_20260101000000\n").unwrap();
+        let held = lock.clone();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            std::fs::remove_dir_all(&held).unwrap();
+        });
+        let t = run(tool_name, &[], &fx.doc());
+        releaser.join().unwrap();
+        assert_eq!(t.code, 0, "{tool_name}: {}", t.stderr);
+        assert!(
+            t.stderr.contains("waited") && t.stderr.contains("someone_else"),
+            "{tool_name}: {}",
+            t.stderr
+        );
+    }
+    // Held for longer than --lock-wait: exit 4 naming the holder and the wait.
     std::fs::create_dir(&lock).unwrap();
     std::fs::write(format!("{lock}/owner"), "someone_else_20260101000000\n").unwrap();
     let before = local_state(&fx.local);
-    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    let u = run("slurm-sync-untracked", &["--lock-wait", "2"], &fx.doc());
+    let t = run("slurm-sync-tracked", &["--lock-wait", "2"], &fx.doc());
     std::fs::remove_dir_all(&lock).unwrap();
+    assert_eq!(u.code, 4, "{}", u.stderr);
+    assert!(
+        u.error_message().contains("someone_else"),
+        "{}",
+        u.error_message()
+    );
     assert_eq!(t.code, 4, "{}", t.stderr);
     assert!(
-        t.error_message().contains("another sync"),
+        t.error_message().contains("another sync") && t.error_message().contains("waited"),
         "{}",
         t.error_message()
     );

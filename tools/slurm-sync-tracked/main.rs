@@ -11,7 +11,8 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 /// A snapshot commit (parent: HEAD; tree: HEAD plus the working-tree content of every tracked
 /// file, deletions and staged-new files included; untracked files excluded) is built in a
 /// temporary index: your HEAD, branches, index, working tree and stash stay byte-identical.
-/// It is pushed to origin as a temporary branch `<user>_<model>_<UTC stamp>`, and in one ssh
+/// It is pushed to origin as a temporary branch `<user>_<model>_<UTC stamp>_<random>` (unique
+/// per sync, so pipelines run at the same time never collide), and in one ssh
 /// round trip the remote clone (cloned from `repo_url` when absent) stashes any cluster-side
 /// edits (reported, never lost), fetches, checks the branch out, re-checks-out each
 /// `refresh_paths` entry from HEAD and creates `remote_work_dir`. The temporary branch is then
@@ -62,6 +63,11 @@ struct Cli {
     /// would otherwise put one project's code over another's clone).
     #[arg(long)]
     allow_unrelated: bool,
+
+    /// Seconds to wait while another sync into the same remote clone holds its lock (concurrent
+    /// pipelines take turns there); after that, exit 4 naming the holder.
+    #[arg(long, value_name = "SECONDS", default_value_t = tracked::LOCK_WAIT_SECS)]
+    lock_wait: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -95,6 +101,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         via: cli.via.into(),
         dry_run: cli.dry_run,
         allow_unrelated: cli.allow_unrelated,
+        lock_wait: cli.lock_wait,
     };
     tracked::sync(&opts, ctx)
 }

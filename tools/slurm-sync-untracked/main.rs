@@ -43,6 +43,11 @@ struct Cli {
     /// the remote checkout were changed or removed there by hand).
     #[arg(long)]
     full: bool,
+
+    /// Seconds to wait while another sync into the same remote clone holds its lock (concurrent
+    /// pipelines take turns there); after that, exit 4 naming the holder.
+    #[arg(long, value_name = "SECONDS", default_value_t = shared::sync::tracked::LOCK_WAIT_SECS)]
+    lock_wait: u64,
 }
 
 impl ToolCli for Cli {
@@ -60,6 +65,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let opts = Options {
         gzip: cli.gzip,
         full: cli.full,
+        lock_wait: cli.lock_wait,
     };
     untracked::sync(&opts, ctx)
 }

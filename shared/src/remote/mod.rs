@@ -7,6 +7,9 @@
 //! Older tools still build their scripts from fragments in Rust strings; new remote shell goes
 //! here.
 
+/// The remote clone's lock: `take_lock` (waits `lock_wait` s), `release_lock`.
+pub const CLONE_LOCK: &str = include_str!("sh/clone-lock.sh");
+
 /// slurm-fetch's listing: `list BASE DIR GLOB`, NUL-terminated records.
 pub const FETCH_LIST: &str = include_str!("sh/fetch-list.sh");
 

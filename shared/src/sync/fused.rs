@@ -97,6 +97,7 @@ pub fn start(ctx: &mut Context, ssh: &Ssh) -> Result<Start> {
         via: Via::Origin,
         dry_run: false,
         allow_unrelated: false,
+        lock_wait: crate::sync::tracked_remote::LOCK_WAIT_SECS,
     };
     // The conversation opens while the snapshot is made, when the document already names the
     // remote clone (as it does from the second run on).
@@ -535,6 +536,7 @@ mod tests {
             refresh: &refresh,
             roots: &roots,
             allow_unrelated: false,
+            lock_wait: 600,
             modules: &[],
             lfs: &[],
         };

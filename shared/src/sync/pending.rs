@@ -1,7 +1,11 @@
 //! Temporary branches pushed to origin and not yet deleted, remembered in
-//! `<git dir>/slurm-tools-pending-refs` (one `url<TAB>branch` per line), so a run killed between
-//! the push and the delete is cleaned up by the next run. This file is the only thing the tool
-//! writes locally, and it is not part of the work (HEAD, refs, index, tree, stash).
+//! `<git dir>/slurm-tools-pending-refs` (one `url<TAB>branch<TAB>pid` per line), so a run killed
+//! between the push and the delete is cleaned up by the next run. Several syncs from the same
+//! checkout may run at once: every read-modify-write of the file happens under an exclusive lock
+//! (`slurm-tools-pending-refs.lock` beside it), and the next run deletes only the branches of runs
+//! whose process is gone (a line without a pid is an older version's, and is deleted). These two
+//! files are the only things the tool writes locally, and they are not part of the work (HEAD,
+//! refs, index, tree, stash).
 
 use crate::git::LocalRepo;
 use std::time::Duration;
@@ -10,33 +14,61 @@ fn file(git_dir: &std::path::Path) -> std::path::PathBuf {
     git_dir.join("slurm-tools-pending-refs")
 }
 
-fn read(git_dir: &std::path::Path) -> Vec<(String, String)> {
+/// One remembered branch: (url, branch, the pid of the run that pushed it, if recorded).
+type Pending = (String, String, Option<String>);
+
+fn read(git_dir: &std::path::Path) -> Vec<Pending> {
     std::fs::read_to_string(file(git_dir))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
-            l.split_once('\t')
-                .map(|(u, b)| (u.to_string(), b.to_string()))
+            let mut f = l.split('\t');
+            let (u, b) = (f.next()?, f.next()?);
+            Some((u.to_string(), b.to_string(), f.next().map(str::to_string)))
         })
         .collect()
 }
 
-fn write(git_dir: &std::path::Path, entries: &[(String, String)]) {
+fn write(git_dir: &std::path::Path, entries: &[Pending]) {
     if entries.is_empty() {
         let _ = std::fs::remove_file(file(git_dir));
         return;
     }
-    let text: String = entries.iter().map(|(u, b)| format!("{u}\t{b}\n")).collect();
-    let _ = std::fs::write(file(git_dir), text);
+    let text: String = entries
+        .iter()
+        .map(|(u, b, pid)| match pid {
+            Some(p) => format!("{u}\t{b}\t{p}\n"),
+            None => format!("{u}\t{b}\n"),
+        })
+        .collect();
+    let _ = crate::private_files::write_atomic(&file(git_dir), text.as_bytes(), 0o600);
+}
+
+/// Change the record under its lock (held until `change` returns; released by the kernel if this
+/// process dies).
+fn update<T>(git_dir: &std::path::Path, change: impl FnOnce(&mut Vec<Pending>) -> T) -> T {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(git_dir.join("slurm-tools-pending-refs.lock"));
+    if let Ok(f) = &lock {
+        let _ = f.lock();
+    }
+    let mut e = read(git_dir);
+    let out = change(&mut e);
+    write(git_dir, &e);
+    out
 }
 
 pub fn record(local: &LocalRepo, url: &str, branch: &str) {
     if url.contains(['\t', '\n']) || branch.contains(['\t', '\n']) {
         return;
     }
-    let mut e = read(&local.git_dir);
-    e.push((url.to_string(), branch.to_string()));
-    write(&local.git_dir, &e);
+    let pid = std::process::id().to_string();
+    update(&local.git_dir, |e| {
+        e.push((url.to_string(), branch.to_string(), Some(pid)))
+    });
 }
 
 pub fn forget(local: &LocalRepo, url: &str, branch: &str) {
@@ -44,9 +76,9 @@ pub fn forget(local: &LocalRepo, url: &str, branch: &str) {
 }
 
 fn forget_in(git_dir: &std::path::Path, url: &str, branch: &str) {
-    let mut e = read(git_dir);
-    e.retain(|(u, b)| !(u == url && b == branch));
-    write(git_dir, &e);
+    update(git_dir, |e| {
+        e.retain(|(u, b, _)| !(u == url && b == branch))
+    });
 }
 
 /// Delete a temporary branch on origin; true when it is gone (or already was), and then it is
@@ -94,11 +126,87 @@ impl Where {
     }
 }
 
-/// Delete every remembered branch; returns the ones deleted (or already gone).
+/// Delete every remembered branch of a run that is gone (never one a live run on this machine is
+/// still using); returns the ones deleted (or already gone).
 pub fn clean(local: &LocalRepo) -> Vec<String> {
     read(&local.git_dir)
         .into_iter()
-        .filter(|(url, branch)| delete(local, url, branch))
-        .map(|(_, branch)| branch)
+        .filter(|(_, _, pid)| pid.as_deref().is_none_or(|p| !crate::tempdir::alive(p)))
+        .filter(|(url, branch, _)| delete(local, url, branch))
+        .map(|(_, branch, _)| branch)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::git;
+
+    #[test]
+    fn the_next_run_deletes_only_branches_of_runs_that_are_gone() {
+        let t = tempfile::tempdir().unwrap();
+        let origin = t.path().join("origin.git");
+        let work = t.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        git(
+            t.path(),
+            &["init", "-q", "--bare", origin.to_str().unwrap()],
+        );
+        git(&work, &["init", "-q"]);
+        git(&work, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        let url = origin.to_str().unwrap();
+        for b in ["live", "dead", "old"] {
+            git(&work, &["push", "-q", url, &format!("HEAD:refs/heads/{b}")]);
+        }
+        let doc = crate::Document::parse(
+            format!(r#"{{"repo_root":{:?}}}"#, work.display()).as_bytes(),
+            "t",
+        )
+        .unwrap();
+        let local = LocalRepo::open(&doc).unwrap();
+        // A run still going (this process), one that died, one from an older version (no pid).
+        let dead = std::process::Command::new("true").spawn().unwrap();
+        let dead_pid = dead.id().to_string();
+        let mut dead = dead;
+        dead.wait().unwrap();
+        record(&local, url, "live");
+        update(&local.git_dir, |e| {
+            e.push((url.into(), "dead".into(), Some(dead_pid)));
+            e.push((url.into(), "old".into(), None));
+        });
+        let mut cleaned = clean(&local);
+        cleaned.sort();
+        assert_eq!(cleaned, ["dead", "old"]);
+        let left = git(&work, &["ls-remote", "--heads", url]);
+        assert!(
+            left.contains("refs/heads/live") && !left.contains("dead"),
+            "{left}"
+        );
+        assert_eq!(
+            read(&local.git_dir).len(),
+            1,
+            "the live run's branch stays remembered"
+        );
+        forget(&local, url, "live");
+        assert!(!file(&local.git_dir).exists());
+    }
+
+    #[test]
+    fn concurrent_records_lose_no_line() {
+        let t = tempfile::tempdir().unwrap();
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let d = t.path().to_path_buf();
+                std::thread::spawn(move || {
+                    for j in 0..20 {
+                        update(&d, |e| e.push(("u".into(), format!("b{i}-{j}"), None)));
+                    }
+                })
+            })
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        assert_eq!(read(t.path()).len(), 160);
+    }
 }

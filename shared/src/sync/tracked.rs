@@ -13,11 +13,15 @@ use crate::{Context, ErrorKind, Outcome, Result, ToolError};
 use std::time::{Duration, Instant};
 
 /// What the tool's flags decide.
+pub use super::tracked_remote::LOCK_WAIT_SECS;
+
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
     pub via: Via,
     pub dry_run: bool,
     pub allow_unrelated: bool,
+    /// Seconds to wait for another run's lock on the remote clone.
+    pub lock_wait: u64,
 }
 
 const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
@@ -330,6 +334,7 @@ impl Prepared {
             refresh: &self.refresh,
             roots,
             allow_unrelated: self.opts.allow_unrelated,
+            lock_wait: self.opts.lock_wait,
             modules,
             lfs: &self.lfs_oids,
         }
@@ -456,6 +461,11 @@ fn finish(
     if let Some(owner) = &report.broke_stale_lock {
         ctx.warn(format!(
             "broke a stale sync lock on {repo_path} (left by {owner})"
+        ));
+    }
+    if let Some((secs, holder)) = &report.waited {
+        ctx.note(format!(
+            "waited {secs} s for the clone's lock on {repo_path}: another sync ({holder}) was using it"
         ));
     }
     if report.head.as_deref() != Some(snapshot.as_str()) {
@@ -799,7 +809,10 @@ fn check_refresh_path(p: &str) -> Result<()> {
     Ok(())
 }
 
-/// `<user>_<model>_<YYYYmmddHHMMSS>` (PROCEDURE 4c), each part sanitised to `[A-Za-z0-9_-]`.
+/// `<user>_<model>_<YYYYmmddHHMMSS>_<8 hex>`, each part sanitised to `[A-Za-z0-9_-]`. The random
+/// suffix makes it unique per sync: concurrent pipelines (two checkouts, a worktree, the same
+/// checkout twice) in the same second push different snapshots, and a shared name made the second
+/// push a non-fast-forward rejection.
 fn temp_branch(ctx: &Context) -> Result<String> {
     let user = match ctx.doc.str_opt("slurm_user")? {
         Some(u) => u.to_string(),
@@ -812,11 +825,21 @@ fn temp_branch(ctx: &Context) -> Result<String> {
             .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "repo".into()),
     };
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
     Ok(format!(
-        "{}_{}_{}",
+        "{}_{}_{}_{:08x}",
         layout::sanitize(&user, false),
         layout::sanitize(&model, false),
-        crate::clock::utc_stamp(crate::clock::unix_now())
+        crate::clock::utc_stamp(crate::clock::unix_now()),
+        h.finish() as u32
     ))
 }
 
@@ -849,20 +872,99 @@ fn via_origin(
 fn push_to_origin(local: &LocalRepo, plan: &remote::Plan, sha: &str) -> Result<()> {
     let refspec = format!("{sha}:refs/heads/{}", plan.temp);
     pending::record(local, plan.url, plan.temp);
-    let push = run_git(
-        local
-            .git()
-            .args(["push", "--porcelain", "--quiet", "--", plan.url, &refspec])
-            .deadline(PUSH_DEADLINE),
-        "pushing the snapshot to origin as a temporary branch",
-        "check that you can push to `repo_url` (credentials, network, branch protection); nothing was changed locally",
-    );
-    if let Err(e) = push {
+    let out = local
+        .git()
+        .args(["push", "--porcelain", "--quiet", "--", plan.url, &refspec])
+        .deadline(PUSH_DEADLINE)
+        .run()
+        .map_err(|e| ToolError::remote(format!("cannot run git: {e}")).with_hint("install git"));
+    let failed = match out {
+        Ok(o) if o.success() => None,
+        Ok(o) => {
+            let text = format!("{}\n{}", o.stderr_tail, String::from_utf8_lossy(&o.stdout));
+            let (cause, hint) = push_failure(&text, plan.url, plan.temp, o.timed_out);
+            Some(
+                ToolError::remote(format!(
+                    "git could not push the snapshot to origin as the temporary branch {}: {cause}",
+                    plan.temp
+                ))
+                .with_hint(hint)
+                .with_command(o.record()),
+            )
+        }
+        Err(e) => Some(e),
+    };
+    if let Some(e) = failed {
         pending::forget(local, plan.url, plan.temp);
         return Err(e);
     }
     crate::testhook::pause("sync-tracked:pushed");
     Ok(())
+}
+
+/// What a failed push to origin means, from git's own words (stderr and `--porcelain` lines),
+/// and the hint that fits that cause.
+fn push_failure(git_said: &str, url: &str, temp: &str, timed_out: bool) -> (String, String) {
+    let s = git_said.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| s.contains(w));
+    if timed_out {
+        (
+            "the push did not finish in 30 minutes".into(),
+            "check the network to origin; nothing was changed locally, rerun the sync".into(),
+        )
+    } else if has(&[
+        "cannot lock ref",
+        "unable to create",
+        ".lock': file exists",
+        "failed to lock",
+        "incorrect old value",
+    ]) {
+        (
+            "origin was busy updating the same reference (git could not lock it)".into(),
+            "another push to origin was under way at that instant; rerun the sync (nothing was changed locally)".into(),
+        )
+    } else if has(&[
+        "hook declined",
+        "pre-receive hook",
+        "protected branch",
+        "gh006",
+        "not allowed to push",
+        "denied to",
+    ]) {
+        (
+            "origin's rules refused the temporary branch (a hook or branch protection)".into(),
+            "allow pushes of branches named <user>_<model>_... on origin, or sync with --via direct (nothing goes through origin)".into(),
+        )
+    } else if has(&[
+        "non-fast-forward",
+        "fetch first",
+        "[rejected]",
+        "stale info",
+    ]) {
+        (
+            format!("origin already has a branch {temp} with other content (git: rejected)"),
+            format!("temporary branch names are unique per sync, so something else made that branch: delete it (git push {url} --delete {temp}) and rerun"),
+        )
+    } else if has(&[
+        "permission denied",
+        "authentication failed",
+        "could not read from remote",
+        "could not resolve",
+        "connection refused",
+        "connection timed out",
+        "does not appear to be a git repository",
+        "repository not found",
+    ]) {
+        (
+            "origin could not be reached or refused the credentials".into(),
+            "check that `git push` to `repo_url` works from this machine (credentials, network); nothing was changed locally".into(),
+        )
+    } else {
+        (
+            "see git's words in this error".into(),
+            "check that you can push to `repo_url`; nothing was changed locally".into(),
+        )
+    }
 }
 
 fn delete_temp_ref(ctx: &Context, local: &LocalRepo, url: &str, temp: &str) -> bool {
@@ -932,5 +1034,35 @@ fn via_direct(
     if report.broke_stale_lock.is_none() {
         report.broke_stale_lock = prepared.broke_stale_lock;
     }
+    if report.waited.is_none() {
+        report.waited = prepared.waited;
+    }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_failed_push_names_its_cause() {
+        let cause = |said: &str| super::push_failure(said, "/o.git", "u_m_1_ab", false);
+        let (c, h) =
+            cause(" ! [rejected]        x -> u_m_1_ab (non-fast-forward)\nerror: failed to push");
+        assert!(
+            c.contains("already has a branch") && h.contains("--delete u_m_1_ab"),
+            "{c} / {h}"
+        );
+        let (c, _) =
+            cause("error: cannot lock ref 'refs/heads/u_m_1_ab': reference already exists");
+        assert!(c.contains("busy"), "{c}");
+        let (c, h) = cause("remote: error: GH006: Protected branch update failed\n ! [remote rejected] x (pre-receive hook declined)");
+        assert!(
+            c.contains("rules refused") && h.contains("--via direct"),
+            "{c}"
+        );
+        let (c, _) = cause("git@host: Permission denied (publickey).\nfatal: Could not read from remote repository.");
+        assert!(c.contains("credentials"), "{c}");
+        assert!(super::push_failure("", "/o", "t", true)
+            .0
+            .contains("30 minutes"));
+    }
 }

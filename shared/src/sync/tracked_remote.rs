@@ -1,14 +1,19 @@
 //! The remote side of the tracked sync, as `/bin/sh` scripts (PROCEDURE 4a, 4b, 4e, 4f.1).
 //!
 //! The remote clone is guarded by a lock directory beside it (`<repo>.slurm-tools-sync.lock`,
-//! `mkdir` is atomic), so a second sync into the same clone is refused, never interleaved. A
-//! lock older than 30 minutes is taken to be left by a killed run and is broken, and said so.
+//! `mkdir` is atomic; `shared/src/remote/sh/clone-lock.sh`), so concurrent syncs into the same
+//! clone take turns (a second one waits up to [`LOCK_WAIT_SECS`], and says for how long and
+//! behind whom), never interleave. A lock older than 30 minutes is taken to be left by a killed
+//! run and is broken, and said so.
 //! Scripts report with tagged lines (`STASHED <sha>`, `HEAD <sha>`, ...) and fail with distinct
 //! exit codes, mapped to messages by [`failure`].
 
 use crate::quote::Script;
 use crate::remote_exit::{self, ExitCodes, SyncTracked as Exit};
 use crate::{Result, ToolError};
+
+/// How long a sync waits for another run's lock on the clone before it gives up.
+pub const LOCK_WAIT_SECS: u64 = 600;
 
 pub struct Plan<'a> {
     pub repo: &'a str,
@@ -20,6 +25,8 @@ pub struct Plan<'a> {
     /// repository, and is never checked out over (unless `allow_unrelated`).
     pub roots: &'a [String],
     pub allow_unrelated: bool,
+    /// Seconds to wait for another run's lock on the clone ([`LOCK_WAIT_SECS`] by default).
+    pub lock_wait: u64,
     /// The checked-out submodules, parents first: each gets a repository in the remote clone
     /// (git's layout: `.git/<module_dir>`) before their snapshots are pushed into it.
     pub modules: &'a [Module],
@@ -63,24 +70,12 @@ fn header(p: &Plan) -> Result<Script> {
 # Git LFS files check out as their pointers; the content follows from the local LFS store.
 GIT_LFS_SKIP_SMUDGE=1
 export GIT_LFS_SKIP_SMUDGE
-lock="${repo%/}.slurm-tools-sync.lock"
 token="$temp"
-take_lock() {
-  if mkdir -- "$lock" 2>/dev/null; then printf '%s\n' "$token" > "$lock/owner"; return 0; fi
-  if [ -n "$(find "$lock" -maxdepth 0 -mmin +30 2>/dev/null)" ]; then
-    echo "BROKE_STALE_LOCK $(head -n 1 "$lock/owner" 2>/dev/null)"
-    rm -rf -- "$lock"
-    if mkdir -- "$lock" 2>/dev/null; then printf '%s\n' "$token" > "$lock/owner"; return 0; fi
-  fi
-  echo "LOCKED $(head -n 1 "$lock/owner" 2>/dev/null)"
-  exit "$E_LOCKED"
-}
-release_lock() {
-  if [ "$(head -n 1 "$lock/owner" 2>/dev/null)" = "$token" ]; then rm -rf -- "$lock"; fi
-}
-mkdir -p -- "$(dirname -- "$repo")" || exit "$E_MKDIR"
 "#,
     );
+    s.assign("lock_wait", &p.lock_wait.to_string())?;
+    s.raw(crate::remote::CLONE_LOCK);
+    s.raw("mkdir -p -- \"$(dirname -- \"$repo\")\" || exit \"$E_MKDIR\"\n");
     Ok(s)
 }
 
@@ -352,7 +347,10 @@ pub struct Report {
     pub refreshed: Vec<String>,
     pub created: bool,
     pub broke_stale_lock: Option<String>,
-    pub locked_by: Option<String>,
+    /// (seconds waited, holder) when the lock was still held after the wait.
+    pub locked_by: Option<(u64, String)>,
+    /// (seconds waited, holder) when another run held the lock and this one waited for it.
+    pub waited: Option<(u64, String)>,
     pub origin_differs: Option<String>,
     /// The remote clone's HEAD and origin, when it holds another repository.
     pub unrelated: Option<String>,
@@ -370,6 +368,12 @@ pub struct Report {
     pub lfs_no_tool: bool,
 }
 
+/// `<seconds> <holder>` of the lock's WAITED and LOCKED lines.
+pub fn waited_behind(rest: &str) -> (u64, String) {
+    let (secs, holder) = rest.split_once(' ').unwrap_or((rest, ""));
+    (secs.trim().parse().unwrap_or(0), holder.trim().to_string())
+}
+
 pub fn parse(text: &str) -> Report {
     let mut r = Report::default();
     for line in text.lines() {
@@ -383,7 +387,8 @@ pub fn parse(text: &str) -> Report {
             "REFRESHED" => r.refreshed.push(rest.to_string()),
             "CREATED" => r.created = true,
             "BROKE_STALE_LOCK" => r.broke_stale_lock = Some(rest.to_string()),
-            "LOCKED" => r.locked_by = Some(rest.to_string()),
+            "LOCKED" => r.locked_by = Some(waited_behind(rest)),
+            "WAITED" => r.waited = Some(waited_behind(rest)),
             "ORIGIN_DIFFERS" => r.origin_differs = Some(rest.to_string()),
             "UNRELATED" => r.unrelated = Some(rest.to_string()),
             "SUB_CREATED" => r.modules_created.push(rest.to_string()),
@@ -407,13 +412,16 @@ pub fn parse(text: &str) -> Report {
 /// The error for a script's non-zero exit.
 pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> ToolError {
     let (msg, hint) = match Exit::from_status(code) {
-        Some(Exit::Locked) => (
-            format!(
-                "another sync into {repo} on {host} is running (lock held by {})",
-                report.locked_by.as_deref().filter(|s| !s.is_empty()).unwrap_or("an unknown run")
-            ),
-            format!("wait for it to finish and rerun; a lock left by a killed run ({repo}.slurm-tools-sync.lock) is broken automatically after 30 minutes, or remove it by hand"),
-        ),
+        Some(Exit::Locked) => {
+            let (secs, holder) = report.locked_by.clone().unwrap_or_default();
+            (
+                format!(
+                    "another sync into {repo} on {host} held the clone's lock for the whole {secs} s this one waited (held by {})",
+                    if holder.is_empty() { "an unknown run" } else { &holder }
+                ),
+                format!("wait for it to finish and rerun; a lock left by a killed run ({repo}.slurm-tools-sync.lock) is broken automatically after 30 minutes, or remove it by hand"),
+            )
+        }
         Some(Exit::Clone) => (
             format!("could not create the remote clone {repo} on {host}"),
             "check that the cluster can reach `repo_url` with your credentials there (git's stderr is in this error)".to_string(),
@@ -500,6 +508,7 @@ mod tests {
             refresh: &refresh,
             roots: &["a".repeat(40)],
             allow_unrelated: false,
+            lock_wait: 5,
             modules: &[
                 Module {
                     path: "third party/lib".into(),
@@ -539,6 +548,9 @@ mod tests {
         assert_eq!(m.module_stashes, [("a b".to_string(), "5a".to_string())]);
         assert_eq!(m.module_heads, [("a b".to_string(), "99".to_string())]);
         assert_eq!(m.module_failed.as_deref(), Some("a b/c"));
+        let w = parse("WAITED 12 alice_repo_20261205_ab12\nLOCKED 600 x y\n");
+        assert_eq!(w.waited, Some((12, "alice_repo_20261205_ab12".into())));
+        assert_eq!(w.locked_by, Some((600, "x y".into())));
         let r = parse("CREATED\nSTASHED abc123 auto-stash before remote sync t\nREFRESHED cpp\nORIGIN_DIFFERS /o.git\nBROKE_STALE_LOCK old\nHEAD def456\nnoise\n");
         assert!(r.created);
         assert_eq!(
@@ -561,12 +573,13 @@ mod tests {
             refresh: &[],
             roots: &[],
             allow_unrelated: false,
+            lock_wait: LOCK_WAIT_SECS,
             modules: &[],
             lfs: &[],
         };
         let script = origin_script(&p).unwrap();
         let locked = Report {
-            locked_by: Some("t2".into()),
+            locked_by: Some((600, "t2".into())),
             ..Report::default()
         };
         let mut messages = std::collections::BTreeSet::new();
@@ -585,7 +598,7 @@ mod tests {
         }
         assert!(failure(Some(10), &locked, "h", "/r")
             .message
-            .contains("lock held by t2"));
+            .contains("600 s this one waited (held by t2)"));
         assert!(failure(Some(99), &locked, "h", "/r")
             .message
             .contains("exit 99"));

@@ -19,10 +19,22 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the tool's flags decide.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Options {
     pub gzip: bool,
     pub full: bool,
+    /// Seconds to wait for another run's lock on the remote clone.
+    pub lock_wait: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            gzip: false,
+            full: false,
+            lock_wait: crate::sync::tracked::LOCK_WAIT_SECS,
+        }
+    }
 }
 
 /// The sync: one ssh execution, two parts: the remote side first says what the last sync sent,
@@ -31,7 +43,8 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
     let started = Instant::now();
     let ssh = Ssh::from_doc(&ctx.doc)?;
     let local = Local::of(ctx)?;
-    let conversation = ssh.start_script(&manifest_script(&local.repo_path, cli.full)?)?;
+    let conversation =
+        ssh.start_script(&manifest_script(&local.repo_path, cli.full, cli.lock_wait)?)?;
     let (mut conversation, previous) = read_manifest(conversation, &ssh, &local.repo_path)?;
     let plan = Plan::make(cli, ctx, &ssh.host, local, previous, started);
     let (unlinked, deleted) = if plan.nothing_to_send() {
@@ -39,6 +52,7 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
         if out.code == Some(255) {
             return Err(ssh.failure_error(&out));
         }
+        note_lock_wait(ctx, &out.stderr_tail, &plan.repo_path);
         (Vec::new(), Vec::new())
     } else {
         let script = plan.script()?;
@@ -53,6 +67,7 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
         if out.code == Some(255) {
             return Err(ssh.failure_error(&out));
         }
+        note_lock_wait(ctx, &out.stderr_tail, &plan.repo_path);
         plan.outcome(out.code, &out.stdout_text())
             .map_err(|e| e.with_command(out.record()))?
     };
@@ -447,21 +462,41 @@ pub fn kept_copy(host: &str, repo: &str) -> Option<(String, Manifest)> {
 /// The line that ends the manifest in the conversation (no manifest line starts with `-`).
 const END_OF_MANIFEST: &[u8] = b"--end-of-manifest--\n";
 
-/// The conversation's first part: the manifest (unless `full`), then wait for the second part
-/// (deletions and extraction, framed like every script); a closed stdin means nothing to do.
-pub fn manifest_script(repo: &str, full: bool) -> Result<Script> {
+/// Say so when the clone's lock was held by another sync and this one waited for it.
+fn note_lock_wait(ctx: &Context, stderr: &str, repo: &str) {
+    if let Some((secs, holder)) = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("WAITED "))
+        .map(crate::sync::tracked_remote::waited_behind)
+    {
+        ctx.note(format!(
+            "waited {secs} s for the clone's lock on {repo}: another sync ({holder}) was using it"
+        ));
+    }
+}
+
+/// The conversation's first part: take the clone's lock (concurrent syncs into one clone take
+/// turns; its lines go to stderr, not into the manifest), the manifest (unless `full`), then wait
+/// for the second part (deletions and extraction, framed like every script, run in a subshell so
+/// the lock is released after it); a closed stdin means nothing to do.
+pub fn manifest_script(repo: &str, full: bool, lock_wait: u64) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
     crate::remote_exit::assign::<UntrackedExit>(&mut s)?;
     s.assign("repo", repo)?;
     s.assign("manifest", manifest::MANIFEST)?;
     s.assign("full", if full { "yes" } else { "no" })?;
+    s.assign("token", &crate::journal::unique_tag("untracked"))?;
+    s.assign("lock_wait", &lock_wait.to_string())?;
+    s.raw(crate::remote::CLONE_LOCK);
     s.raw(
         r#"cd -- "$repo" 2>/dev/null || exit "$E_NO_CHECKOUT"
+take_lock >&2
+trap release_lock EXIT
 if [ "$full" = no ] && [ -f "$manifest" ]; then cat -- "$manifest"; fi
 echo "--end-of-manifest--"
 IFS= read -r n || exit 0
-eval "$(dd bs=1 count="$n" 2>/dev/null)"
+(eval "$(dd bs=1 count="$n" 2>/dev/null)")
 "#,
     );
     Ok(s)
@@ -502,6 +537,21 @@ pub fn read_manifest(
             ssh.host
         ))
         .with_hint("run slurm-sync-tracked first (it creates the checkout)"));
+    }
+    if UntrackedExit::from_status(out.code) == Some(UntrackedExit::Locked) {
+        let (secs, holder) = out
+            .stderr_tail
+            .lines()
+            .find_map(|l| l.strip_prefix("LOCKED "))
+            .map(crate::sync::tracked_remote::waited_behind)
+            .unwrap_or_default();
+        return Err(ToolError::remote(format!(
+            "another sync into {repo} on {} held the clone's lock for the whole {secs} s this one waited (held by {})",
+            ssh.host,
+            if holder.is_empty() { "an unknown run" } else { &holder }
+        ))
+        .with_hint(format!("wait for it to finish and rerun (or give --lock-wait SECONDS); a lock left by a killed run ({repo}.slurm-tools-sync.lock) is broken automatically after 30 minutes"))
+        .with_command(out.record()));
     }
     Err(ToolError::remote(format!(
         "reading the last sync's manifest in {repo} on {} failed ({})",
@@ -676,7 +726,9 @@ mod scripts {
         for full in [false, true] {
             crate::script_check::assert_clean(
                 "sync-untracked-manifest",
-                manifest_script("/h/u/work/repo", full).unwrap().as_str(),
+                manifest_script("/h/u/work/repo", full, 600)
+                    .unwrap()
+                    .as_str(),
             );
         }
         let items = vec![Item {

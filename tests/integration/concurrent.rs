@@ -1,0 +1,120 @@
+//! Many runs at once: whole pipelines from several checkouts of one repository (two clones and
+//! a linked worktree), started together into the same cluster clone, round after round with
+//! edits between rounds. Every run passes and runs exactly its own checkout's code.
+
+use crate::fixture::*;
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// One whole pipeline (both syncs, submit, watch) on `doc`; the watch's document.
+fn whole_pipeline(doc: &Value) -> Result<Value, String> {
+    let mut d = doc.clone();
+    for (tool_name, args) in [
+        ("slurm-sync-tracked", &[][..]),
+        ("slurm-sync-untracked", &[][..]),
+        ("slurm-submit", &[][..]),
+        ("slurm-watch", &["--interval", "1"][..]),
+    ] {
+        let r = run(tool_name, args, &d);
+        if r.code != 0 {
+            return Err(format!("{tool_name} exited {}: {}", r.code, r.stderr));
+        }
+        d = r.doc;
+    }
+    Ok(d)
+}
+
+#[test]
+fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_code() {
+    crate::needs_cluster!();
+    let fx = Fixture::new("concurrent");
+    // A second clone of the same origin, and a linked worktree of the first.
+    let other = tempdir();
+    let clone_b = other.path().join("b");
+    git(
+        Path::new("/"),
+        &[
+            "clone",
+            "-q",
+            fx.origin.to_str().unwrap(),
+            clone_b.to_str().unwrap(),
+        ],
+    );
+    let worktree = other.path().join("wt");
+    git(
+        &fx.local,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "wt",
+            worktree.to_str().unwrap(),
+        ],
+    );
+    let checkouts: [(&str, PathBuf); 3] = [
+        ("a", fx.local.clone()),
+        ("b", clone_b.clone()),
+        ("w", worktree.clone()),
+    ];
+    let mut base = fx.doc();
+    base["account"] = json!(testbed().s("account"));
+    base["partition"] = json!(testbed().s("partition"));
+    base["time_limit"] = json!("00:05:00");
+    base["recipe"] = json!("single");
+    base["command"] = json!("cat src/a.py");
+    let before_refs = fx.origin_refs();
+    for round in 0..3 {
+        // Each checkout's own uncommitted edit this round.
+        for (name, dir) in &checkouts {
+            write(
+                &dir.join("src/a.py"),
+                &format!("print('edit of {name} in round {round}')\n"),
+            );
+        }
+        // Eight at once: three from each clone, two from the worktree (the same checkout run
+        // several times with different documents too).
+        let runs: Vec<(String, Value)> = (0..8)
+            .map(|i| {
+                let (name, dir) = &checkouts[[0, 1, 2, 0, 1, 2, 0, 1][i]];
+                let mut d = base.clone();
+                d["repo_root"] = json!(dir);
+                d["job_name"] = json!(format!("st-conc-{name}-{round}-{i}"));
+                (name.to_string(), d)
+            })
+            .collect();
+        let handles: Vec<_> = runs
+            .into_iter()
+            .map(|(name, d)| std::thread::spawn(move || (name, whole_pipeline(&d))))
+            .collect();
+        for h in handles {
+            let (name, result) = h.join().unwrap();
+            let d = result.unwrap_or_else(|e| panic!("round {round}, checkout {name}: {e}"));
+            assert_eq!(d["report"]["status"], "PASSED", "round {round} {name}: {d}");
+            let log = std::fs::read_to_string(d["job"]["stdout_path"].as_str().unwrap()).unwrap();
+            assert!(
+                log.contains(&format!("edit of {name} in round {round}")),
+                "round {round}: the job from checkout {name} ran other code: {log}"
+            );
+        }
+    }
+    // No temporary branch left on origin; the clone whole, its lock given back.
+    assert_eq!(fx.origin_refs(), before_refs, "origin has only what it had");
+    let lock = format!("{}.slurm-tools-sync.lock", fx.remote_repo);
+    assert!(
+        !Path::new(&lock).exists(),
+        "the clone's lock is left behind"
+    );
+    git(Path::new(&fx.remote_repo), &["fsck", "--no-dangling"]);
+    git(Path::new(&fx.remote_repo), &["status", "--porcelain"]);
+    for (_, dir) in &checkouts {
+        let pending = PathBuf::from(git(dir, &["rev-parse", "--absolute-git-dir"]).trim())
+            .join("slurm-tools-pending-refs");
+        assert!(
+            !pending.exists(),
+            "{} remembers a branch",
+            pending.display()
+        );
+    }
+}
