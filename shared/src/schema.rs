@@ -42,6 +42,24 @@ pub struct JobDocument {
     pub partition: Option<String>,
     pub account: Option<String>,
     pub gpus_per_node: Option<u32>,
+    /// Quality of service (`--qos`), where the site requires one.
+    pub qos: Option<String>,
+    /// Memory per node (`--mem`), e.g. `64G`; not with `mem_per_gpu`.
+    pub mem: Option<String>,
+    /// Memory per GPU (`--mem-per-gpu`), e.g. `80G`; not with `mem`.
+    pub mem_per_gpu: Option<String>,
+    /// CPUs per task (`--cpus-per-task`).
+    pub cpus_per_task: Option<u32>,
+    /// Generic resources (`--gres`), e.g. `gpu:a100:2` for GPUs of a type; not a GPU gres with
+    /// `gpus_per_node`.
+    pub gres: Option<String>,
+    /// A reservation to run in (`--reservation`).
+    pub reservation: Option<String>,
+    /// Whole nodes (`--exclusive`).
+    pub exclusive: Option<bool>,
+    /// Further long Slurm options, each `--name` or `--name=value`, passed as exact words to
+    /// sbatch, srun and salloc; an option the tools set (or a field above owns) is refused.
+    pub slurm_options: Option<Vec<String>>,
     /// Container mounts, `src:dst[,src:dst]` or a list of `src:dst`.
     pub mounts: Option<Mounts>,
     /// Canonical image URI (the enroot `#` form is made at use time).

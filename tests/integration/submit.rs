@@ -865,3 +865,82 @@ fn the_build_job_runs_in_the_container_with_the_documents_mounts() {
         assert!(log.contains(want), "{want}: {log}");
     }
 }
+
+#[test]
+fn a_sites_qos_memory_cpus_and_own_options_reach_slurm_for_srun_sbatch_and_salloc() {
+    crate::needs_cluster!();
+    let (_fx, mut base) = synced("site-options");
+    base["qos"] = json!("normal");
+    base["mem"] = json!("300M");
+    base["cpus_per_task"] = json!(2);
+    base["slurm_options"] = json!(["--nice=7", "--overcommit"]);
+    base["command"] = json!("echo cpus=$SLURM_CPUS_PER_TASK");
+    let check = |job: &str, what: &str| {
+        let sc = scontrol(job);
+        assert_eq!(
+            sc.get("QOS").map(String::as_str),
+            Some("normal"),
+            "{what}: {sc:?}"
+        );
+        assert_eq!(
+            sc.get("Nice").map(String::as_str),
+            Some("7"),
+            "{what}: {sc:?}"
+        );
+        assert_eq!(
+            sc.get("CPUs/Task").map(String::as_str),
+            Some("2"),
+            "{what}: {sc:?}"
+        );
+        assert_eq!(
+            sc.get("MinMemoryNode").map(String::as_str),
+            Some("300M"),
+            "{what}: {sc:?}"
+        );
+    };
+    for recipe in ["single", "batch"] {
+        let mut d = base.clone();
+        d["recipe"] = json!(recipe);
+        let r = submit(&d, &[]);
+        assert_eq!(r.code, 0, "{recipe}: {}", r.stderr);
+        let job = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+        check(&job, recipe);
+        let w = run("slurm-watch", &["--interval", "1"], &r.doc);
+        assert_eq!(w.code, 0, "{recipe}: {}", w.stderr);
+    }
+    // slurm-alloc: the allocation itself carries them.
+    let mut a = base.clone();
+    a["job_name"] = json!(format!("st-site-alloc-{}", std::process::id()));
+    let up = run("slurm-alloc", &["up"], &a);
+    assert_eq!(up.code, 0, "{}", up.stderr);
+    let id = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    check(&id, "salloc");
+    let down = run("slurm-alloc", &["down"], &up.doc);
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    // An option one of the commands does not take (--requeue is sbatch's only): Slurm's refusal
+    // names the option and the field.
+    let mut d = base.clone();
+    d["recipe"] = json!("single");
+    d["slurm_options"] = json!(["--requeue"]);
+    let r = submit(&d, &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.doc["error"]["field"], "slurm_options");
+    assert!(
+        r.error_message().contains("--requeue"),
+        "{}",
+        r.error_message()
+    );
+    // A malformed option, or one the tools set: exit 2 naming the field, nothing submitted.
+    for bad in [
+        json!(["-q normal"]),
+        json!(["--output=/tmp/x"]),
+        json!(["--nice=1\n--x"]),
+    ] {
+        let mut d = base.clone();
+        d["slurm_options"] = bad.clone();
+        let r = submit(&d, &[]);
+        assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
+        assert_eq!(r.doc["error"]["field"], "slurm_options", "{bad}");
+        assert!(r.doc.get("job").is_none_or(|j| j.get("job_id").is_none()));
+    }
+}

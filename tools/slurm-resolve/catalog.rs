@@ -31,7 +31,26 @@ pub struct Entry {
     pub default_models_repo: Option<String>,
     pub partitions: Vec<Value>,
     pub flags: Map<String, Value>,
+    /// Per-cluster defaults of job fields ([`DEFAULTABLE`]), filled in when the document lacks
+    /// them.
+    pub defaults: Map<String, Value>,
 }
+
+/// The job fields a catalog entry may give defaults for: what a site requires of every job.
+pub const DEFAULTABLE: &[&str] = &[
+    "account",
+    "partition",
+    "time_limit",
+    "mounts",
+    "qos",
+    "mem",
+    "mem_per_gpu",
+    "cpus_per_task",
+    "gres",
+    "reservation",
+    "exclusive",
+    "slurm_options",
+];
 
 /// Where the catalog is: `--catalog`, else `SLURM_TOOLS_CATALOG`, else the XDG default. The
 /// first two must exist; the default may be absent (no catalog).
@@ -191,7 +210,26 @@ impl Entry {
             Some(Value::Object(f)) => f.clone(),
             Some(_) => return Err("`flags` must be an object".into()),
         };
+        let defaults = match m.get("defaults") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(d)) => {
+                if let Some(k) = d.keys().find(|k| !DEFAULTABLE.contains(&k.as_str())) {
+                    return Err(format!(
+                        "`defaults` has `{k}`, which is not a field a catalog can default (it can: {})",
+                        DEFAULTABLE.join(", ")
+                    ));
+                }
+                // Checked as a job document's own fields would be, so a bad default is found
+                // here, naming the catalog, not later at submission.
+                let doc = shared::Document::from_map(d.clone());
+                shared::slurm::Settings::from_doc(&doc)
+                    .map_err(|e| format!("`defaults`: {}", e.message))?;
+                d.clone()
+            }
+            Some(_) => return Err("`defaults` must be an object of job fields".into()),
+        };
         Ok(Entry {
+            defaults,
             gpus_per_node: n("gpus_per_node")?,
             nodes: n("nodes")?,
             ssh_host: s("ssh_host")?,

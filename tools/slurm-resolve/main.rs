@@ -303,7 +303,21 @@ fn derive_fields(
             }
         }
         if let Some(g) = e.gpus_per_node {
-            doc.derive("gpus_per_node", g.into(), derived);
+            // A site default asking for GPUs by `gres` (with a type) stands for gpus_per_node.
+            let gres_gpu = e
+                .defaults
+                .get("gres")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|g| g.split(',').any(|i| i.split(':').next() == Some("gpu")));
+            if !gres_gpu && !doc.has("gres") {
+                doc.derive("gpus_per_node", g.into(), derived);
+            }
+        }
+        // The site's defaults (qos, mem, account, ...), each only where the document is silent.
+        for (field, v) in &e.defaults {
+            if !doc.has(field) {
+                doc.derive(field, v.clone(), derived);
+            }
         }
         for (field, pattern) in [
             ("default_user_root_dir", &e.default_user_root_dir),

@@ -158,6 +158,16 @@ pub fn check_slurm_value(field: &str, v: &str) -> Result<()> {
     Ok(())
 }
 
+/// The option a Slurm command called unrecognized (`srun: unrecognized option '--requeue'`).
+fn unrecognized_option(stderr: &str) -> Option<String> {
+    let at = stderr.find("unrecognized option")?;
+    let rest = &stderr[at..];
+    let start = rest.find(['\'', '`', '"'])? + 1;
+    let end = rest[start..].find(['\'', '"'])?;
+    let opt = &rest[start..start + end];
+    Some(opt.split('=').next().unwrap_or(opt).to_string())
+}
+
 /// What a rejected submission means, from Slurm's stderr: (field at fault, message, hint).
 pub fn submission_error(stderr: &str) -> ToolError {
     let lower = stderr.to_ascii_lowercase();
@@ -204,8 +214,33 @@ pub fn submission_error(stderr: &str) -> ToolError {
             "node_count",
             "ask for fewer nodes, tasks per node or GPUs (`sinfo -o '%P %D %G'` shows what exists)",
         )
-    } else if lower.contains("unrecognized option") || lower.contains("container") {
+    } else if let Some(opt) = unrecognized_option(stderr) {
+        if opt.starts_with("--container") {
+            pick("container_image", "this cluster's srun does not take container flags (no pyxis); remove `container_image`")
+        } else {
+            ToolError::field(
+                ErrorKind::BadInput,
+                "slurm_options",
+                format!("Slurm refused the job: this command does not take the option {opt}: {last}"),
+            )
+            .with_hint(format!("remove {opt} from `slurm_options` (sbatch, srun and salloc each take every entry; some options exist for one of them only)"))
+        }
+    } else if lower.contains("container") {
         pick("container_image", "this cluster's srun does not take container flags (no pyxis); remove `container_image`")
+    } else if lower.contains("invalid qos") || lower.contains("qos") {
+        pick("qos", "set `qos` to a QoS your association may use (`sacctmgr show assoc user=$USER format=account,qos`)")
+    } else if lower.contains("memory specification") || lower.contains("mem-per") {
+        pick(
+            "mem",
+            "lower `mem` (or `mem_per_gpu`) to what the nodes have (`sinfo -o '%P %m'`)",
+        )
+    } else if lower.contains("reservation") {
+        pick("reservation", "check `reservation` (`scontrol show reservation`): its name, and that you may use it now")
+    } else if lower.contains("gres") || lower.contains("generic resource") {
+        pick(
+            "gres",
+            "check `gres` against what the nodes offer (`sinfo -o '%P %G'`), e.g. \"gpu:a100:2\"",
+        )
     } else {
         ToolError::remote(format!("Slurm refused the job: {last}"))
             .with_hint("see Slurm's message below")
@@ -301,6 +336,25 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("account"));
         let e = submission_error("sbatch: error: invalid partition specified: nope\nsbatch: error: Batch job submission failed: Invalid partition name specified\n");
         assert_eq!(e.field.as_deref(), Some("partition"));
+        let e = submission_error(
+            "srun: unrecognized option '--requeue'\nTry \"srun --help\" for more information\n",
+        );
+        assert_eq!(e.field.as_deref(), Some("slurm_options"));
+        assert!(e.message.contains("--requeue"), "{}", e.message);
+        let e = submission_error("srun: unrecognized option '--container-image=x'\n");
+        assert_eq!(e.field.as_deref(), Some("container_image"));
+        let e = submission_error(
+            "sbatch: error: Batch job submission failed: Invalid qos specification\n",
+        );
+        assert_eq!(e.field.as_deref(), Some("qos"));
+        let e = submission_error("srun: error: Memory specification can not be satisfied\n");
+        assert_eq!(e.field.as_deref(), Some("mem"));
+        let e = submission_error(
+            "sbatch: error: Batch job submission failed: Requested reservation is invalid\n",
+        );
+        assert_eq!(e.field.as_deref(), Some("reservation"));
+        let e = submission_error("sbatch: error: Invalid generic resource (gres) specification\n");
+        assert_eq!(e.field.as_deref(), Some("gres"));
     }
 }
 

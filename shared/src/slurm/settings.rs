@@ -33,6 +33,227 @@ pub struct Settings {
     pub gpu_clocks: Option<String>,
     /// `exclude_nodes`, joined with `,` (slurm-watch --retry adds the nodes that failed).
     pub exclude: Option<String>,
+    /// A site's own options: `qos`, `mem`, `mem_per_gpu`, `cpus_per_task`, `gres`,
+    /// `reservation`, `exclusive`, and `slurm_options` (further long options, exact words).
+    pub site: SiteOptions,
+}
+
+/// The Slurm options a site may require, as the argv words they become (every allocating
+/// command: sbatch, srun from the login node, salloc; every recipe, the build job, slurm-alloc).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SiteOptions {
+    pub qos: Option<String>,
+    pub mem: Option<String>,
+    pub mem_per_gpu: Option<String>,
+    pub cpus_per_task: Option<i64>,
+    pub gres: Option<String>,
+    pub reservation: Option<String>,
+    pub exclusive: bool,
+    /// `slurm_options`, each checked to be a well-formed long option the tools do not set.
+    pub extra: Vec<String>,
+}
+
+/// The options the tools set themselves (or through a typed field): `slurm_options` may not
+/// name them, so nothing the tools rely on (the log paths, the tag, the node count) can be
+/// overridden by accident. (option, the field or reason that owns it)
+const OWNED_OPTIONS: &[(&str, &str)] = &[
+    ("job-name", "`job_name`"),
+    ("nodes", "`node_count`"),
+    ("ntasks", "the recipe"),
+    (
+        "ntasks-per-node",
+        "the recipe (`required_devices_per_node`)",
+    ),
+    ("time", "`time_limit`"),
+    ("account", "`account`"),
+    ("partition", "`partition`"),
+    ("gpus-per-node", "`gpus_per_node`"),
+    ("network", "the catalog's flags"),
+    ("constraint", "the catalog's flags"),
+    ("exclude", "`exclude_nodes`"),
+    ("comment", "the tools (their lookup tag)"),
+    ("chdir", "the tools (the job's own code tree)"),
+    ("output", "the tools (the log slurm-watch reads)"),
+    ("error", "the tools (the log slurm-watch reads)"),
+    ("parsable", "the tools"),
+    ("mpi", "the recipe"),
+    ("jobid", "the tools"),
+    ("kill-command", "the tools"),
+    ("wrap", "`command`"),
+    ("array", "the tools"),
+    ("qos", "`qos`"),
+    ("mem", "`mem`"),
+    ("mem-per-gpu", "`mem_per_gpu`"),
+    ("cpus-per-task", "`cpus_per_task`"),
+    ("gres", "`gres`"),
+    ("reservation", "`reservation`"),
+    ("exclusive", "`exclusive`"),
+];
+
+/// A memory size as Slurm takes it: digits and an optional unit (K, M, G or T).
+fn check_memory(field: &str, v: &str) -> Result<()> {
+    let digits = v.trim_end_matches(|c: char| "KMGTkmgt".contains(c));
+    let unit_len = v.len() - digits.len();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || unit_len > 1 {
+        return Err(field_error(
+            field,
+            &format!(
+                "is {}, which is not a memory size",
+                crate::quote::preview(v)
+            ),
+        )
+        .with_hint(format!(
+            "give `{field}` as a number with an optional unit K, M, G or T, e.g. \"64G\""
+        )));
+    }
+    Ok(())
+}
+
+/// A `slurm_options` entry: `--name` or `--name=value`, a long option the tools do not set.
+fn check_option(i: usize, o: &str) -> Result<()> {
+    let bad = |why: String, hint: &str| {
+        Err(field_error(
+            "slurm_options",
+            &format!("item {i} is {}: {why}", crate::quote::preview(o)),
+        )
+        .with_hint(hint.to_string()))
+    };
+    if o.chars().any(|c| c.is_control()) {
+        return bad(
+            "it holds a newline or control character".into(),
+            "give each option as one line",
+        );
+    }
+    let Some(body) = o.strip_prefix("--") else {
+        return bad(
+            "not a long option".into(),
+            "give each option in its long form with its value joined by `=`, e.g. \"--licenses=scratch\"",
+        );
+    };
+    let name = body.split_once('=').map_or(body, |(n, _)| n);
+    let well_formed = name.len() >= 2
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !well_formed {
+        return bad(
+            format!("`--{name}` is not a well-formed option name"),
+            "write it as Slurm's documentation does: lower-case words joined by `-`, then `=value`",
+        );
+    }
+    if let Some((_, owner)) = OWNED_OPTIONS.iter().find(|(n, _)| *n == name) {
+        return bad(
+            format!("`--{name}` is set by {owner}"),
+            "use that field instead (or leave it to the tools); `slurm_options` is for options the tools do not set",
+        );
+    }
+    if name.starts_with("container-") {
+        return bad(
+            format!("`--{name}` is set by the tools from `container_image` and `mounts`"),
+            "use `container_image` and `mounts`",
+        );
+    }
+    Ok(())
+}
+
+impl SiteOptions {
+    pub fn from_doc(doc: &Document) -> Result<SiteOptions> {
+        let s = |k: &str| -> Result<Option<String>> {
+            let v = doc.str_opt(k)?.map(str::to_string);
+            if let Some(v) = &v {
+                check_slurm_value(k, v)?;
+                if v.contains([' ', '\t']) {
+                    return Err(field_error(k, &format!("is {v:?}, which holds a blank"))
+                        .with_hint(format!(
+                            "give `{k}` as one word, as Slurm's option takes it"
+                        )));
+                }
+            }
+            Ok(v)
+        };
+        let mem = s("mem")?;
+        let mem_per_gpu = s("mem_per_gpu")?;
+        for (f, v) in [("mem", &mem), ("mem_per_gpu", &mem_per_gpu)] {
+            if let Some(v) = v {
+                check_memory(f, v)?;
+            }
+        }
+        if mem.is_some() && mem_per_gpu.is_some() {
+            return Err(field_error(
+                "mem_per_gpu",
+                "is set together with `mem`, and Slurm takes only one of --mem and --mem-per-gpu",
+            )
+            .with_hint("keep one: `mem` per node, or `mem_per_gpu`"));
+        }
+        let gres = s("gres")?;
+        if let Some(g) = &gres {
+            let ok = g.split(',').all(|item| {
+                let parts: Vec<&str> = item.split(':').collect();
+                !item.is_empty()
+                    && parts.iter().all(|p| {
+                        !p.is_empty()
+                            && p.bytes()
+                                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+                    })
+                    && parts.len() <= 3
+            });
+            if !ok {
+                return Err(field_error(
+                    "gres",
+                    &format!("is {}, which is not a gres list", crate::quote::preview(g)),
+                )
+                .with_hint("give name[:type][:count], comma-separated, e.g. \"gpu:a100:2\""));
+            }
+            if g.split(',').any(|i| i.split(':').next() == Some("gpu")) && doc.has("gpus_per_node")
+            {
+                return Err(field_error(
+                    "gres",
+                    "asks for GPUs while `gpus_per_node` does too (Slurm would get both --gres=gpu and --gpus-per-node)",
+                )
+                .with_hint("keep one: `gres` (with a GPU type, e.g. \"gpu:a100:2\") or `gpus_per_node`"));
+            }
+        }
+        let extra = doc.str_list_opt("slurm_options")?.unwrap_or_default();
+        for (i, o) in extra.iter().enumerate() {
+            check_option(i, o)?;
+        }
+        Ok(SiteOptions {
+            qos: s("qos")?,
+            mem,
+            mem_per_gpu,
+            cpus_per_task: doc.int_opt("cpus_per_task", 1, 4096)?,
+            gres,
+            reservation: s("reservation")?,
+            exclusive: match doc.get("exclusive") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(other) => return Err(wrong_type("exclusive", "true or false", other)),
+            },
+            extra,
+        })
+    }
+
+    /// The argv words, in a fixed order.
+    pub fn push(&self, argv: &mut Vec<String>) {
+        let opt = |argv: &mut Vec<String>, name: &str, v: &Option<String>| {
+            if let Some(v) = v {
+                argv.push(format!("--{name}={v}"));
+            }
+        };
+        opt(argv, "qos", &self.qos);
+        opt(argv, "mem", &self.mem);
+        opt(argv, "mem-per-gpu", &self.mem_per_gpu);
+        if let Some(c) = self.cpus_per_task {
+            argv.push(format!("--cpus-per-task={c}"));
+        }
+        opt(argv, "gres", &self.gres);
+        opt(argv, "reservation", &self.reservation);
+        if self.exclusive {
+            argv.push("--exclusive".into());
+        }
+        argv.extend(self.extra.iter().cloned());
+    }
 }
 
 /// The launcher variables of the distributed recipe (and `slurm-alloc exec --mode distributed`).
@@ -142,10 +363,12 @@ impl Settings {
             comment: flag("comment")?,
             gpu_clocks: flag("gpu_clocks")?,
             exclude: exclude_nodes(doc)?,
+            site: SiteOptions::from_doc(doc)?,
         })
     }
 
-    /// `--account`, `--partition`, `--gpus-per-node` and the catalog's cluster flags.
+    /// `--account`, `--partition`, `--gpus-per-node`, the catalog's cluster flags, and the site's
+    /// options ([`SiteOptions`]).
     pub fn common(&self, argv: &mut Vec<String>) {
         if let Some(a) = &self.account {
             argv.push(format!("--account={a}"));
@@ -165,6 +388,7 @@ impl Settings {
         if let Some(x) = &self.exclude {
             argv.push(format!("--exclude={x}"));
         }
+        self.site.push(argv);
     }
 
     /// `--comment`: the catalog's comment (e.g. `metrics`) and our lookup token.
@@ -332,5 +556,79 @@ mod tests {
         assert_eq!(st.comment("tag"), "--comment=metrics;tag");
         assert_eq!(st.tasks_per_node(Recipe::Mpi), 4);
         assert_eq!(st.tasks_per_node(Recipe::Launcher), 1);
+    }
+
+    #[test]
+    fn a_sites_options_become_exact_words_or_are_refused_naming_the_field() {
+        let st = settings(r#"{"qos":"normal","mem":"64G","cpus_per_task":8,"gres":"gpu:a100:2","reservation":"maint","exclusive":true,"slurm_options":["--licenses=scratch:1","--requeue","--signal=USR1@90"]}"#).unwrap();
+        let mut argv = vec![];
+        st.common(&mut argv);
+        assert_eq!(
+            argv,
+            [
+                "--qos=normal",
+                "--mem=64G",
+                "--cpus-per-task=8",
+                "--gres=gpu:a100:2",
+                "--reservation=maint",
+                "--exclusive",
+                "--licenses=scratch:1",
+                "--requeue",
+                "--signal=USR1@90"
+            ]
+        );
+        let m = settings(r#"{"mem_per_gpu":"80G"}"#).unwrap();
+        let mut argv = vec![];
+        m.common(&mut argv);
+        assert_eq!(argv, ["--mem-per-gpu=80G"]);
+        for (bad, field, says) in [
+            (
+                r#"{"slurm_options":["-q normal"]}"#,
+                "slurm_options",
+                "not a long option",
+            ),
+            (
+                r#"{"slurm_options":["--output=/tmp/x"]}"#,
+                "slurm_options",
+                "the log slurm-watch reads",
+            ),
+            (r#"{"slurm_options":["--qos=x"]}"#, "slurm_options", "`qos`"),
+            (
+                r#"{"slurm_options":["--Bad_Name"]}"#,
+                "slurm_options",
+                "well-formed",
+            ),
+            (
+                r#"{"slurm_options":["--x=a\nb"]}"#,
+                "slurm_options",
+                "control",
+            ),
+            (
+                r#"{"slurm_options":["--container-image=x"]}"#,
+                "slurm_options",
+                "container_image",
+            ),
+            (r#"{"slurm_options":"--requeue"}"#, "slurm_options", "list"),
+            (r#"{"mem":"lots"}"#, "mem", "memory size"),
+            (r#"{"mem":"64GB"}"#, "mem", "memory size"),
+            (
+                r#"{"mem":"64G","mem_per_gpu":"8G"}"#,
+                "mem_per_gpu",
+                "only one",
+            ),
+            (r#"{"cpus_per_task":0}"#, "cpus_per_task", "between"),
+            (r#"{"gres":"gpu a100"}"#, "gres", "blank"),
+            (
+                r#"{"gres":"gpu:a100:2","gpus_per_node":2}"#,
+                "gres",
+                "gpus_per_node",
+            ),
+            (r#"{"exclusive":"yes"}"#, "exclusive", "true or false"),
+            (r#"{"qos":"a b"}"#, "qos", "blank"),
+        ] {
+            let e = settings(bad).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some(field), "{bad}: {e:?}");
+            assert!(e.message.contains(says), "{bad}: {}", e.message);
+        }
     }
 }
