@@ -176,7 +176,7 @@ fn an_old_login_node_runs_every_tool_with_old_git_tmux_18_no_flock_and_busybox()
     // slurm-alloc with tmux 1.8: exact session names, another allocation's session untouched.
     let mut a = u2.doc.clone();
     a["job_name"] = json!(format!("st-{name}-alloc"));
-    let session = format!("trtllm-st-{name}-alloc");
+    let session = format!("slurm-tools-st-{name}-alloc");
     on_old_node(&format!(
         "tmux new-session -d -s {session}-other 'sleep 300'"
     ));
@@ -496,7 +496,7 @@ fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
     for said in [
         format!("is on login node {first}"),
         "reached login-old".to_string(),
-        format!("tmux attach -t trtllm-st-rr-{}", std::process::id()),
+        format!("tmux attach -t slurm-tools-st-rr-{}", std::process::id()),
     ] {
         assert!(ex.stderr.contains(&said), "{said}: {}", ex.stderr);
     }
@@ -511,7 +511,7 @@ fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
     );
     // On the first login node, the session (and its salloc) ends with the allocation: salloc's
     // --kill-command ends the hold command, nothing lingers there.
-    let session = format!("trtllm-st-rr-{}", std::process::id());
+    let session = format!("slurm-tools-st-rr-{}", std::process::id());
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if !crate::tmux_sessions().contains(&session) {

@@ -611,7 +611,7 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         a["time_limit_requested"], "04:00:00",
         "the partition's maximum"
     );
-    assert_eq!(a["container_name"], format!("trtllm-{job}"));
+    assert_eq!(a["container_name"], format!("slurm-tools-{job}"));
     // The allocation is in the run ledger, as a submission is.
     let ledger = std::fs::read_to_string(test_home().join("state/slurm-tools/runs.jsonl")).unwrap();
     assert!(
@@ -631,7 +631,7 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         up.stderr
     );
     assert!(up.stderr.contains("packages installed"), "{}", up.stderr);
-    let named = format!("pyxis_{job}_trtllm-{job}");
+    let named = format!("pyxis_{job}_slurm-tools-{job}");
     assert!(
         enroot_containers().lines().any(|l| l == named),
         "pyxis keeps the named container as {named}: {}",
@@ -934,7 +934,7 @@ fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_ses
     let mut d = alloc_doc("direct_host", &name);
     d.as_object_mut().unwrap().remove("container_image");
     // Another allocation's session whose name starts with this one's: never touched.
-    let bystander = format!("trtllm-{name}-other");
+    let bystander = format!("slurm-tools-{name}-other");
     let made = Command::new("runuser")
         .args([
             "-u",
@@ -988,7 +988,7 @@ fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_ses
     assert_eq!(released.doc["allocation"]["state"], "RELEASED");
     assert!(released.doc.get("error").is_none(), "{}", released.doc);
     assert_eq!(wait_done(&second, 60).0, "COMPLETED");
-    assert!(!tmux_sessions().contains(&format!("trtllm-{name}")));
+    assert!(!tmux_sessions().contains(&format!("slurm-tools-{name}")));
     let _ = Command::new("runuser")
         .args([
             "-u",
@@ -2191,7 +2191,7 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     );
     let s = &a.doc["attach"];
     assert_eq!(s["job_id"], job.as_str());
-    assert_eq!(s["container"], format!("trtllm-{job}"));
+    assert_eq!(s["container"], format!("slurm-tools-{job}"));
     assert_eq!(s["exit_code"], 7);
     assert_eq!(s["interactive"], false);
     assert_schema(&a.doc);

@@ -120,7 +120,7 @@ fn a_canary_password_given_to_every_tool_never_appears_anywhere() {
     let remote_root = std::path::PathBuf::from(testbed().remote_root());
     let found = grep_tree(&std::path::PathBuf::from(&fx.remote_repo), &canary);
     assert!(found.is_empty(), "in remote files: {found:?}");
-    let found = grep_tree(&remote_root.join("trtllm-build-scripts"), &canary);
+    let found = grep_tree(&remote_root.join("slurm-tools-build"), &canary);
     assert!(found.is_empty(), "in the build scripts or logs: {found:?}");
     let found = grep_tree(&fx.local, &canary);
     assert!(found.is_empty(), "in local files (log copy): {found:?}");

@@ -401,13 +401,16 @@ fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
     let id = job["job_id"].as_str().unwrap().to_string();
     assert_eq!(wait_done(&id, 240).0, "COMPLETED");
     let sc = scontrol(&id);
-    assert_eq!(sc["JobName"], "testacct-trtllm.build");
+    assert_eq!(
+        sc["JobName"],
+        format!("{}.build", d["job_name"].as_str().unwrap())
+    );
     assert_eq!(sc["TimeLimit"], "02:00:00");
     let log = read(job["stdout_path"].as_str().unwrap());
     assert!(log.contains("[100%] Linking CXX executable x"), "{log}");
     let path = job["stdout_path"].as_str().unwrap();
     assert!(
-        path.contains("/trtllm-build-scripts/log/build_")
+        path.contains("/slurm-tools-build/log/build_")
             && path.ends_with(&format!("build_{id}.srun.log")),
         "{path}"
     );

@@ -44,8 +44,8 @@ fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
     );
     assert_eq!(
         st["refreshed"],
-        json!(["cpp"]),
-        "cpp exists, so it is refreshed by default"
+        json!([]),
+        "nothing is refreshed unless the document names it (no repository layout assumed)"
     );
     // Owned by the cluster user: it really went through ssh.
     use std::os::unix::fs::MetadataExt;
@@ -285,9 +285,11 @@ fn refresh_paths_remove_stale_build_output_and_can_be_disabled() {
     // stale.o was stashed as a cluster-side change, not deleted.
     assert!(t.doc["sync_tracked"]["stash"].is_object());
     std::fs::write(&stale, "old build output").unwrap();
-    // With the default, ignored build output inside cpp/ is wiped too.
+    // Named, ignored build output inside cpp/ is wiped too.
     std::fs::write(Path::new(&fx.remote_repo).join("cpp/x.log"), "ignored").unwrap();
-    let t = run("slurm-sync-tracked", &[], &fx.doc());
+    let mut d = fx.doc();
+    d["refresh_paths"] = json!(["cpp"]);
+    let t = run("slurm-sync-tracked", &[], &d);
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert!(!Path::new(&fx.remote_repo).join("cpp/x.log").exists());
     assert!(Path::new(&fx.remote_repo).join("cpp/main.cpp").exists());

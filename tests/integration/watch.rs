@@ -431,3 +431,28 @@ fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_f
         "{summary}"
     );
 }
+
+#[test]
+fn a_repository_without_a_build_runs_the_whole_flow_without_a_build_job() {
+    crate::needs_cluster!();
+    // Nothing about builds in the document, and no TensorRT-LLM build script in the repository.
+    let (_fx, mut base) = synced("w-nobuild");
+    base["command"] = json!("echo ran without a build");
+    base["recipe"] = json!("single");
+    let s = run("slurm-submit", &["--build"], &base);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert_eq!(s.doc["job"]["skipped"], true);
+    assert!(s.stderr.contains("no build job"), "{}", s.stderr);
+    let w = run("slurm-watch", &["--interval", "1"], &s.doc);
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let s2 = run("slurm-submit", &[], &w.doc);
+    assert_eq!(s2.code, 0, "{}", s2.stderr);
+    let w2 = run("slurm-watch", &["--interval", "1"], &s2.doc);
+    assert_eq!(report(&w2)["status"], "PASSED", "{}", w2.stderr);
+    // Asking for a build with nothing to build with is said, naming the field.
+    let mut asked = base.clone();
+    asked["build_project"] = json!(true);
+    let r = run("slurm-submit", &["--build"], &asked);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(r.doc["error"]["field"], "build_project");
+}

@@ -30,14 +30,14 @@ use std::time::{Duration, Instant};
 /// 2 h, training 2 h), rounded up to the hour, with `scontrol update`, says so, and re-checks;
 /// still far: exit 3 with the estimate and what to try (a backfill partition, fewer nodes,
 /// another cluster), unless --wait. With `container_image`, the image is imported once per node
-/// as the named container `trtllm-<jobid>`, and `packages` are installed in it when given.
+/// as the named container `slurm-tools-<jobid>`, and `packages` are installed in it when given.
 ///
 /// salloc holds the allocation with a command of its own (never an interactive step, which
 /// sites with `use_interactive_step` would start and every `exec` would then wait behind), and
 /// steps take `--overlap` where srun has it. Each `up` knows its allocation by a tag unique to it,
 /// so a finished allocation of the same name that Slurm still lists is never taken for the new
 /// one; an `up` whose allocation is refused or ends at once closes the tmux session it started.
-/// tmux sessions are matched by exact name (another allocation's `trtllm-<name>-x` is never
+/// tmux sessions are matched by exact name (another allocation's `slurm-tools-<name>-x` is never
 /// touched). `down` releases the allocation the document names even when the document carries an
 /// error (e.g. `up`'s exit 3 while it pended), and clears that error.
 ///
@@ -179,7 +179,7 @@ fn alloc_of(doc: &Document) -> Result<Alloc> {
         Some(n) => n.to_string(),
         None => format!(
             "{}.alloc",
-            layout::sanitize(doc.str_opt("model_name")?.unwrap_or("trtllm"), true)
+            layout::sanitize(doc.str_opt("model_name")?.unwrap_or("slurm-tools"), true)
         ),
     };
     check_slurm_value("job_name", &job_name)?;
@@ -198,7 +198,7 @@ fn alloc_of(doc: &Document) -> Result<Alloc> {
     let id = layout::sanitize(&job_name, false);
     Ok(Alloc {
         ssh,
-        session: format!("trtllm-{id}"),
+        session: format!("slurm-tools-{id}"),
         // Unique per `up`: a finished allocation of the same name that Slurm still lists
         // (MinJobAge) is never taken for the one this `up` creates.
         tag: shared::journal::unique_tag(&format!("slurm-tools-alloc-{id}")),
@@ -461,7 +461,7 @@ exit "$E_NO_JOB_ID"
     // The container, once per node. A reused allocation goes through this too unless this very
     // document says its `up` finished: the `up` that created it may have been killed before the
     // import, and pyxis skips the import of a named container that exists, so it costs little.
-    let container = format!("trtllm-{job}");
+    let container = format!("slurm-tools-{job}");
     if let (Some(img), false) = (&image, set_up_before) {
         let mut s = Script::new();
         remote_exit::assign::<Exit>(&mut s)?;
@@ -583,7 +583,7 @@ fn warn_other_login(ctx: &mut Context, sec: &Allocation, here: Option<&str>) {
     if there == here {
         return;
     }
-    let session = sec.tmux_session.as_deref().unwrap_or("trtllm-<name>");
+    let session = sec.tmux_session.as_deref().unwrap_or("slurm-tools-<name>");
     let host = ctx
         .doc
         .str_opt("ssh_host")
@@ -831,7 +831,7 @@ if [ "${st%% *}" = RUNNING ]; then
   # pyxis names the enroot container pyxis_<jobid>_<name> (container_scope=job) or pyxis_<name>.
   # One step on every node of the allocation (its node count is the second word of st).
   nn=${st#* }
-  srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
+  srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_slurm-tools-$1" -e "pyxis_slurm-tools-$1" -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
 fi
 kill_session "$session" && echo "SESSION_KILLED"
 if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" -o '%T' 2>/dev/null)" ]; then scancel "$job" && echo "CANCELLED $job"; fi
@@ -921,7 +921,7 @@ mod tests {
 
     #[test]
     fn tagged_lines_are_found_by_their_whole_tag() {
-        let text = "MAXTIME 04:00:00\nSESSION trtllm-x\nCREATED 42\n";
+        let text = "MAXTIME 04:00:00\nSESSION slurm-tools-x\nCREATED 42\n";
         assert_eq!(tagged(text, "CREATED"), Some("42"));
         assert_eq!(tagged(text, "MAXTIME"), Some("04:00:00"));
         assert_eq!(tagged(text, "REUSE"), None);

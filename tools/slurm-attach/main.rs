@@ -21,7 +21,7 @@ use std::time::Duration;
 /// preflight set up, so an MFA cluster asks for nothing again and compute nodes need no ssh of
 /// their own. It starts in the job's own code tree (else the checkout, else remote_cwd) and, when
 /// the job runs in a container, joins that container (its named container: slurm-alloc's
-/// `trtllm-<jobid>`, slurm-submit's `slurm-tools-<tag>`; pyxis runs the step inside it).
+/// `slurm-tools-<jobid>`, slurm-submit's `slurm-tools-<tag>`; pyxis runs the step inside it).
 ///
 /// Interactive use needs a terminal; `--command` runs one command instead (its output on stderr,
 /// as slurm-alloc exec does) and exits with its exit code. `--ssh-config FILE` writes an ssh

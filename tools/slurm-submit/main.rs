@@ -36,10 +36,13 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// named on stderr, for pipelines) and so finds its job. A rerun after a completed run submits
 /// anew. Every value reaches Slurm as one literal argument.
 ///
-/// --build submits the build job instead: build.slurm and build.sh are uploaded to
-/// <default_user_root_dir>/trtllm-build-scripts/ and run with sbatch (one node, 02:00:00, job
-/// name <account>-trtllm.build); `build_command` replaces TensorRT-LLM's build_wheel.py.
-/// `build_project: false` skips it. The whole flow is
+/// --build submits the build job, when the document asks for one: `build_command` (shell text
+/// that builds the project in its code tree), or a repository that carries TensorRT-LLM's
+/// scripts/build_wheel.py (said when it is detected). Otherwise, or with `build_project: false`,
+/// it submits nothing and says so (the job section records the skip), so the same pipeline works
+/// for every repository. build.slurm and build.sh are uploaded to
+/// <default_user_root_dir>/slurm-tools-build/ and run with sbatch (one node, 02:00:00, job name
+/// <job_name>.build). The whole flow is
 ///   slurm-submit --build | slurm-watch | slurm-submit | slurm-watch
 /// and a build that did not pass stops the second slurm-submit (exit 1, document unchanged).
 ///
@@ -124,16 +127,14 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .as_ref()
         .map_or_else(new_token, |entry| entry.tag.clone());
     let plan = if cli.build {
-        if ctx.doc.bool_opt("build_project")? == Some(false) {
-            ctx.note(
-                "build_project is false: no build job (the run job will use what is already built)",
-            );
+        if let Some(reason) = no_build_reason(ctx)? {
+            ctx.note(format!("no build job: {reason}"));
             ctx.doc.set_section(
                 "job",
                 &Job {
                     kind: JobKind::Build,
                     skipped: Some(true),
-                    reason: Some("build_project is false".into()),
+                    reason: Some(reason),
                     ..Job::default()
                 },
             );
@@ -302,6 +303,45 @@ fn open_journal(ctx: &Context, build: bool, input: &str) -> Option<shared::journ
             ctx.warn(format!("cannot read the submission records in {} ({e}); a rerun after an interruption cannot tell whether this run submitted", dir.display()));
             None
         }
+    }
+}
+
+/// TensorRT-LLM's build script, relative to the repository: a repository that carries it builds
+/// with it when the document names no `build_command`.
+const TRTLLM_BUILD_SCRIPT: &str = "scripts/build_wheel.py";
+
+/// Why `--build` submits nothing, or `None` when a build was asked for: `build_project: false`;
+/// or no `build_command` and no TensorRT-LLM build script in the repository (a build is never
+/// assumed). `build_project: true` with nothing to build with is an error naming the field.
+fn no_build_reason(ctx: &Context) -> Result<Option<String>> {
+    let doc = &ctx.doc;
+    let asked = doc.bool_opt("build_project")?;
+    if asked == Some(false) {
+        return Ok(Some("build_project is false".into()));
+    }
+    if doc.has("build_command") {
+        return Ok(None);
+    }
+    let script = shared::git::LocalRepo::open(doc)
+        .ok()
+        .map(|r| r.root.join(TRTLLM_BUILD_SCRIPT))
+        .filter(|p| p.is_file());
+    match (script, asked) {
+        (Some(p), _) => {
+            ctx.note(format!(
+                "the repository carries TensorRT-LLM's build script ({}): the build job runs it (set `build_command` to build another way, or `build_project: false` to skip the build)",
+                p.display()
+            ));
+            Ok(None)
+        }
+        (None, Some(true)) => Err(shared::doc::field_error(
+            "build_project",
+            "is true, but there is nothing to build with: no `build_command`, and the repository has no scripts/build_wheel.py",
+        )
+        .with_hint("set `build_command` to the shell text that builds your project (it runs in the job's code tree)")),
+        (None, _) => Ok(Some(
+            "none asked for: no `build_command`, and the repository has no TensorRT-LLM build script".into(),
+        )),
     }
 }
 
@@ -484,7 +524,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         )
     })?;
     layout::check_log_dir("default_user_root_dir (or remote_cwd)", &root)?;
-    let scripts = join(&root, "trtllm-build-scripts");
+    let scripts = join(&root, "slurm-tools-build");
     let log = join(&scripts, "log/build_%j.srun.log");
     let image = st
         .container_image

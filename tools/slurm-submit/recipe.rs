@@ -110,9 +110,9 @@ pub fn build_argv(st: &Settings, token: &str, repo: &str, log: &str) -> Vec<Stri
     argv.push("--nodes=1".into());
     argv.push("--ntasks=1".into());
     argv.push("--ntasks-per-node=1".into());
-    let name = match &st.account {
-        Some(a) => format!("{a}-trtllm.build"),
-        None => "trtllm.build".to_string(),
+    let name = match &st.job_name {
+        Some(n) => format!("{n}.build"),
+        None => "slurm-tools.build".to_string(),
     };
     argv.push(format!("--job-name={name}"));
     argv.push("--time=02:00:00".into());
@@ -223,7 +223,7 @@ mod tests {
             "--parsable",
             "--nodes=1",
             "--ntasks=1",
-            "--job-name=acct-trtllm.build",
+            "--job-name=slurm-tools.build",
             "--time=02:00:00",
             "--output=/s/log/build_%j.srun.log",
         ] {

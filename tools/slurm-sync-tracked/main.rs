@@ -33,7 +33,7 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 /// Reads: repo_root (default: the repository around the current directory), repo_url (default:
 /// the origin remote's URL), remote_repo_path (default: <default_user_root_dir, else
 /// remote_cwd>/<repo name>), remote_work_dir (default: <remote_repo_path>/work_dirs/<work_dir's
-/// name, else job_name>), refresh_paths (default ["cpp"] when cpp exists; [] disables),
+/// name, else job_name>), refresh_paths (paths whose cluster-side build output is wiped at each sync; default none),
 /// slurm_user, model_name, ssh_host and the connection fields. A remote path starting with `~/`
 /// is expanded against the cluster home preflight found.
 ///

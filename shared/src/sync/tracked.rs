@@ -224,13 +224,8 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
     let mut lfs_oids: Vec<String> = lfs_files.iter().map(|(o, _)| o.clone()).collect();
     lfs_oids.sort();
     lfs_oids.dedup();
-    let refresh = if refresh_given {
-        refresh
-    } else if local.path_in_commit(&snap.commit, "cpp") {
-        vec!["cpp".to_string()]
-    } else {
-        Vec::new()
-    };
+    // None unless the document names them: no repository layout is assumed.
+    let refresh = if refresh_given { refresh } else { Vec::new() };
     ctx.note(format!(
         "snapshot {} = HEAD {} + {changed} changed path(s); syncing to {}:{repo_path} via {}",
         short(&snap.commit),
