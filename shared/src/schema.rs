@@ -221,6 +221,9 @@ impl Recipe {
 pub enum SelectedBy {
     Explicit,
     Auto,
+    /// Neither `slurm_cluster` nor `device_type`: the document's `ssh_host` is the cluster.
+    #[serde(rename = "ssh_host")]
+    SshHost,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -246,7 +246,13 @@ fn a_missing_ssh_host_is_never_defaulted_it_asks_the_person() {
 
 #[test]
 fn no_cluster_and_no_device_type_exits_2() {
-    let r = resolve(None, &[], json!({"ssh_host": "h"}));
+    // A login host alone is the smallest document: that host is the cluster.
+    let r = resolve(None, &[], json!({"ssh_host": "h", "remote_cwd": "/w"}));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["resolve"]["selected_by"], "ssh_host");
+    assert_eq!(r.doc["resolve"]["cluster_name"], "h");
+    assert!(r.doc.get("slurm_cluster").is_none(), "not invented");
+    let r = resolve(None, &[], json!({"remote_cwd": "/w"}));
     assert_eq!(r.code, 2);
     assert_eq!(r.doc["error"]["field"], "slurm_cluster");
     let r = resolve(

@@ -65,6 +65,8 @@ fn main() -> std::process::ExitCode {
 
 struct Wanted {
     cluster: Option<String>,
+    /// The document's `ssh_host`: the cluster itself when nothing else names one.
+    host: Option<String>,
     device: Option<String>,
     per_node: Option<i64>,
     total: Option<i64>,
@@ -74,6 +76,7 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let doc = &ctx.doc;
     let wanted = Wanted {
         cluster: doc.str_opt("slurm_cluster")?.map(str::to_string),
+        host: doc.str_opt("ssh_host")?.map(str::to_string),
         device: doc.str_opt("device_type")?.map(str::to_string),
         per_node: doc.int_opt("required_devices_per_node", 1, 4096)?,
         total: doc.int_opt("total_required_devices", 1, 10_000_000)?,
@@ -104,7 +107,8 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let cluster_name = entry
         .map(|e| e.cluster_name.clone())
         .or(wanted.cluster.clone())
-        .expect("select returns an entry or an explicit name");
+        .or(wanted.host.clone())
+        .expect("select returns an entry, an explicit name or the document's host");
     if catalog.is_none() {
         ctx.note(format!(
             "no catalog: resolving cluster {cluster_name} from the job document alone"
@@ -160,12 +164,16 @@ fn select<'c>(
         };
     }
     let Some(device) = &w.device else {
+        if w.host.is_some() {
+            // The smallest document: a login host and a command. That host is the cluster.
+            return Ok((None, SelectedBy::SshHost, vec![]));
+        }
         return Err(ToolError::field(
             ErrorKind::BadInput,
             "slurm_cluster",
-            "no cluster given: the document has neither `slurm_cluster` nor `device_type`",
+            "no cluster given: the document has none of `slurm_cluster`, `device_type` or `ssh_host`",
         )
-        .with_hint("set `slurm_cluster` to a cluster name, or `device_type` and `required_devices_per_node` to pick one from the catalog"));
+        .with_hint("set `ssh_host` to the cluster's login host, `slurm_cluster` to a catalog cluster's name, or `device_type` and `required_devices_per_node` to pick one from the catalog"));
     };
     let Some(per_node) = w.per_node else {
         return Err(shared::doc::missing(
@@ -266,7 +274,7 @@ fn derive_fields(
 ) -> Result<()> {
     let user = ctx.doc.str_opt("slurm_user")?.map(str::to_string);
     let doc = &mut ctx.doc;
-    if w.cluster.is_none() {
+    if w.cluster.is_none() && entry.is_some() {
         doc.derive("slurm_cluster", cluster.into(), derived);
     }
     // ssh_host: supplied > catalog pattern > ask the person.
