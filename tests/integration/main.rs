@@ -10,6 +10,7 @@ mod harness;
 mod nodes;
 mod polish;
 mod preflight;
+mod readme;
 mod remote_quoting;
 mod repos;
 mod resolve;

@@ -1,0 +1,101 @@
+//! The README's quickstart, read from README.md and run as printed against the local cluster:
+//! the job document with only the cluster's own values replaced (host, directory, account,
+//! partition), and the shell block run by bash in a repository with the document beside it. An
+//! example that stops working fails the build.
+
+use crate::fixture::*;
+use crate::harness::*;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The fenced blocks (language, text) of the README section titled `heading`.
+fn blocks_of(readme: &str, heading: &str) -> Vec<(String, String)> {
+    let start = readme
+        .find(&format!("\n## {heading}\n"))
+        .unwrap_or_else(|| panic!("README.md has no section `## {heading}`"));
+    let rest = &readme[start + heading.len() + 4..];
+    let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    let mut out = Vec::new();
+    let mut lines = section.lines();
+    while let Some(l) = lines.next() {
+        if let Some(lang) = l.strip_prefix("```") {
+            let mut body = String::new();
+            for b in lines.by_ref() {
+                if b.starts_with("```") {
+                    break;
+                }
+                body.push_str(b);
+                body.push('\n');
+            }
+            out.push((lang.to_string(), body));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_readmes_quickstart_runs_as_printed_to_passed() {
+    crate::needs_cluster!();
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let blocks = blocks_of(&readme, "Quickstart");
+    let doc_text = &blocks
+        .iter()
+        .find(|(l, _)| l == "json")
+        .expect("a json block")
+        .1;
+    let script = &blocks
+        .iter()
+        .find(|(l, _)| l == "sh")
+        .expect("an sh block")
+        .1;
+    let mut doc: Value = serde_json::from_str(doc_text).expect("the quickstart document is JSON");
+    // Only the cluster's own values are replaced (and the test's ssh config named, since the
+    // test cannot write ~/.ssh/config); every other field is the README's.
+    let tb = testbed();
+    let local: [(&str, Value); 4] = [
+        ("ssh_host", json!(tb.s("direct_host"))),
+        (
+            "remote_cwd",
+            json!(format!(
+                "{}/readme-{}",
+                tb.remote_root(),
+                std::process::id()
+            )),
+        ),
+        ("account", json!(tb.s("account"))),
+        ("partition", json!(tb.s("partition"))),
+    ];
+    for (k, v) in local {
+        assert!(doc.get(k).is_some(), "the quickstart document has no `{k}`");
+        doc[k] = v;
+    }
+    doc["ssh_config_file"] = json!(tb.ssh_config());
+    // A repository of the person's: a fixture with an origin the cluster can clone.
+    let fx = Fixture::new("readme");
+    write(&fx.local.join("job.json"), &doc.to_string());
+    let bin = Path::new(env!("CARGO_BIN_EXE_slurm-resolve"))
+        .parent()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(&fx.local)
+        .env("PATH", path)
+        .env("SLURM_TOOLS_STATE_DIR", fx.local.join(".git/test-state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the quickstart failed:\n{stderr}");
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(fx.local.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["report"]["status"], "PASSED", "{stderr}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("PASSED"), "slurm-report --table: {table}");
+    let log = std::fs::read_to_string(report["job"]["stdout_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("Python 3"), "the README's command ran: {log}");
+}
