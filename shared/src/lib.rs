@@ -25,6 +25,7 @@
 //! - [`trees`]: each job's own code tree on the cluster (made and pruned at submission).
 //! - [`archive`]: the tar stream of files sent to the cluster.
 //! - [`manifest`]: what the last untracked sync sent, for incremental re-syncs.
+//! - [`local_dirs`]: where local copies of logs and fetched files go (never the repository).
 //! - [`journal`]: slurm-submit's record that lets a rerun find what an interrupted run submitted.
 //! - [`ledger`]: the local run ledger (every submission, every verdict) slurm-runs reads.
 //! - [`events`]: the JSON-lines event stream of slurm-watch and slurm-runs.
@@ -46,6 +47,7 @@ pub mod index_file;
 pub mod journal;
 pub mod layout;
 pub mod ledger;
+pub mod local_dirs;
 pub mod manifest;
 pub mod private_files;
 pub mod process;

@@ -78,8 +78,12 @@ pub struct JobDocument {
     pub default_models_repo: Option<String>,
     pub remote_repo_path: Option<String>,
     pub remote_work_dir: Option<String>,
-    /// Its basename names remote_work_dir; locally, where slurm-watch copies the log.
+    /// Its basename names remote_work_dir's leaf (the remote work directory of the job).
     pub work_dir: Option<String>,
+    /// The local folder for copies of what a job produced: slurm-watch's copy of the log, and
+    /// slurm-fetch's `fetched/<job id>/`. Default: none for logs, the state directory for
+    /// fetches; never the repository (a folder inside it is left out of the untracked sync).
+    pub local_dir: Option<String>,
     pub script_path: Option<String>,
     pub script_name: Option<String>,
     pub extra_files: Option<Vec<String>>,

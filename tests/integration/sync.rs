@@ -897,3 +897,31 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
     );
     assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
 }
+
+#[test]
+fn a_local_dir_inside_the_repository_is_left_out_of_the_untracked_sync_and_said() {
+    crate::needs_cluster!();
+    let fx = Fixture::new("localdir");
+    std::fs::create_dir_all(fx.local.join("results")).unwrap();
+    write(&fx.local.join("results/job-1.out"), "a log copy\n");
+    write(
+        &fx.local.join("mine.txt"),
+        "an untracked file of the person's\n",
+    );
+    let mut d = fx.doc();
+    d["local_dir"] = json!(fx.local.join("results"));
+    let (t, u) = pipeline(d, &[]);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    assert!(
+        u.stderr.contains("left out of the untracked sync"),
+        "{}",
+        u.stderr
+    );
+    let remote = Path::new(&fx.remote_repo);
+    assert!(remote.join("mine.txt").exists());
+    assert!(
+        !remote.join("results/job-1.out").exists(),
+        "the tools' own copies went up"
+    );
+}

@@ -1,6 +1,6 @@
 //! slurm-watch on the real cluster: every verdict, hang detection, patterns.
 
-use crate::fixture::{synced, wait_done};
+use crate::fixture::{git, synced, wait_done};
 use crate::harness::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -36,6 +36,10 @@ fn report(r: &Run) -> &Value {
 fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
     crate::needs_cluster!();
     let (fx, base) = synced("w-pass");
+    let status_before = git(
+        &fx.local,
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
     let w = submit_and_watch(
         &base,
         "single",
@@ -51,9 +55,19 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
     assert_eq!(r["source"], "sacct");
     assert_eq!(r["excerpt"], json!(["one", "two"]));
     let local = r["local_log"].as_str().unwrap();
+    // A relative work_dir is the remote work directory's name: the local copy goes to the state
+    // directory, never into the repository (where the next untracked sync would upload it).
     assert!(
-        local.starts_with(fx.local.join("logs").to_str().unwrap()),
+        !local.starts_with(fx.local.to_str().unwrap()) && local.contains("/logs/logs/"),
         "{local}"
+    );
+    assert_eq!(
+        git(
+            &fx.local,
+            &["status", "--porcelain", "--untracked-files=all"]
+        ),
+        status_before,
+        "the person's repository is as it was"
     );
     assert_eq!(std::fs::read_to_string(local).unwrap(), "one\ntwo\n");
     assert_eq!(r["local_log_complete"], true);

@@ -25,8 +25,9 @@ use std::time::Duration;
 /// most two ssh executions per run (one listing, one tar stream per directory), through the
 /// pipeline's connection.
 ///
-/// Reads: job (from slurm-submit; slurm-watch's output works too), fetch_patterns, work_dir
-/// (the default destination is <work_dir>/fetched/<job id>), and the connection fields.
+/// Reads: job (from slurm-submit; slurm-watch's output works too), fetch_patterns, local_dir
+/// (the default destination is <local_dir>/fetched/<job id>, else the state directory's
+/// fetched/<cluster>-<job id>: never the repository), and the connection fields.
 ///
 /// {adds}
 ///
@@ -43,7 +44,8 @@ struct Cli {
     #[arg(short = 'p', long = "pattern", value_name = "GLOB")]
     patterns: Vec<String>,
 
-    /// The local directory (default: <work_dir>/fetched/<job id>, else ./fetched/<job id>).
+    /// The local directory (default: <local_dir>/fetched/<job id>, else
+    /// ~/.local/state/slurm-tools/fetched/<cluster>-<job id>).
     #[arg(long, value_name = "DIR")]
     to: Option<PathBuf>,
 
@@ -205,9 +207,7 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     let dest = match &cli.to {
         Some(d) => d.clone(),
-        None => PathBuf::from(doc.str_opt("work_dir")?.unwrap_or("."))
-            .join("fetched")
-            .join(&id),
+        None => shared::local_dirs::fetch_dir(doc, &shared::ledger::cluster_of(doc), &id)?,
     };
     let ssh = Ssh::from_doc(doc)?;
 

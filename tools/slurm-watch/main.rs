@@ -40,7 +40,8 @@ use verdict::{final_verdict, Verdict};
 /// slurm-watch on the same document resumes.
 ///
 /// Reads: job (from slurm-submit), monitor_timeout_seconds, poll_interval_seconds, hang_pattern,
-/// failure_patterns, success_patterns, work_dir (local folder for a copy of the log), and the
+/// failure_patterns, success_patterns, local_dir (local folder for a copy of the log; a relative
+/// work_dir puts it in the state directory, never in the repository), and the
 /// connection fields.
 ///
 /// {adds}
@@ -821,17 +822,12 @@ fn finish_report(
     })
 }
 
-/// The log, as streamed, into the local `work_dir` (whole when it fit in memory, else its tail).
+/// The log, as streamed, into the local folder (`local_dir`, see shared::local_dirs; never the
+/// repository unless the person puts it there), whole when it fit in memory, else its tail.
 fn local_copy(ctx: &Context, job: &Job, st: &State) -> Result<(Option<String>, bool)> {
-    let Some(dir) = ctx.doc.str_opt("work_dir")? else {
+    let Some(dir) = shared::local_dirs::local_dir(&ctx.doc)? else {
         return Ok((None, false));
     };
-    let mut dir = std::path::PathBuf::from(dir);
-    if dir.is_relative() {
-        if let Some(root) = ctx.doc.str_opt("repo_root")? {
-            dir = std::path::Path::new(root).join(dir);
-        }
-    }
     let name = shared::layout::basename(&job.out).unwrap_or_else(|| format!("job-{}.out", job.id));
     let path = dir.join(&name);
     let s = &st.streams[0];

@@ -94,7 +94,27 @@ impl Local {
             .section_as::<SyncTracked>("sync_tracked")?
             .map(|t| t.commit);
         let local = LocalRepo::open(&ctx.doc)?;
-        let (items, unopened) = untracked(&local)?;
+        let (mut items, unopened) = untracked(&local)?;
+        // The tools' own local folder (log copies, fetched files), when the person put it inside
+        // the repository: never uploaded back to the cluster.
+        if let Some(rel) = crate::local_dirs::local_dir(&ctx.doc)?
+            .and_then(|d| crate::local_dirs::inside_repository(&local.root, &d))
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let prefix = rel.as_os_str().as_bytes();
+            let before = items.len();
+            items.retain(|it| {
+                let n = it.name.as_bytes();
+                !(n.starts_with(prefix) && n.get(prefix.len()) == Some(&b'/'))
+            });
+            if before != items.len() || !prefix.is_empty() {
+                ctx.note(format!(
+                    "{} (the local folder for log copies and fetched files) is inside the repository: left out of the untracked sync ({} file(s))",
+                    rel.display(),
+                    before - items.len()
+                ));
+            }
+        }
         Ok(Local {
             repo_path,
             snapshot,
