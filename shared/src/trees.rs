@@ -67,7 +67,8 @@ impl Trees {
 ///
 /// - `make_tree`: a `git worktree` of the clone at the snapshot commit (a `--shared` clone where
 ///   git has no worktrees), kept from gc by `refs/slurm-tools/trees/<tag>`, with the snapshot's
-///   submodules (nested too) exported from the clone's submodule repositories, plus the untracked
+///   submodules (nested too) as real git checkouts at their commits (`--shared` clones of the
+///   clone's submodule repositories, registered in their parents), plus the untracked
 ///   files the last untracked sync put into the clone (its manifest lists them). A run job that
 ///   follows a build of the same commit also gets that build's outputs (everything untracked or
 ///   ignored in the warm build tree), copied. A build job's warm tree is created here when new.
@@ -86,12 +87,19 @@ add_tree() { # add_tree DIR COMMIT
     git clone -q --shared --no-checkout . "$1" >&2 && (cd -- "$1" && git checkout -q --detach "$2" >&2)
   fi
 }
-fill_submodules() { # SRC DST COMMIT: COMMIT's submodules (nested too) from SRC's checkouts into DST
+fill_submodules() { # SRC DST COMMIT: COMMIT's submodules (nested too) as git checkouts in DST
   git -C "$1" ls-tree -r "$3" 2>/dev/null | LC_ALL=C awk -F '\t' '$1 ~ /^160000 commit / && $2 !~ /^"/ { split($1, f, " "); print f[3] " " $2 }' |
   while read -r sha path; do
     # A submodule the clone has not checked out (not initialised) stays empty, as it is there.
     git -C "$1/$path" cat-file -e "$sha^{commit}" 2>/dev/null || continue
-    mkdir -p -- "$2/$path" && git -C "$1/$path" archive --format=tar "$sha" | tar -xf - -C "$2/$path" || return 1
+    # A real checkout at the snapshot's commit, sharing the clone's objects (no second copy of
+    # history), its commit kept from gc by a ref in the clone's submodule repository; then
+    # registered in its parent, so `git submodule status` shows it initialised and
+    # `git submodule update --init --recursive` has nothing to fetch.
+    git -C "$1/$path" update-ref "refs/slurm-tools/trees/$token" "$sha" || return 1
+    git -c init.defaultBranch=main clone -q --shared --no-checkout -- "$1/$path" "$2/$path" >&2 &&
+      git -C "$2/$path" checkout -q --detach "$sha" >&2 || return 1
+    git -C "$2" submodule init -q -- "$path" >/dev/null 2>&1
     fill_submodules "$1/$path" "$2/$path" "$sha" || return 1
   done
 }
@@ -145,6 +153,8 @@ prune_trees() {
     else git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "${trees:?}/$name"; fi
     rm -f -- "$trees/$name.job"
     git update-ref -d "refs/slurm-tools/trees/$name" 2>/dev/null
+    # shellcheck disable=SC2016
+    st_tree=$name git submodule foreach --quiet --recursive 'git update-ref -d "refs/slurm-tools/trees/$st_tree" 2>/dev/null || :' >/dev/null 2>&1
     echo "PRUNED $name"
   done
   git worktree prune >/dev/null 2>&1

@@ -634,3 +634,51 @@ fn lfs_content_that_is_nowhere_stops_the_sync_naming_the_file() {
     let (t, _) = sync_both(&fx.doc());
     assert_eq!(t.doc["sync_tracked"]["lfs"]["objects_sent"], 1);
 }
+
+#[test]
+fn in_a_jobs_tree_submodules_are_git_checkouts_and_update_init_needs_no_network() {
+    crate::needs_cluster!();
+    let fx = with_nested_submodules("subs-git");
+    // A commit that exists only locally in the nested submodule, and a dirty outer one.
+    let inner = fx.local.join("third_party/lib/inner");
+    write(&inner.join("inner.txt"), "inner, committed only here\n");
+    git(&inner, &["commit", "-q", "-am", "local only"]);
+    write(&fx.local.join("third_party/lib/lib.txt"), "lib, dirty\n");
+    let d = single_job(
+        fx.doc(),
+        "st-subs-git",
+        // No fetch may leave the node (file:// and every other transport refused).
+        "set -e; git submodule status --recursive; \
+         git -c protocol.allow=never submodule update --init --recursive; \
+         echo AFTER; git submodule status --recursive; \
+         echo LIB $(git -C third_party/lib rev-parse HEAD); \
+         echo INNER $(git -C third_party/lib/inner rev-parse HEAD); \
+         git -C third_party/lib/inner log -1 --format=%s; cat third_party/lib/lib.txt",
+    );
+    let (t, _) = sync_both(&d);
+    let r = run("slurm-submit", &[], &t.doc);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let w = run("slurm-watch", &["--interval", "1"], &r.doc);
+    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    assert_eq!(w.doc["report"]["status"], "PASSED", "{out}\n{}", w.stderr);
+    let lib = submodule_entry(&t, "third_party/lib")["commit"]
+        .as_str()
+        .unwrap();
+    let nested = submodule_entry(&t, "third_party/lib/inner")["commit"]
+        .as_str()
+        .unwrap();
+    let after = out.split("AFTER\n").nth(1).unwrap();
+    for line in after.lines().take(2) {
+        assert!(
+            line.starts_with(' '),
+            "initialised at the recorded commit: {line:?}\n{out}"
+        );
+    }
+    assert!(out.contains(&format!("LIB {lib}")), "{out}");
+    assert!(out.contains(&format!("INNER {nested}")), "{out}");
+    assert!(
+        out.contains("local only"),
+        "the submodule's own history: {out}"
+    );
+    assert!(out.contains("lib, dirty"), "{out}");
+}
