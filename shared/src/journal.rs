@@ -114,6 +114,25 @@ fn write_aside(path: &Path, data: &[u8]) -> std::io::Result<()> {
     crate::private_files::write_atomic(path, data, 0o600)
 }
 
+/// True the first time this machine's tools see `key` (a warning about a state that has not
+/// changed is said once, not on every run), remembered as an empty file named after its hash in
+/// `<state dir>/said/`. Without a state directory, always true.
+pub fn first_time(key: &str) -> bool {
+    let Some(dir) = state_dir().map(|d| d.join("said")) else {
+        return true;
+    };
+    let Ok(name) = name_for(key.as_bytes()) else {
+        return true;
+    };
+    let path = dir.join(name);
+    if path.exists() {
+        return false;
+    }
+    let _ = crate::private_files::own_dir(&dir)
+        .and_then(|()| crate::private_files::write_atomic(&path, b"", 0o600));
+    true
+}
+
 /// Tags are ours (`slurm-tools-<hex>`); anything else in a record is not trusted into a script.
 fn valid_tag(t: &str) -> bool {
     t.strip_prefix("slurm-tools-").is_some_and(|hex| {

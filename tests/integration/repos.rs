@@ -682,3 +682,50 @@ fn in_a_jobs_tree_submodules_are_git_checkouts_and_update_init_needs_no_network(
     );
     assert!(out.contains("lib, dirty"), "{out}");
 }
+
+#[test]
+fn a_nested_uninitialised_submodules_hint_works_when_pasted_and_is_said_once() {
+    crate::needs_cluster!();
+    let fx = with_nested_submodules("subs-hint");
+    git(
+        &fx.local.join("third_party/lib"),
+        &["submodule", "deinit", "-q", "--force", "inner"],
+    );
+    let (t, _) = sync_both(&fx.doc());
+    let said = t.stderr.clone();
+    let warning = said
+        .lines()
+        .find(|l| l.contains("not checked out locally"))
+        .unwrap_or_else(|| panic!("no warning: {said}"));
+    let hint = warning.split('`').nth(1).unwrap();
+    assert_eq!(
+        hint,
+        "git -C third_party/lib submodule update --init -- inner"
+    );
+    // Said once: the next sync of the same state records it but does not say it again.
+    let (t2, _) = sync_both(&fx.doc());
+    assert!(
+        !t2.stderr.contains("not checked out locally"),
+        "{}",
+        t2.stderr
+    );
+    let recorded = t2.doc["sync_tracked"]["warnings"].to_string();
+    assert!(recorded.contains("not checked out locally"), "{recorded}");
+    // Pasted as printed, in the repository, it works (the test origins are local paths, which
+    // git refuses for submodules unless allowed: allowed through the environment, not the text).
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(hint)
+        .current_dir(&fx.local)
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "protocol.file.allow")
+        .env("GIT_CONFIG_VALUE_0", "always")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(fx.local.join("third_party/lib/inner/inner.txt").exists());
+}

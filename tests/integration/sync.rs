@@ -47,6 +47,21 @@ fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
         json!([]),
         "nothing is refreshed unless the document names it (no repository layout assumed)"
     );
+    // A plain-path origin ignores the partial-clone filter: the clone's configuration says so.
+    let promisor = std::process::Command::new("git")
+        .args([
+            "-C",
+            &fx.remote_repo,
+            "config",
+            "--get",
+            "remote.origin.promisor",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        promisor.stdout.is_empty(),
+        "remote.origin.promisor is set although no partial clone happened"
+    );
     // Owned by the cluster user: it really went through ssh.
     use std::os::unix::fs::MetadataExt;
     let owner = std::fs::metadata(Path::new(&fx.remote_repo).join("untracked.txt"))

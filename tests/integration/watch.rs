@@ -43,7 +43,7 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
     let w = submit_and_watch(
         &base,
         "single",
-        "echo one; sleep 2; echo two",
+        "echo one; sleep 2; echo two; echo a-warning >&2",
         &[("work_dir", json!("logs"))],
         &[],
     );
@@ -54,6 +54,11 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
     assert_eq!(r["exit_code"], "0:0");
     assert_eq!(r["source"], "sacct");
     assert_eq!(r["excerpt"], json!(["one", "two"]));
+    assert_eq!(
+        r["excerpt_err"],
+        json!(["a-warning"]),
+        "a passed job's stderr is shown too"
+    );
     let local = r["local_log"].as_str().unwrap();
     // A relative work_dir is the remote work directory's name: the local copy goes to the state
     // directory, never into the repository (where the next untracked sync would upload it).
@@ -71,7 +76,10 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
     );
     assert_eq!(std::fs::read_to_string(local).unwrap(), "one\ntwo\n");
     assert_eq!(r["local_log_complete"], true);
-    assert_eq!(r["bytes_scanned"], 8, "each byte read once");
+    assert_eq!(
+        r["bytes_scanned"], 18,
+        "each byte of both logs read once (8 + 10)"
+    );
     assert_schema(&w.doc);
 }
 

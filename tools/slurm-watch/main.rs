@@ -786,7 +786,8 @@ fn finish_report(
     started: Instant,
 ) -> Result<Report> {
     let (out_n, err_n) = match v.status {
-        Status::Passed => (20, 0),
+        // A passed job's stderr too: a build's `fatal:` or a warning must not be invisible.
+        Status::Passed => (20, 10),
         Status::HangDetected => (200, 200),
         _ => (100, 50),
     };

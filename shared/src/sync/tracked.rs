@@ -593,11 +593,30 @@ fn snapshot_submodules(
                 synced.head = Some(head.commit);
             }
             _ => {
+                // The command that works when pasted: a nested submodule is initialised from
+                // inside its parent (from the top, git refuses its path).
+                let fix = if m.parent.is_empty() {
+                    format!(
+                        "git submodule update --init -- {}",
+                        crate::quote::quote_for_display(&m.path)
+                    )
+                } else {
+                    format!(
+                        "git -C {} submodule update --init -- {}",
+                        crate::quote::quote_for_display(&m.parent),
+                        crate::quote::quote_for_display(&m.path_in_parent)
+                    )
+                };
                 let w = format!(
-                    "the submodule {} is not checked out locally, so it is not checked out in the remote clone either (`git submodule update --init {}` here, then sync again, if the job needs it)",
-                    m.path, m.path
+                    "the submodule {} is not checked out locally, so it is not checked out in the remote clone either (`{fix}` in {}, then sync again, if the job needs it)",
+                    m.path,
+                    ctx.doc.str_opt("repo_root").ok().flatten().unwrap_or("the repository")
                 );
-                warn_and_record(ctx, warnings, w);
+                // Recorded every time; said on stderr once per repository and state.
+                if crate::journal::first_time(&format!("{}\n{w}", m.path)) {
+                    ctx.warn(&w);
+                }
+                warnings.push(w);
             }
         }
         out[i] = Some(synced);

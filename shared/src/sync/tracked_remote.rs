@@ -88,7 +88,14 @@ if [ ! -d "$repo/.git" ]; then
     # later fetches bring whole commits again. A plain clone where git or origin cannot.
     if git clone -q --filter=blob:none -- "$url" "$repo" 2>/dev/null; then
       git -C "$repo" config --unset remote.origin.partialclonefilter 2>/dev/null
-      echo PARTIAL_CLONE
+      # The configuration stays true to what happened: a plain-path origin ignores the filter
+      # (a whole local clone), and then nothing is a promisor.
+      if ls "$repo/.git/objects/pack/"*.promisor >/dev/null 2>&1; then
+        echo PARTIAL_CLONE
+      else
+        git -C "$repo" config --unset remote.origin.promisor 2>/dev/null
+        git -C "$repo" config --unset extensions.partialclone 2>/dev/null
+      fi
     else
       rm -rf -- "$repo"
       git clone -q -- "$url" "$repo" >&2 || exit "$E_CLONE"
