@@ -66,6 +66,7 @@ fn job_output(w: &Run) -> String {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_old_login_node_runs_every_tool_with_old_git_tmux_18_no_flock_and_busybox() {
     crate::needs_cluster!();
     let _one = crate::one_at_a_time();
@@ -208,6 +209,7 @@ fn purged(job: &str) -> bool {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a_purge() {
     crate::needs_cluster!();
     let _one = crate::one_at_a_time();
@@ -296,6 +298,7 @@ fn jobs_named(name: &str) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
     crate::needs_cluster!();
     let _one = crate::one_at_a_time();
@@ -372,6 +375,7 @@ fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn slurm_alloc_works_where_salloc_would_start_an_interactive_step() {
     crate::needs_cluster!();
     let _one = crate::one_at_a_time();
@@ -413,6 +417,7 @@ fn slurm_alloc_works_where_salloc_would_start_an_interactive_step() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn without_pmix_the_mpi_recipe_is_refused_before_anything_is_submitted() {
     crate::needs_cluster!();
     let _one = crate::one_at_a_time();
@@ -449,6 +454,7 @@ fn without_pmix_the_mpi_recipe_is_refused_before_anything_is_submitted() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
     crate::needs_cluster!();
     let _one = crate::one_at_a_time();

@@ -205,6 +205,7 @@ fn watch_in_background(doc: &serde_json::Value) -> std::thread::JoinHandle<Run> 
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_watch_survives_sshd_stopping_and_restarting_and_the_job_is_untouched() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -243,6 +244,7 @@ fn the_watch_survives_sshd_stopping_and_restarting_and_the_job_is_untouched() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_watch_waits_out_a_stopped_slurmctld_without_a_verdict() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -276,6 +278,7 @@ fn the_watch_waits_out_a_stopped_slurmctld_without_a_verdict() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -398,6 +401,7 @@ fn exec_sync(args: &[&str], doc: &serde_json::Value) -> (Run, usize) {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -591,6 +595,7 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -847,6 +852,7 @@ fn fill_node() -> String {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_queued_job_runs_the_code_it_was_submitted_with_not_a_later_syncs() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -927,6 +933,7 @@ fn tmux_sessions() -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_session() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1003,6 +1010,7 @@ fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_ses
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1059,6 +1067,7 @@ fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_allocation_survives_the_laptops_master_dying_and_exec_works_after_a_new_preflight() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1164,6 +1173,7 @@ fn rerun_both_syncs(
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1197,6 +1207,7 @@ fn sync_killed_at_every_step_loses_nothing_and_a_rerun_cleans_up() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_submit_killed_before_sending_submits_nothing_and_a_rerun_submits_once() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1224,6 +1235,7 @@ fn a_submit_killed_before_sending_submits_nothing_and_a_rerun_submits_once() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_index_lock_in_the_remote_clone_is_a_clear_error_and_nothing_is_lost() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1256,6 +1268,7 @@ fn an_index_lock_in_the_remote_clone_is_a_clear_error_and_nothing_is_lost() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_full_remote_disk_during_extraction_is_reported_and_a_rerun_after_cleanup_works() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1305,6 +1318,7 @@ fn a_full_remote_disk_during_extraction_is_reported_and_a_rerun_after_cleanup_wo
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_stale_control_socket_left_by_a_killed_master_asks_for_login_then_works() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1355,6 +1369,7 @@ fn a_stale_control_socket_left_by_a_killed_master_asks_for_login_then_works() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn accounting_down_when_the_job_ends_gives_no_verdict_until_it_is_back() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1383,6 +1398,7 @@ fn accounting_down_when_the_job_ends_gives_no_verdict_until_it_is_back() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_node_set_down_under_a_running_job_is_followed_to_slurms_final_word() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1426,6 +1442,7 @@ fn a_node_set_down_under_a_running_job_is_followed_to_slurms_final_word() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_requeued_job_is_followed_through_its_second_run() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1454,6 +1471,7 @@ fn a_requeued_job_is_followed_through_its_second_run() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restart_works() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1489,6 +1507,7 @@ fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restar
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1515,6 +1534,7 @@ fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1578,6 +1598,7 @@ fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_preflight_killed_before_its_check_changes_nothing_and_a_rerun_passes() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1597,6 +1618,7 @@ fn a_preflight_killed_before_its_check_changes_nothing_and_a_rerun_passes() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_again() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1684,6 +1706,7 @@ fn alloc_killed_at(args: &[&str], doc: &serde_json::Value, step: &str, signal: &
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn alloc_killed_at_every_step_holds_one_allocation_and_a_rerun_finishes_the_work() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1737,6 +1760,7 @@ fn alloc_killed_at_every_step_holds_one_allocation_and_a_rerun_finishes_the_work
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1790,6 +1814,7 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
 /// (field container_image, enroot's 404), and `packages` asked of an image without python3
 /// (field packages); the allocation stays held for the fixed rerun, and `down` releases it.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn alloc_names_the_image_it_cannot_import_and_the_image_without_python() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1850,6 +1875,7 @@ fn askpass_dirs() -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_preflight_killed_during_the_mfa_login_leaves_no_master_and_a_rerun_logs_in() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -1944,6 +1970,7 @@ fn two_node_job_watched(
 /// One node's slurmd dies under a running two-node job: the verdict is what Slurm decides
 /// (NODE_FAIL, an ERROR), never PASSED, and the node comes back.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_two_node_job_that_loses_a_nodes_slurmd_is_never_passed() {
     crate::needs_cluster!();
     let Some(_one) = two_nodes_to_ourselves() else {
@@ -1988,6 +2015,7 @@ fn a_two_node_job_that_loses_a_nodes_slurmd_is_never_passed() {
 /// submits it again with that node excluded, the second attempt runs elsewhere and passes, and
 /// both attempts are in the document and linked in the ledger. A FAILED job is not retried.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_node_failure_is_retried_on_another_node_and_a_failed_job_is_not() {
     crate::needs_cluster!();
     let Some(_one) = two_nodes_to_ourselves() else {
@@ -2092,6 +2120,7 @@ fn a_node_failure_is_retried_on_another_node_and_a_failed_job_is_not() {
 /// One rank of a two-node job prints the hang pattern in its own output: HANG_DETECTED and the
 /// whole job (every node) is cancelled.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn one_hanging_rank_of_a_two_node_job_cancels_the_whole_job() {
     crate::needs_cluster!();
     let Some(_one) = two_nodes_to_ourselves() else {
@@ -2113,6 +2142,7 @@ fn one_hanging_rank_of_a_two_node_job_cancels_the_whole_job() {
 /// Four ranks on two nodes write their lines in pieces (a line split across writes, other
 /// ranks writing in between): the scan still finds the patterns, in one log.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn output_of_ranks_on_two_nodes_interleaved_in_one_log_still_matches_patterns() {
     crate::needs_cluster!();
     let Some(_one) = two_nodes_to_ourselves() else {
@@ -2145,6 +2175,7 @@ fn attach(args: &[&str], doc: &serde_json::Value) -> Run {
 /// named container, in its code; a shell with a terminal too; through the MFA master with no
 /// second authentication; a pending or ended job is said as such.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code() {
     crate::needs_cluster!();
     let _one = one_at_a_time();
@@ -2385,6 +2416,7 @@ fn http_get(url_port: u16) -> Option<String> {
 /// this side on 127.0.0.1 only, through the MFA master with no second login; gone after
 /// --cancel and after the job ends; a local port in use is refused.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_job() {
     crate::needs_cluster!();
     let _one = one_at_a_time();

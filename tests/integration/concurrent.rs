@@ -26,6 +26,7 @@ fn whole_pipeline(doc: &Value) -> Result<Value, String> {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_code() {
     crate::needs_cluster!();
     let fx = Fixture::new("concurrent");

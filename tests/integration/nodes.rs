@@ -72,6 +72,7 @@ fn hosts(out: &str) -> BTreeSet<String> {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn three_nodes_are_three_hosts_through_the_login_sshd() {
     needs_nodes!(3);
     let mut s = shared::quote::Script::new();
@@ -95,6 +96,7 @@ fn three_nodes_are_three_hosts_through_the_login_sshd() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_mpi_recipe_wires_a_real_mpi_program_across_two_hosts() {
     needs_nodes!(2);
     let program = testbed().s("mpi_program");
@@ -127,6 +129,7 @@ fn the_mpi_recipe_wires_a_real_mpi_program_across_two_hosts() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_distributed_recipe_agrees_on_ranks_and_a_reachable_master_on_two_nodes() {
     needs_nodes!(2);
     // Every task: its variables, its host, and whether MASTER_ADDR answers on slurmd's port.
@@ -172,6 +175,7 @@ fn the_distributed_recipe_agrees_on_ranks_and_a_reachable_master_on_two_nodes() 
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_launcher_recipe_starts_one_torchrun_per_node_with_the_right_rendezvous() {
     needs_nodes!(2);
     let (_job, out) = two_node_job(
@@ -206,6 +210,7 @@ fn the_launcher_recipe_starts_one_torchrun_per_node_with_the_right_rendezvous() 
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_batch_recipe_on_two_nodes_runs_srun_across_both() {
     needs_nodes!(2);
     let (_job, out) = two_node_job(

@@ -78,6 +78,7 @@ fn the_checked_in_man_pages_and_tool_pages_match_the_clap_definitions() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn make_targets_run_and_rerun_single_steps_on_the_saved_document() {
     crate::needs_cluster!();
     let dir = tempdir();

@@ -14,6 +14,7 @@ fn with(mut d: Value, k: &str, v: Value) -> Value {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_direct_host_passes_and_reports_the_remote() {
     crate::needs_cluster!();
     let d = with(doc_for("direct_host"), "mfa_style", json!(false));
@@ -36,6 +37,7 @@ fn the_direct_host_passes_and_reports_the_remote() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_missing_remote_cwd_is_created() {
     crate::needs_cluster!();
     let dir = format!(
@@ -56,6 +58,7 @@ fn a_missing_remote_cwd_is_created() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_remote_cwd_that_used_to_escape_its_quotes_is_one_literal_directory() {
     crate::needs_cluster!();
     // shlex quoted this shape in pieces and `assign` wrapped the pieces again, so the command
@@ -86,6 +89,7 @@ fn a_remote_cwd_that_used_to_escape_its_quotes_is_one_literal_directory() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_wrong_port_exits_4_and_does_not_mention_mfa() {
     crate::needs_cluster!();
     let d = with(
@@ -108,6 +112,7 @@ fn a_wrong_port_exits_4_and_does_not_mention_mfa() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_wrong_host_exits_4_and_does_not_mention_mfa() {
     crate::needs_cluster!();
     let d = with(
@@ -130,6 +135,7 @@ fn a_wrong_host_exits_4_and_does_not_mention_mfa() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_mfa_host_with_mfa_style_false_is_a_configuration_problem_not_a_prompt() {
     crate::needs_cluster!();
     let d = with(doc_for("mfa_host"), "mfa_style", json!(false));
@@ -140,6 +146,7 @@ fn an_mfa_host_with_mfa_style_false_is_a_configuration_problem_not_a_prompt() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_mfa_host_without_a_master_exits_3_with_the_command_then_passes_after_login() {
     crate::needs_cluster!();
     let _guard = mfa_lock();
@@ -192,6 +199,7 @@ fn the_mfa_host_without_a_master_exits_3_with_the_command_then_passes_after_logi
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn mfa_style_null_takes_the_mfa_path_on_the_mfa_host_and_records_it() {
     crate::needs_cluster!();
     let _guard = mfa_lock();
@@ -212,6 +220,7 @@ fn mfa_style_null_takes_the_mfa_path_on_the_mfa_host_and_records_it() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn mfa_style_null_takes_the_direct_path_on_the_direct_host() {
     crate::needs_cluster!();
     let r = preflight(doc_for("direct_host"), &[]);
@@ -223,6 +232,7 @@ fn mfa_style_null_takes_the_direct_path_on_the_direct_host() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn mfa_style_null_without_a_master_ends_on_the_mfa_path_asking_for_login() {
     crate::needs_cluster!();
     let _guard = mfa_lock();
@@ -235,6 +245,7 @@ fn mfa_style_null_without_a_master_ends_on_the_mfa_path_asking_for_login() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn establish_never_gives_the_password_to_a_jump_hosts_prompt() {
     crate::needs_cluster!();
     let _guard = mfa_lock();
@@ -293,6 +304,7 @@ fn establish_never_gives_the_password_to_a_jump_hosts_prompt() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn establish_opens_the_master_with_the_password_through_askpass_never_argv() {
     crate::needs_cluster!();
     let _guard = mfa_lock();
@@ -338,6 +350,7 @@ fn establish_opens_the_master_with_the_password_through_askpass_never_argv() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_control_path_longer_than_a_socket_allows_is_a_clear_error() {
     crate::needs_cluster!();
     let long = format!("/tmp/{}-%r@%h:%p", "x".repeat(90));
@@ -353,6 +366,7 @@ fn a_control_path_longer_than_a_socket_allows_is_a_clear_error() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_control_directory_writable_by_others_is_refused() {
     crate::needs_cluster!();
     use std::os::unix::fs::PermissionsExt;
@@ -371,6 +385,7 @@ fn a_control_directory_writable_by_others_is_refused() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_control_directory_owned_by_someone_else_is_refused() {
     crate::needs_cluster!();
     let tb = testbed();
@@ -398,6 +413,7 @@ fn a_control_directory_owned_by_someone_else_is_refused() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_symlinked_socket_path_is_refused() {
     crate::needs_cluster!();
     let dir = tempdir();
@@ -414,6 +430,7 @@ fn a_symlinked_socket_path_is_refused() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_missing_remote_cwd_field_names_it() {
     crate::needs_cluster!();
     let mut d = doc_for("direct_host");
@@ -424,6 +441,7 @@ fn a_missing_remote_cwd_field_names_it() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_container_image_needs_container_flags_on_srun_which_the_testbed_has() {
     crate::needs_cluster!();
     let d = with(
@@ -437,6 +455,7 @@ fn a_container_image_needs_container_flags_on_srun_which_the_testbed_has() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn resolve_then_preflight_on_the_sample_job() {
     crate::needs_cluster!();
     let tb = testbed();
@@ -539,6 +558,7 @@ impl Drop for PrivateSshd {
 /// (ControlPersist) that both syncs ride; `mfa_style: null` (discovered) does the same; with
 /// `ssh_multiplex: false` no master is opened and every tool logs in itself.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_direct_host_gets_one_master_that_every_later_tool_rides_unless_opted_out() {
     crate::needs_cluster!();
     let sshd = PrivateSshd::start(2241);

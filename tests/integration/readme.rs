@@ -34,6 +34,7 @@ fn blocks_of(readme: &str, heading: &str) -> Vec<(String, String)> {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_readmes_quickstart_runs_as_printed_to_passed() {
     crate::needs_cluster!();
     let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
@@ -98,4 +99,83 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
     assert!(table.contains("PASSED"), "slurm-report --table: {table}");
     let log = std::fs::read_to_string(report["job"]["stdout_path"].as_str().unwrap()).unwrap();
     assert!(log.contains("Python 3"), "the README's command ran: {log}");
+}
+
+/// The fenced blocks of the markdown file's section `heading` (any level).
+fn blocks_in(file: &str, heading: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
+    let at = text
+        .lines()
+        .position(|l| l.trim_start_matches('#').trim() == heading && l.starts_with('#'))
+        .unwrap_or_else(|| panic!("{file} has no section {heading}"));
+    let rest: String = text.lines().skip(at).collect::<Vec<_>>().join("\n");
+    blocks_of(
+        &format!("\n## {heading}\n{}", &rest[rest.find('\n').unwrap_or(0)..]),
+        heading,
+    )
+}
+
+#[test]
+fn the_catalogs_worked_example_resolves_as_documented() {
+    // The catalog printed in docs/catalog.md, saved where slurm-resolve looks, and the worked
+    // example's command run as printed.
+    let catalog = blocks_in("docs/catalog.md", "Format")
+        .into_iter()
+        .find(|(l, _)| l == "json")
+        .expect("the catalog example")
+        .1;
+    let script = blocks_in("docs/catalog.md", "Worked example")
+        .into_iter()
+        .find(|(l, _)| l == "sh")
+        .expect("the worked example")
+        .1;
+    let home = tempdir();
+    let conf = home.path().join("config/slurm-tools");
+    std::fs::create_dir_all(&conf).unwrap();
+    write(&conf.join("clusters.json"), &catalog);
+    let bin = Path::new(env!("CARGO_BIN_EXE_slurm-resolve"))
+        .parent()
+        .unwrap();
+    let out = std::process::Command::new("bash")
+        .args(["-o", "pipefail", "-c"])
+        .arg(&script)
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("XDG_CONFIG_HOME", home.path().join("config"))
+        .env_remove("SLURM_TOOLS_CATALOG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (k, v) in [
+        ("slurm_cluster", json!("dgx")),
+        ("ssh_host", json!("ada@dgx-login.example.com")),
+        ("mfa_style", json!(false)),
+        ("gpus_per_node", json!(8)),
+        ("node_count", json!(2)),
+        ("exclusive", json!(true)),
+        ("mounts", json!(["/lustre:/lustre"])),
+        ("default_user_root_dir", json!("/lustre/ada")),
+        ("remote_repo_path", json!("/lustre/ada/proj")),
+        ("remote_work_dir", json!("/lustre/ada/proj/work_dirs/llama")),
+    ] {
+        assert_eq!(d[k], v, "{k} as docs/catalog.md says");
+        assert!(
+            d["resolve"]["derived"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(k)),
+            "{k} listed in derived"
+        );
+    }
 }

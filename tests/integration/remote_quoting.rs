@@ -153,6 +153,7 @@ fn round_trip(ssh: &Ssh, values: &[String]) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn hostile_values_arrive_literally_through_the_key_based_sshd() {
     crate::needs_cluster!();
     let canary = canary_dir("direct");
@@ -163,6 +164,7 @@ fn hostile_values_arrive_literally_through_the_key_based_sshd() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn hostile_values_arrive_literally_through_the_mfa_sshd_master() {
     crate::needs_cluster!();
     let _guard = mfa_lock();
@@ -176,6 +178,7 @@ fn hostile_values_arrive_literally_through_the_mfa_sshd_master() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_payload_after_the_script_reaches_the_scripts_last_command_intact() {
     crate::needs_cluster!();
     // dash's `sh -s` reads ahead 8 KiB and would swallow the start of a payload; the entry's
@@ -201,6 +204,7 @@ fn a_payload_after_the_script_reaches_the_scripts_last_command_intact() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn nul_is_refused_before_anything_is_sent() {
     crate::needs_cluster!();
     let mut s = Script::new();
@@ -210,6 +214,7 @@ fn nul_is_refused_before_anything_is_sent() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_login_shell_never_sees_the_values() {
     crate::needs_cluster!();
     // A value that would break a login shell parsing a joined command line arrives intact even

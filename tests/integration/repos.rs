@@ -50,6 +50,7 @@ fn other_project(name: &str) -> Fixture {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_sync_from_another_repository_is_refused_before_anything_is_pushed() {
     crate::needs_cluster!();
     let fx = Fixture::new("unrelated");
@@ -133,6 +134,7 @@ fn a_sync_from_another_repository_is_refused_before_anything_is_pushed() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_new_remote_clone_of_another_repository_is_removed_again() {
     crate::needs_cluster!();
     // repo_url is one of the local repository's remotes (so the local check passes), but what
@@ -170,6 +172,7 @@ fn a_new_remote_clone_of_another_repository_is_removed_again() {
 /// with its default job): the sample repository the test cluster provides is synced, built, run
 /// and watched to PASSED. The binaries are the suite's (the Makefile's TOOLS).
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn make_all_from_a_fresh_checkout_ends_passed() {
     crate::needs_cluster!();
     let tmp = tempdir();
@@ -283,6 +286,7 @@ fn submodule_entry<'a>(t: &'a Run, path: &str) -> &'a Value {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally() {
     crate::needs_cluster!();
     let fx = with_nested_submodules("subs");
@@ -410,6 +414,7 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_uninitialised_submodule_stays_uninitialised_and_is_said() {
     crate::needs_cluster!();
     let fx = with_nested_submodules("subs-uninit");
@@ -432,6 +437,7 @@ fn an_uninitialised_submodule_stays_uninitialised_and_is_said() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_job_runs_with_its_submodules_as_they_were_at_submission() {
     crate::needs_cluster!();
     let fx = with_nested_submodules("subs-job");
@@ -456,6 +462,7 @@ fn a_job_runs_with_its_submodules_as_they_were_at_submission() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_linked_worktree_and_a_separate_git_dir_sync_like_the_main_checkout() {
     crate::needs_cluster!();
     let fx = Fixture::new("worktree");
@@ -529,6 +536,7 @@ fn lfs_fixture(name: &str) -> Fixture {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn lfs_files_arrive_with_their_content_a_local_edit_too() {
     crate::needs_cluster!();
     let fx = lfs_fixture("lfs");
@@ -593,6 +601,7 @@ fn lfs_files_arrive_with_their_content_a_local_edit_too() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn lfs_content_that_is_nowhere_stops_the_sync_naming_the_file() {
     crate::needs_cluster!();
     let fx = lfs_fixture("lfs-nowhere");
@@ -636,6 +645,7 @@ fn lfs_content_that_is_nowhere_stops_the_sync_naming_the_file() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn in_a_jobs_tree_submodules_are_git_checkouts_and_update_init_needs_no_network() {
     crate::needs_cluster!();
     let fx = with_nested_submodules("subs-git");
@@ -684,6 +694,7 @@ fn in_a_jobs_tree_submodules_are_git_checkouts_and_update_init_needs_no_network(
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_nested_uninitialised_submodules_hint_works_when_pasted_and_is_said_once() {
     crate::needs_cluster!();
     let fx = with_nested_submodules("subs-hint");

@@ -357,6 +357,7 @@ fn an_unknown_mfa_style_value_is_refused() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_testbed_catalog_resolves_the_sample_job() {
     crate::needs_cluster!();
     let tb = testbed();

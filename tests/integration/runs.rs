@@ -56,6 +56,7 @@ fn calls(trace: &Path) -> (usize, Vec<Value>) {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn twenty_runs_on_two_clusters_are_listed_with_one_squeue_and_at_most_one_sacct_per_cluster() {
     crate::needs_cluster!();
     let _mfa = mfa_lock();
@@ -201,6 +202,7 @@ fn twenty_runs_on_two_clusters_are_listed_with_one_squeue_and_at_most_one_sacct_
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_ledger_survives_a_tool_killed_while_it_writes() {
     crate::needs_cluster!();
     let state = tempdir();
@@ -272,6 +274,7 @@ fn the_ledger_survives_a_tool_killed_while_it_writes() {
 /// The job pends until the test lets it run: its time limit is over the partition's (Slurm
 /// holds it, reason PartitionTimeLimit), until it is lowered.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn events_follow_a_run_from_pending_to_passed_and_a_hang_to_its_verdict() {
     crate::needs_cluster!();
     let state = tempdir();
@@ -572,6 +575,7 @@ fn slurm_notify_posts_each_state_once_to_a_webhook() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_its_cap() {
     crate::needs_cluster!();
     let state = tempdir();
@@ -659,6 +663,7 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn slurm_fetch_copies_only_listed_regular_files_whatever_the_names() {
     crate::needs_cluster!();
     let state = tempdir();

@@ -15,6 +15,7 @@ fn submit(doc: &Value, args: &[&str]) -> Run {
 /// list and as a string: the job runs in the image, starts in its own code tree and sees it, and
 /// sees the mounts.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
     crate::needs_cluster!();
     let (_fx, mut base) = synced("recipes");
@@ -159,6 +160,7 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
     crate::needs_cluster!();
     let (_fx, base) = synced("inject");
@@ -249,6 +251,7 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_command_runs_exactly_as_written() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("exact");
@@ -264,6 +267,7 @@ fn the_command_runs_exactly_as_written() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("survive");
@@ -312,6 +316,7 @@ fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_lost_reply_is_retried_with_the_same_tag_and_never_submitted_twice() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("nodup");
@@ -347,6 +352,7 @@ fn a_lost_reply_is_retried_with_the_same_tag_and_never_submitted_twice() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn dry_run_prints_the_exact_command_and_submits_nothing() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("dry");
@@ -390,6 +396,7 @@ fn dry_run_prints_the_exact_command_and_submits_nothing() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("build");
@@ -423,6 +430,7 @@ fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_failed_build_stops_the_run_submission() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("buildfail");
@@ -438,6 +446,7 @@ fn a_failed_build_stops_the_run_submission() {
 /// refused" and connects on its own. Slurm's refusal must still be read as Slurm's (found in CI:
 /// a bad account reported as an unreachable controller, exit 4).
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_dead_masters_socket_file_does_not_hide_what_slurm_said() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("stalesock");
@@ -461,6 +470,7 @@ fn a_dead_masters_socket_file_does_not_hide_what_slurm_said() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn bad_input_is_refused_naming_the_field() {
     crate::needs_cluster!();
     let (_fx, base) = synced("badsubmit");
@@ -521,6 +531,7 @@ fn bad_input_is_refused_naming_the_field() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn hostile_file_names_partitions_and_accounts_arrive_literally_or_are_refused() {
     crate::needs_cluster!();
     let (_fx, base) = synced("inject-files");
@@ -595,6 +606,7 @@ fn tree_name(job: &Value) -> String {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never() {
     crate::needs_cluster!();
     let (fx, mut d) = synced("trees");
@@ -657,6 +669,7 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_second_build_after_a_one_file_change_rebuilds_only_that_file() {
     crate::needs_cluster!();
     let fx = Fixture::new("warm");
@@ -738,6 +751,7 @@ fn submitted_and_done(d: &Value) -> (Run, String) {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_remote_directory_that_is_not_a_git_clone_still_runs_the_job_and_says_it_has_no_snapshot() {
     crate::needs_cluster!();
     let dir = format!(
@@ -772,6 +786,7 @@ fn a_remote_directory_that_is_not_a_git_clone_still_runs_the_job_and_says_it_has
 /// tree must be in `mounts` at the same path. Preflight warns, submit refuses naming `mounts`
 /// (not mounted, or mounted at another path), and with the mount the job runs and sees its code.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn code_outside_the_home_directory_must_be_mounted_into_the_container() {
     crate::needs_cluster!();
     let fx = crate::fixture::Fixture::new("outside-home");
@@ -841,6 +856,7 @@ fn code_outside_the_home_directory_must_be_mounted_into_the_container() {
 
 /// The build job runs in the container too (the image's compiler), with the document's mounts.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_build_job_runs_in_the_container_with_the_documents_mounts() {
     crate::needs_cluster!();
     let (_fx, mut d) = synced("build-container");
@@ -870,6 +886,7 @@ fn the_build_job_runs_in_the_container_with_the_documents_mounts() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_sites_qos_memory_cpus_and_own_options_reach_slurm_for_srun_sbatch_and_salloc() {
     crate::needs_cluster!();
     let (_fx, mut base) = synced("site-options");

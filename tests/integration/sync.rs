@@ -16,6 +16,7 @@ fn pipeline(doc: Value, tracked_args: &[&str]) -> (Run, Run) {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
     crate::needs_cluster!();
     let fx = Fixture::new("messy");
@@ -77,6 +78,7 @@ fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_clean_tree_still_syncs_as_a_commit_equal_to_head() {
     crate::needs_cluster!();
     let fx = Fixture::new("clean");
@@ -92,6 +94,7 @@ fn a_clean_tree_still_syncs_as_a_commit_equal_to_head() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn via_direct_leaves_origin_untouched() {
     crate::needs_cluster!();
     let fx = Fixture::new("direct");
@@ -149,6 +152,7 @@ fn assert_failed_sync_loses_nothing(fx: &Fixture, doc: Value, expect_in_message:
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_unreachable_origin_fails_cleanly() {
     crate::needs_cluster!();
     let fx = Fixture::new("no-origin-reach");
@@ -164,6 +168,7 @@ fn an_unreachable_origin_fails_cleanly() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_unreachable_remote_fails_cleanly_and_deletes_the_temp_branch() {
     crate::needs_cluster!();
     let fx = Fixture::new("no-remote");
@@ -173,6 +178,7 @@ fn an_unreachable_remote_fails_cleanly_and_deletes_the_temp_branch() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_rejected_push_fails_cleanly() {
     crate::needs_cluster!();
     let fx = Fixture::new("rejected");
@@ -190,6 +196,7 @@ fn a_rejected_push_fails_cleanly() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_sync_waits_for_another_runs_lock_and_says_so_or_names_the_holder() {
     crate::needs_cluster!();
     let fx = Fixture::new("locked");
@@ -248,6 +255,7 @@ fn a_sync_waits_for_another_runs_lock_and_says_so_or_names_the_holder() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn cluster_side_edits_are_stashed_and_reported() {
     crate::needs_cluster!();
     let fx = Fixture::new("stash");
@@ -285,6 +293,7 @@ fn cluster_side_edits_are_stashed_and_reported() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn refresh_paths_remove_stale_build_output_and_can_be_disabled() {
     crate::needs_cluster!();
     let fx = Fixture::new("refresh");
@@ -311,6 +320,7 @@ fn refresh_paths_remove_stale_build_output_and_can_be_disabled() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn detached_head_works_and_is_said() {
     crate::needs_cluster!();
     let fx = Fixture::new("detached");
@@ -327,6 +337,7 @@ fn detached_head_works_and_is_said() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_unborn_branch_is_a_clear_error() {
     crate::needs_cluster!();
     let dir = tempdir();
@@ -344,6 +355,7 @@ fn an_unborn_branch_is_a_clear_error() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn no_origin_and_no_repo_url_is_a_clear_error() {
     crate::needs_cluster!();
     let fx = Fixture::new("noorigin");
@@ -356,6 +368,7 @@ fn no_origin_and_no_repo_url_is_a_clear_error() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn index_lock_intent_to_add_and_skip_worktree_are_handled_and_said() {
     crate::needs_cluster!();
     let fx = Fixture::new("flags");
@@ -389,6 +402,7 @@ fn index_lock_intent_to_add_and_skip_worktree_are_handled_and_said() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn index_version_4_is_read_for_the_notes_too() {
     crate::needs_cluster!();
     let fx = Fixture::new("indexv4");
@@ -408,6 +422,7 @@ fn index_version_4_is_read_for_the_notes_too() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn hostile_file_names_arrive_intact() {
     crate::needs_cluster!();
     let fx = Fixture::new("names");
@@ -469,6 +484,7 @@ fn hostile_file_names_arrive_intact() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_symlink_to_a_secret_uploads_the_link_not_the_secret() {
     crate::needs_cluster!();
     let dir = tempdir();
@@ -490,6 +506,7 @@ fn a_symlink_to_a_secret_uploads_the_link_not_the_secret() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_stale_remote_symlink_is_never_written_through() {
     crate::needs_cluster!();
     // With the manifest (the link is known as the last sync's, and deleted as such) and without
@@ -530,6 +547,7 @@ fn a_stale_remote_symlink_is_never_written_through() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn gzip_stream_arrives_the_same() {
     crate::needs_cluster!();
     let fx = Fixture::new("gzip");
@@ -542,6 +560,7 @@ fn gzip_stream_arrives_the_same() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn one_ssh_execution_per_tool_with_the_push_on_the_side() {
     crate::needs_cluster!();
     let fx = Fixture::new("count");
@@ -567,6 +586,7 @@ fn one_ssh_execution_per_tool_with_the_push_on_the_side() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn bad_refresh_paths_and_relative_remote_paths_are_refused_before_anything_runs() {
     crate::needs_cluster!();
     let fx = Fixture::new("badinput");
@@ -591,6 +611,7 @@ fn bad_refresh_paths_and_relative_remote_paths_are_refused_before_anything_runs(
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_remote_clone_whose_origin_differs_from_repo_url_still_gets_the_snapshot() {
     crate::needs_cluster!();
     let fx = Fixture::new("moved-origin");
@@ -658,6 +679,7 @@ fn tool_bound_by_modes(name: &str) -> std::process::Command {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn unreadable_files_and_directories_are_skipped_by_name_or_refused_and_nothing_is_lost() {
     crate::needs_cluster!();
     let fx = Fixture::new("unreadable");
@@ -745,6 +767,7 @@ fn unreadable_files_and_directories_are_skipped_by_name_or_refused_and_nothing_i
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_remote_root_in_the_cluster_home_lands_there_or_is_refused_before_preflight() {
     crate::needs_cluster!();
     let fx = Fixture::new("tilde");
@@ -804,6 +827,7 @@ fn remote_stashes(fx: &Fixture) -> usize {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went() {
     crate::needs_cluster!();
     let fx = Fixture::new("resync");
@@ -914,6 +938,7 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_local_dir_inside_the_repository_is_left_out_of_the_untracked_sync_and_said() {
     crate::needs_cluster!();
     let fx = Fixture::new("localdir");

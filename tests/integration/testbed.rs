@@ -94,6 +94,7 @@ fn remote_owned(ssh: &Ssh, text: &str) -> (bool, String) {
 /// enroot takes, the same image as a .sqsh file, mounts, workdir, a named container reused by a
 /// later step with what a writable step installed in it.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn real_pyxis_and_enroot_run_the_registry_image_and_the_sqsh_file() {
     crate::needs_cluster!();
     let plugstack = std::fs::read_to_string("/etc/slurm/plugstack.conf.d/pyxis.conf").unwrap();
@@ -155,12 +156,14 @@ fn real_pyxis_and_enroot_run_the_registry_image_and_the_sqsh_file() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_cluster_works_through_the_key_based_sshd() {
     crate::needs_cluster!();
     check_cluster_through(&ssh("direct_host", None));
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_cluster_works_through_the_mfa_sshd_with_one_authentication() {
     crate::needs_cluster!();
     let _guard = mfa_lock();
@@ -179,6 +182,7 @@ fn the_cluster_works_through_the_mfa_sshd_with_one_authentication() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_mfa_sshd_refuses_batch_logins_without_a_master() {
     crate::needs_cluster!();
     let tb = testbed();
@@ -202,6 +206,7 @@ fn the_mfa_sshd_refuses_batch_logins_without_a_master() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn status_reports_every_part_running() {
     crate::needs_cluster!();
     let out = std::process::Command::new(repo_root().join("scripts/local-cluster"))
@@ -230,6 +235,7 @@ fn status_reports_every_part_running() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_second_up_changes_nothing() {
     crate::needs_cluster!();
     let out = std::process::Command::new(repo_root().join("scripts/local-cluster"))
@@ -256,6 +262,7 @@ fn a_second_up_changes_nothing() {
 /// tool: torchrun (hyphenated spellings are newer), git 2.6 (`stash push`, `remote get-url`),
 /// without git-lfs, tmux 1.8 (`=name` targets), flock on a filesystem without it, sleep without fractions.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_stand_ins_refuse_what_the_old_tools_refuse() {
     crate::needs_cluster!();
     let sh = |cmd: &str| {

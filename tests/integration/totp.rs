@@ -191,6 +191,7 @@ fn preflight() -> String {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn without_a_master_the_totp_host_asks_for_a_login_with_the_command() {
     crate::needs_cluster!();
     let _one = lock();
@@ -216,6 +217,7 @@ fn without_a_master_the_totp_host_asks_for_a_login_with_the_command() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn establish_without_a_password_shows_both_prompts_and_later_runs_ride_the_master() {
     crate::needs_cluster!();
     let _one = lock();
@@ -244,6 +246,7 @@ fn establish_without_a_password_shows_both_prompts_and_later_runs_ride_the_maste
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn establish_with_the_password_shows_only_the_code_prompt_and_logs_in_once() {
     crate::needs_cluster!();
     let _one = lock();
@@ -272,6 +275,7 @@ fn establish_with_the_password_shows_only_the_code_prompt_and_logs_in_once() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_wrong_code_is_said_as_such_and_never_retried() {
     crate::needs_cluster!();
     let _one = lock();
@@ -301,6 +305,7 @@ fn a_wrong_code_is_said_as_such_and_never_retried() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
     crate::needs_cluster!();
     let _one = lock();

@@ -33,6 +33,7 @@ fn report(r: &Run) -> &Value {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
     crate::needs_cluster!();
     let (fx, base) = synced("w-pass");
@@ -84,6 +85,7 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_failing_job_is_failed_with_its_exit_code_and_excerpts() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-fail");
@@ -105,6 +107,7 @@ fn a_failing_job_is_failed_with_its_exit_code_and_excerpts() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_walltime_ends_in_timeout() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-walltime");
@@ -121,6 +124,7 @@ fn the_walltime_ends_in_timeout() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn monitor_timeout_cancels_the_job_unless_told_to_keep_it() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-montime");
@@ -159,6 +163,7 @@ fn monitor_timeout_cancels_the_job_unless_told_to_keep_it() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_job_cancelled_from_outside_is_cancelled_and_says_by_whom() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-cancel");
@@ -184,6 +189,7 @@ fn a_job_cancelled_from_outside_is_cancelled_and_says_by_whom() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_hang_is_detected_within_one_interval_and_the_job_is_cancelled() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-hang");
@@ -212,6 +218,7 @@ fn a_hang_is_detected_within_one_interval_and_the_job_is_cancelled() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_hang_pattern_in_err_only_and_split_across_polls_is_found() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-split");
@@ -233,6 +240,7 @@ fn a_hang_pattern_in_err_only_and_split_across_polls_is_found() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn failure_and_success_patterns_refine_a_passing_job() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-patterns");
@@ -266,6 +274,7 @@ fn failure_and_success_patterns_refine_a_passing_job() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_failed_build_is_build_failed_and_stops_the_flow() {
     crate::needs_cluster!();
     let (_fx, mut base) = synced("w-build");
@@ -284,6 +293,7 @@ fn a_failed_build_is_build_failed_and_stops_the_flow() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_whole_flow_build_watch_submit_watch_passes() {
     crate::needs_cluster!();
     let (_fx, mut base) = synced("w-flow");
@@ -315,6 +325,7 @@ fn the_whole_flow_build_watch_submit_watch_passes() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn one_ssh_execution_for_the_whole_watch_and_a_trace_event_per_poll() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-count");
@@ -339,6 +350,7 @@ fn one_ssh_execution_for_the_whole_watch_and_a_trace_event_per_poll() {
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-hostile");
@@ -396,6 +408,7 @@ fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
 /// (and the verdict is the job's); an image the registry does not have and a mount source the
 /// node does not have are FAILED with a summary that names them.
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_failed() {
     crate::needs_cluster!();
     let (_fx, mut base) = synced("w-container");
@@ -455,6 +468,7 @@ fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_f
 }
 
 #[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_repository_without_a_build_runs_the_whole_flow_without_a_build_job() {
     crate::needs_cluster!();
     // Nothing about builds in the document, and no TensorRT-LLM build script in the repository.
