@@ -1,5 +1,5 @@
 //! One tar stream of local files, built while it is sent (bounded memory), with only what was
-//! meant to leave the machine in it (RELIABILITY.md 3 and 4).
+//! meant to leave the machine in it (docs/reliability.md 3 and 4).
 //!
 //! - Symlinks are stored as symlinks, never followed: the `tar` crate follows them unless told
 //!   otherwise, which would upload a link's target (`~/.aws/credentials`).

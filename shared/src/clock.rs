@@ -8,7 +8,7 @@ pub fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-/// UTC `YYYYmmddHHMMSS` for a Unix time (PROCEDURE 4c's branch stamp).
+/// UTC `YYYYmmddHHMMSS` for a Unix time (docs/migrating.md, step 4c's branch stamp).
 pub fn utc_stamp(unix: u64) -> String {
     let t = i64::try_from(unix)
         .ok()

@@ -1,4 +1,4 @@
-//! Checks on the ControlMaster socket before any ssh uses it (RELIABILITY.md promise 6).
+//! Checks on the ControlMaster socket before any ssh uses it (docs/reliability.md promise 6).
 //!
 //! ssh fails with a bare exit 255 when the socket path is too long, and happily talks to a
 //! socket someone else put there. So before ssh runs: the expanded path fits (a master binds

@@ -1,4 +1,4 @@
-//! The job document: one JSON object that flows through the pipeline (CONTRACT.md).
+//! The job document: one JSON object that flows through the pipeline (docs/contract.md).
 //!
 //! The document is kept as an ordered JSON map, not as a struct, because the contract's first
 //! promise is round-trip safety: every field a tool does not own, known or unknown, leaves exactly

@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-/// The contract's exit codes (CONTRACT.md, "Exit codes"); serialised as `error.kind`.
+/// The contract's exit codes (docs/contract.md, "Exit codes"); serialised as `error.kind`.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
 )]
@@ -106,7 +106,7 @@ impl ToolError {
         self
     }
 
-    /// The document's `error` section (CONTRACT.md): `tool`, `kind`, `message`, `hint`,
+    /// The document's `error` section (docs/contract.md): `tool`, `kind`, `message`, `hint`,
     /// `exit_code`, and `field` / `command` when known.
     pub fn to_section(&self, tool: &str) -> crate::schema::ErrorSection {
         crate::schema::ErrorSection {

@@ -2,7 +2,7 @@
 //! git CLI where git's own behaviour matters (filters, credentials, the person's config).
 //!
 //! Nothing here writes to HEAD, the refs, the index file, the working tree or the stash: the
-//! promise that local work is never lost (RELIABILITY.md 1) starts with this module only reading.
+//! promise that local work is never lost (docs/reliability.md 1) starts with this module only reading.
 
 use crate::doc::Document;
 use crate::error::{ErrorKind, Result, ToolError};

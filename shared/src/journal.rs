@@ -1,5 +1,5 @@
 //! The submission journal: how a rerun of an interrupted slurm-submit finds the job it already
-//! submitted instead of submitting a second one (RELIABILITY.md 9, "Nothing is done twice").
+//! submitted instead of submitting a second one (docs/reliability.md 9, "Nothing is done twice").
 //!
 //! Before it sends anything, slurm-submit records the submit tag it is about to use under a key
 //! derived from its input document. The record is removed once the output document is written.

@@ -1,7 +1,7 @@
-//! The remote layout of PROCEDURE 4a/4b/4f.1, decided here and only here, for every tool.
+//! The remote layout of docs/migrating.md, step 4a/4b/4f.1, decided here and only here, for every tool.
 //!
 //! One precedence, documented once ([`Layout`]):
-//! - the **root** (where clones go, PROCEDURE 4a): `default_user_root_dir`, else `remote_cwd`;
+//! - the **root** (where clones go, docs/migrating.md, step 4a): `default_user_root_dir`, else `remote_cwd`;
 //! - the **working directory** preflight checks and creates: `remote_cwd`, else the root;
 //! - **`remote_repo_path`**: as given, else `<root>/<name of repo_url>` (4b);
 //! - **`remote_work_dir`**: as given, else `<remote_repo_path>/work_dirs/<leaf>`, the leaf from
@@ -199,7 +199,7 @@ pub fn repo_name(url: &str) -> Option<String> {
 }
 
 /// Keep `[A-Za-z0-9_-]` (plus `.` when `allow_dot`); every other byte becomes `_`
-/// (PROCEDURE 4c's rule for branch-name parts).
+/// (docs/migrating.md, step 4c's rule for branch-name parts).
 pub fn sanitize(s: &str, allow_dot: bool) -> String {
     s.bytes()
         .map(|b| {

@@ -169,7 +169,7 @@ pub enum Mounts {
     List(Vec<String>),
 }
 
-/// How the job is launched (PROCEDURE "Recipes").
+/// How the job is launched (docs/migrating.md, "Recipes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Recipe {

@@ -1,6 +1,6 @@
 //! The snapshot commit: HEAD plus the working-tree content of every tracked file, built in a
 //! temporary index so that HEAD, the branches, the real index, the working tree and the stash
-//! are never touched (PROCEDURE 4c's deviation; RELIABILITY.md 1).
+//! are never touched (docs/migrating.md, step 4c's deviation; docs/reliability.md 1).
 //!
 //! It is the CLI recipe of research/ecosystem.md §5: copy the index, `git add -u` into the copy,
 //! `git write-tree`, `git commit-tree -p HEAD`. The real git is used (not libgit2) so clean and

@@ -115,6 +115,53 @@ pub fn ssh_program() -> String {
     std::env::var("SLURM_TOOLS_SSH").unwrap_or_else(|_| "ssh".to_string())
 }
 
+/// `ssh_options` may not add port forwardings (or open them to other machines): they would be
+/// added to the shared ControlMaster, which every tool's connection rides, and outlive the
+/// tool (security review 2026-12-05, finding 17). slurm-forward is the way to forward a port.
+fn check_options(options: &[String]) -> Result<()> {
+    const FORWARDING: &[&str] = &[
+        "localforward",
+        "remoteforward",
+        "dynamicforward",
+        "gatewayports",
+        "permitremoteopen",
+    ];
+    let mut after_o = false;
+    for o in options {
+        let lower = o.to_ascii_lowercase();
+        let key = if after_o {
+            after_o = false;
+            lower.as_str()
+        } else if let Some(rest) = lower.strip_prefix("-o") {
+            if rest.is_empty() {
+                after_o = true;
+                continue;
+            }
+            rest
+        } else {
+            if ["-L", "-R", "-D", "-W"].iter().any(|f| o.starts_with(f)) {
+                return Err(ToolError::field(
+                    ErrorKind::BadInput,
+                    "ssh_options",
+                    format!("holds {}, a port forwarding, which would be added to the shared ControlMaster every tool rides", preview(o)),
+                )
+                .with_hint("remove it from `ssh_options`; forward a job's port with slurm-forward"));
+            }
+            continue;
+        };
+        let name = key.split(['=', ' ', '\t']).next().unwrap_or("");
+        if FORWARDING.contains(&name) {
+            return Err(ToolError::field(
+                ErrorKind::BadInput,
+                "ssh_options",
+                format!("holds {}, a port-forwarding setting, which would be added to the shared ControlMaster every tool rides", preview(o)),
+            )
+            .with_hint("remove it from `ssh_options`; forward a job's port with slurm-forward"));
+        }
+    }
+    Ok(())
+}
+
 /// How to reach the cluster, from the document.
 #[derive(Debug, Clone)]
 pub struct Ssh {
@@ -161,6 +208,7 @@ impl Ssh {
         check_host(&host)?;
         let config_file = doc.str_opt("ssh_config_file")?.map(str::to_string);
         let options = doc.str_list_opt("ssh_options")?.unwrap_or_default();
+        check_options(&options)?;
         Ok(Ssh {
             host,
             control_path: Some(control_path),
@@ -729,6 +777,33 @@ mod tests {
             r#"{{"ssh_host":"h","preflight":{{"ssh_path":"mfa","master":"managed","control_path":{path:?},"mfa_style":true,"mfa_style_discovered":false,"remote":{{"remote_cwd":"/h/u","remote_cwd_exists":true,"remote_cwd_created":false,"remote_cwd_writable":true,"user":"u","home":"/h/u","login_host":null,"tmux":null,"slurm_version":null,"git":null,"tar":null,"accounting":null,"container_flags":false}}}}}}"#
         );
         Document::parse(text.as_bytes(), "test").unwrap()
+    }
+
+    #[test]
+    fn ssh_options_may_not_add_forwardings_to_the_shared_master() {
+        let ok = |o: &[&str]| check_options(&o.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert!(ok(&[
+            "-o",
+            "Port=2222",
+            "-oServerAliveInterval=5",
+            "-v",
+            "-4",
+            "-l",
+            "alice"
+        ])
+        .is_ok());
+        for bad in [
+            &["-L", "8888:localhost:8888"][..],
+            &["-L8888:localhost:8888"][..],
+            &["-R", "9000:localhost:22"][..],
+            &["-D", "1080"][..],
+            &["-o", "LocalForward 8888 localhost:8888"][..],
+            &["-oGatewayPorts=yes"][..],
+            &["-o", "dynamicforward=1080"][..],
+        ] {
+            let e = ok(bad).unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("ssh_options"), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! A test-only hook: `SLURM_TOOLS_PAUSE_AT=<step>` makes a tool stop for a while at a named step
-//! of its work, so a test can kill it exactly there (RELIABILITY.md: killed at every step).
+//! of its work, so a test can kill it exactly there (docs/reliability.md: killed at every step).
 //! Unset, it costs one environment lookup. The steps are listed where [`pause`] is called.
 
 /// Pause at `step` when `SLURM_TOOLS_PAUSE_AT` names it (30 s, or `SLURM_TOOLS_PAUSE_SECONDS`),

@@ -1,4 +1,4 @@
-//! The job document contract (CONTRACT.md), through a real tool process.
+//! The job document contract (docs/contract.md), through a real tool process.
 //! slurm-resolve stands in for every tool here: the behaviour under test is the shared driver.
 
 use crate::harness::*;

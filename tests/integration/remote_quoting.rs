@@ -1,5 +1,5 @@
 //! Every value reaches the remote program as exactly one literal argument: through the real sshd,
-//! the cluster user's real login shell, and `/bin/sh` (RELIABILITY.md promise 2).
+//! the cluster user's real login shell, and `/bin/sh` (docs/reliability.md promise 2).
 
 use crate::harness::*;
 use shared::quote::Script;

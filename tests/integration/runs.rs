@@ -857,3 +857,31 @@ fn a_hostile_ledger_runs_nothing_panics_nowhere_and_keeps_the_other_clusters() {
     assert!(out.contains("12"), "{out}{err}");
     assert!(!fired.exists());
 }
+
+#[test]
+fn slurm_notify_skips_lines_too_long_or_not_utf8_with_bounded_memory() {
+    let state = tempdir();
+    let events = state.path().join("events.jsonl");
+    let good = r#"{"event":"verdict","at":1,"time":"x","cluster":"c","job_id":"7","status":"PASSED","state":"COMPLETED","summary":"ok"}"#;
+    let mut bytes = b"\xff\xfe not utf-8\n".to_vec();
+    bytes.extend(std::iter::repeat_n(b'x', 3 << 20));
+    bytes.push(b'\n');
+    bytes.extend_from_slice(good.as_bytes());
+    bytes.push(b'\n');
+    std::fs::write(&events, &bytes).unwrap();
+    let got = state.path().join("got");
+    let out = tool_in(state.path(), "slurm-notify")
+        .arg("--command")
+        .arg(format!("cat >> '{}'", got.display()))
+        .arg(&events)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("not UTF-8") && err.contains("longer than"),
+        "{err}"
+    );
+    let delivered = std::fs::read_to_string(&got).unwrap();
+    assert!(delivered.contains("\"job_id\":\"7\""), "{delivered}");
+}

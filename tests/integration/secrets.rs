@@ -1,7 +1,7 @@
 //! A canary password given to every tool never shows up anywhere: not in any process's argv or
 //! environment on either side while the tools run (sampled from /proc; the cluster side is this
 //! machine too), not in stdout, stderr, logs, remote files, job scripts, `scontrol show job`, or
-//! sacct's submit line (RELIABILITY.md promise 5).
+//! sacct's submit line (docs/reliability.md promise 5).
 
 use crate::fixture::*;
 use crate::harness::*;

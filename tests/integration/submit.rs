@@ -10,7 +10,7 @@ fn submit(doc: &Value, args: &[&str]) -> Run {
     run("slurm-submit", args, doc)
 }
 
-/// Recipes 1-5 in real pyxis containers, each with the registry image (written as a person
+/// every recipe in real pyxis containers, each with the registry image (written as a person
 /// writes it, `HOST:PORT/ns/name:tag`) and with the same image as a .sqsh file, `mounts` as a
 /// list and as a string: the job runs in the image, starts in its own code tree and sees it, and
 /// sees the mounts.

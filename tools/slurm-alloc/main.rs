@@ -1,5 +1,5 @@
 //! slurm-alloc: a held allocation with a persistent container, for interactive development
-//! (Recipe 6 and the walltime strategy of PROCEDURE).
+//! (the held allocation and the walltime strategy of the manual procedure, docs/migrating.md).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use shared::layout::{self, Layout};
@@ -222,7 +222,7 @@ fn tagged<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
         .find_map(|l| l.strip_prefix(tag).and_then(|r| r.strip_prefix(' ')))
 }
 
-/// The work's need in seconds: `expected_duration`, else by `purpose` (PROCEDURE "Walltime").
+/// The work's need in seconds: `expected_duration`, else by `purpose` (docs/migrating.md, "Walltime").
 fn need(doc: &Document) -> Result<u64> {
     if let Some(d) = doc.str_opt("expected_duration")? {
         return slurm::parse_time_limit(d).ok_or_else(|| {
@@ -310,7 +310,11 @@ echo "MAXTIME ${max:-UNLIMITED}"
 # --kill-command=TERM ends this command, so salloc and its tmux session end too (nothing lingers on
 # the login node).
 hold="sh -c 'trap \"kill \\\$! 2>/dev/null; exit 0\" TERM HUP; while :; do sleep 3600 & wait \$!; done'"
-tmux new-session -d -s "$session" "$salloc_words $limit $hold" || exit "$E_TMUX_START"
+# The command line goes to /bin/sh in a private file, never to tmux's default shell (the person's
+# login shell may be tcsh or fish, which read this quoting differently); the file removes itself.
+hold_file="$HOME/.slurm-tools/$session.hold.sh"
+(umask 077 && mkdir -p -- "$HOME/.slurm-tools" && printf 'rm -f -- "$0"\nexec %s %s %s\n' "$salloc_words" "$limit" "$hold" >"$hold_file") || exit "$E_TMUX_START"
+tmux new-session -d -s "$session" "exec /bin/sh \"\$HOME/.slurm-tools/$session.hold.sh\"" || exit "$E_TMUX_START"
 echo "SESSION $session"
 i=0
 while [ "$i" -lt 300 ]; do
@@ -614,7 +618,7 @@ fn salloc_argv(st: &Settings, job_name: &str, tag: &str) -> Vec<String> {
     argv
 }
 
-/// PROCEDURE "Walltime": a pending allocation whose estimated start is unknown or more than ten
+/// docs/migrating.md, "Walltime": a pending allocation whose estimated start is unknown or more than ten
 /// minutes away is worth a shorter limit.
 fn starts_far_away(estimated_start: Option<u64>, now: u64) -> bool {
     estimated_start.is_none_or(|s| s > now + 600)

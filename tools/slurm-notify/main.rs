@@ -69,6 +69,8 @@ struct Cli {
 }
 
 const TOOL: &str = "slurm-notify";
+/// The longest event line read; a longer one is skipped with a warning (bounded memory).
+const MAX_LINE: usize = 1 << 20;
 const KINDS: [&str; 8] = [
     "submitted",
     "pending",
@@ -207,12 +209,15 @@ fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
     };
     let mut reader = BufReader::new(input);
     let mut failed = 0u32;
-    let mut line = String::new();
-    let mut partial = String::new();
+    let mut line: Vec<u8> = Vec::new();
+    let mut partial: Vec<u8> = Vec::new();
+    let mut skipping = false;
     loop {
         line.clear();
-        let n = reader
-            .read_line(&mut line)
+        // At most MAX_LINE bytes at a time: a huge line never holds more memory than that.
+        let n = (&mut reader)
+            .take(MAX_LINE as u64)
+            .read_until(b'\n', &mut line)
             .map_err(|e| ToolError::new(ErrorKind::Remote, format!("reading the events: {e}")))?;
         if n == 0 {
             if cli.follow {
@@ -221,13 +226,32 @@ fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
             }
             break;
         }
-        if !line.ends_with('\n') && cli.follow {
-            // A line still being written: wait for its end.
-            partial.push_str(&line);
+        let ended = line.ends_with(b"\n");
+        if skipping {
+            // The rest of a line that was too long: dropped up to its end.
+            skipping = !ended;
             continue;
         }
-        let whole = std::mem::take(&mut partial) + &line;
-        let text = whole.trim();
+        if partial.len() + line.len() > MAX_LINE {
+            shared::ui::warn(
+                TOOL,
+                &format!("an event line longer than {MAX_LINE} bytes (skipped)"),
+            );
+            partial.clear();
+            skipping = !ended;
+            continue;
+        }
+        partial.extend_from_slice(&line);
+        if !ended && (cli.follow || n == MAX_LINE) {
+            // A line still being written (or read in pieces): wait for its end.
+            continue;
+        }
+        let whole = std::mem::take(&mut partial);
+        let Ok(text) = std::str::from_utf8(&whole) else {
+            shared::ui::warn(TOOL, "an event line that is not UTF-8 (skipped)");
+            continue;
+        };
+        let text = text.trim();
         if text.is_empty() {
             continue;
         }

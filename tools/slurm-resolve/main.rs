@@ -1,4 +1,4 @@
-//! slurm-resolve: pick the cluster and fill in what follows from it (PROCEDURE step 1).
+//! slurm-resolve: pick the cluster and fill in what follows from it (docs/migrating.md, step 1).
 
 mod catalog;
 
@@ -344,7 +344,7 @@ fn derive_fields(
             }
         }
     }
-    // PROCEDURE 4a: without a root dir, the remote working directory is the root.
+    // docs/migrating.md, step 4a: without a root dir, the remote working directory is the root.
     if !doc.has("default_user_root_dir") {
         if let Some(cwd) = doc.str_opt("remote_cwd")?.map(str::to_string) {
             doc.derive("default_user_root_dir", cwd.into(), derived);
@@ -357,7 +357,7 @@ fn derive_fields(
         };
         doc.derive("node_count", n.into(), derived);
     }
-    // PROCEDURE 4b and 4f.1, by the one rule in shared::layout. A root in the cluster home
+    // docs/migrating.md, step 4b and 4f.1, by the one rule in shared::layout. A root in the cluster home
     // (`~/...`) waits for preflight, which learns the home.
     let in_home = doc
         .str_opt("default_user_root_dir")?

@@ -6,7 +6,7 @@
 //! ssh asks `SSH_ASKPASS` for each prompt (`SSH_ASKPASS_REQUIRE=force`), the prompt text as its
 //! argument. We point it at this very binary and at a Unix socket in a fresh 0700 directory: the
 //! binary, started by ssh in askpass mode, sends the prompt and gets back what to do. The
-//! password never travels in an argv, an environment or a file (RELIABILITY.md promise 5): only
+//! password never travels in an argv, an environment or a file (docs/reliability.md promise 5): only
 //! the socket's *path* is in the environment. The directory is removed when the login ends.
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -1,4 +1,4 @@
-//! slurm-ssh-preflight: a working ssh connection and a checked remote (PROCEDURE steps 2-3).
+//! slurm-ssh-preflight: a working ssh connection and a checked remote (docs/migrating.md, steps 2-3).
 
 mod askpass;
 mod remote_check;
@@ -221,7 +221,7 @@ const DIRECT_PERSIST: &str = "10m";
 /// handshake each: several round trips to a login node 10-150 ms away), so preflight's own
 /// check opens a managed master with a short ControlPersist that they all ride, unless one is
 /// there already (ours, or the person's own ssh config's), or `ssh_multiplex` is false. A
-/// deliberate deviation from PROCEDURE's "no managed master on direct hosts": measured in
+/// deliberate deviation from the manual procedure's (docs/migrating.md) "no managed master on direct hosts": measured in
 /// docs/benchmarks.md ("At a distance").
 fn direct(
     ctx: &Context,

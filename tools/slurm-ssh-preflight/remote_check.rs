@@ -1,4 +1,4 @@
-//! The remote environment check (PROCEDURE step 3), in one round trip.
+//! The remote environment check (docs/migrating.md, step 3), in one round trip.
 //!
 //! One script prints `key=value` lines (each value reduced to its first line), which become the
 //! `preflight.remote` report ([`RemoteCheck`]). The only value in it from the document is

@@ -1,4 +1,4 @@
-//! slurm-submit: the build job and Recipes 1-5 (PROCEDURE step 5 and "Recipes").
+//! slurm-submit: the build job and every recipe (docs/migrating.md, step 5 and "Recipes").
 
 mod recipe;
 
@@ -21,7 +21,7 @@ use std::time::Duration;
 const BUILD_SLURM: &str = include_str!("../../scripts/build.slurm");
 const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 
-/// Submit the job (Recipes 1-5) or, with --build, the build job; return once Slurm accepted it.
+/// Submit the job (every recipe) or, with --build, the build job; return once Slurm accepted it.
 ///
 /// Recipes: single (srun, 1 node, 1 task), mpi (srun --mpi=pmix, a task per GPU), distributed
 /// (srun, a task per GPU, RANK/LOCAL_RANK/WORLD_SIZE set), launcher (srun, one torchrun per
@@ -665,7 +665,9 @@ cd -- "$tree" || exit "$E_TREE"
                 "srun_log",
                 &join(&plan.state_dir, &format!("{token}.srun.log")),
             )?;
-            s.assign("wrapper_cmd", &format!("sh {}", quote(wrapper)?))?;
+            // `exec /bin/sh FILE`: the same words in sh, bash, zsh, tcsh and fish (tmux runs its
+            // command with the person's login shell).
+            s.assign("wrapper_cmd", &format!("exec /bin/sh {}", quote(wrapper)?))?;
             s.raw(
                 r#"command -v tmux >/dev/null 2>&1 || exit "$E_NO_TMUX"
 if tmux ls -F '#{session_name}' 2>/dev/null | grep -Fqx -- "$session"; then

@@ -1,4 +1,4 @@
-//! The Slurm command lines of Recipes 1-5 and of the build job (PROCEDURE step 5 and "Recipes"),
+//! The Slurm command lines of every recipe and of the build job (docs/migrating.md, step 5 and "Recipes"),
 //! from the settings `shared::slurm::Settings` parsed (the same ones slurm-alloc uses).
 //!
 //! Every option takes the `--opt=value` form, so a value starting with `-` can never become an
@@ -104,7 +104,7 @@ pub fn command_file(
     Ok(s.into_string())
 }
 
-/// The build job's sbatch argv (PROCEDURE step 5: one node, one task, 02:00:00).
+/// The build job's sbatch argv (docs/migrating.md, step 5: one node, one task, 02:00:00).
 pub fn build_argv(st: &Settings, token: &str, repo: &str, log: &str) -> Vec<String> {
     let mut argv = vec!["sbatch".to_string(), "--parsable".into()];
     argv.push("--nodes=1".into());
@@ -223,7 +223,7 @@ mod tests {
             "--parsable",
             "--nodes=1",
             "--ntasks=1",
-            "--job-name=slurm-tools.build",
+            "--job-name=exp 1.build",
             "--time=02:00:00",
             "--output=/s/log/build_%j.srun.log",
         ] {

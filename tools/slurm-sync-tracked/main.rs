@@ -1,5 +1,5 @@
 //! slurm-sync-tracked: the remote checkout becomes HEAD plus the local working tree's tracked
-//! changes, as one snapshot commit; the local repository is never touched (PROCEDURE step 4).
+//! changes, as one snapshot commit; the local repository is never touched (docs/migrating.md, step 4).
 
 use clap::{Parser, ValueEnum};
 use shared::schema;

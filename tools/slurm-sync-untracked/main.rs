@@ -1,5 +1,5 @@
 //! slurm-sync-untracked: the untracked, non-ignored files of the working tree, as one tar stream
-//! into the remote checkout (PROCEDURE 4e.1).
+//! into the remote checkout (docs/migrating.md, step 4e.1).
 
 use clap::Parser;
 use shared::sync::untracked::{self, Options};

@@ -1,5 +1,5 @@
 //! slurm-watch: follow a job to an honest verdict, with hang detection ("Watching a job",
-//! "Recovering" and "The report" in PROCEDURE).
+//! "Recovering" and "The report" in the manual procedure, docs/migrating.md).
 
 mod poll;
 mod retry;
@@ -687,7 +687,7 @@ fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {
     let mut s = Script::new();
     s.raw("scancel").arg(&job.id)?.raw("\n");
     let out = ssh.run_script(&s, None, Duration::from_secs(60))?;
-    // scancel of a job that already ended is success (RELIABILITY.md 9).
+    // scancel of a job that already ended is success (docs/reliability.md 9).
     if !out.success()
         && !out.stderr_tail.contains("already completed")
         && !out.stderr_tail.contains("Invalid job id")

@@ -104,7 +104,7 @@ pub const OVERLAP: &str =
 /// old coreutils).
 pub const NAP: &str = "nap() { sleep \"$1\" 2>/dev/null || sleep 1; }\n";
 
-/// The CUDA architecture for the build (PROCEDURE step 5).
+/// The CUDA architecture for the build (docs/migrating.md, step 5).
 pub fn cuda_arch(device_type: Option<&str>) -> &'static str {
     match device_type.map(str::to_ascii_uppercase).as_deref() {
         Some("B200" | "GB200" | "GB300" | "B300") => "100-real",

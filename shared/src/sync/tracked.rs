@@ -1,6 +1,6 @@
 //! The tracked sync (slurm-sync-tracked; `slurm-alloc exec --sync` runs it inside its own ssh
 //! execution): the remote checkout becomes HEAD plus the local working tree's tracked changes,
-//! as one snapshot commit; the local repository is never touched (PROCEDURE step 4).
+//! as one snapshot commit; the local repository is never touched (docs/migrating.md, step 4).
 
 use super::pending;
 use super::tracked_remote as remote;

@@ -1,4 +1,4 @@
-//! The remote side of the tracked sync, as `/bin/sh` scripts (PROCEDURE 4a, 4b, 4e, 4f.1).
+//! The remote side of the tracked sync, as `/bin/sh` scripts (docs/migrating.md, step 4a, 4b, 4e, 4f.1).
 //!
 //! The remote clone is guarded by a lock directory beside it (`<repo>.slurm-tools-sync.lock`,
 //! `mkdir` is atomic; `shared/src/remote/sh/clone-lock.sh`), so concurrent syncs into the same

@@ -1,6 +1,6 @@
 //! The untracked sync (slurm-sync-untracked; `slurm-alloc exec --sync` runs it inside its own
 //! ssh execution): the untracked, non-ignored files of the working tree, as one tar stream into
-//! the remote checkout (PROCEDURE 4e.1), incremental against the manifest the last sync left.
+//! the remote checkout (docs/migrating.md, step 4e.1), incremental against the manifest the last sync left.
 
 use crate::archive::{self, Item, Stats};
 use crate::git::{run_git, LocalRepo};
