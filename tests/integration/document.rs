@@ -200,6 +200,14 @@ fn bad_flags_exit_2_and_help_and_version_exit_0() {
             "{t} --help teaches:\n{help}"
         );
         assert!(!help.contains("{adds}"), "{t}: the Adds text is generated");
+        assert!(
+            help.contains("Exit: 0") || help.contains("Exit code: 0") || help.contains("Exit 0"),
+            "{t} --help states its exit codes:\n{help}"
+        );
+        assert!(
+            !help.to_ascii_lowercase().contains("trtllm"),
+            "{t} --help shows no internal default:\n{help}"
+        );
         let out = tool(t).arg("--version").output().unwrap();
         assert_eq!(out.status.code(), Some(0));
         assert!(String::from_utf8_lossy(&out.stdout).starts_with(t));

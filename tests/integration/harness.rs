@@ -103,7 +103,7 @@ pub fn mfa_lock() -> MutexGuard<'static, ()> {
 }
 
 /// Every tool of the project.
-pub const TOOLS: [&str; 13] = [
+pub const TOOLS: [&str; 14] = [
     "slurm-resolve",
     "slurm-ssh-preflight",
     "slurm-sync-tracked",
@@ -117,6 +117,7 @@ pub const TOOLS: [&str; 13] = [
     "slurm-runs",
     "slurm-notify",
     "slurm-fetch",
+    "slurm-init",
 ];
 
 pub fn bin(tool: &str) -> &'static str {
@@ -134,6 +135,7 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-runs" => env!("CARGO_BIN_EXE_slurm-runs"),
         "slurm-notify" => env!("CARGO_BIN_EXE_slurm-notify"),
         "slurm-fetch" => env!("CARGO_BIN_EXE_slurm-fetch"),
+        "slurm-init" => env!("CARGO_BIN_EXE_slurm-init"),
         other => panic!("unknown tool {other}"),
     }
 }

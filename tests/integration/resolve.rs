@@ -407,3 +407,71 @@ fn hostile_slurm_users_filled_into_catalog_patterns_are_refused_or_stay_literal(
     assert_eq!(r.doc["default_user_root_dir"], format!("/home/{user}"));
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
 }
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn slurm_init_writes_a_catalog_entry_and_a_first_document_that_resolves_and_connects() {
+    crate::needs_cluster!();
+    let tb = testbed();
+    let dir = tempdir();
+    let cat = dir.path().join("clusters.json");
+    std::fs::write(
+        &cat,
+        r#"{"prefer":["other"],"clusters":[{"cluster_name":"other","ssh_host":"o"}]}"#,
+    )
+    .unwrap();
+    let mut c = tool("slurm-init");
+    c.args(["--ssh-config", &tb.ssh_config(), "--catalog"])
+        .arg(&cat)
+        .args(["--cluster", "tb", &tb.s("direct_host")]);
+    let out = c.stdin(std::process::Stdio::null()).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let job: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(job["slurm_cluster"], "tb");
+    let written: Value = serde_json::from_slice(&std::fs::read(&cat).unwrap()).unwrap();
+    assert_eq!(
+        written["prefer"],
+        json!(["other"]),
+        "the rest of the catalog kept"
+    );
+    assert_eq!(written["clusters"][0]["cluster_name"], "other");
+    let e = &written["clusters"][1];
+    assert_eq!(e["cluster_name"], "tb");
+    assert_eq!(
+        e["defaults"],
+        json!({"account": tb.s("account"), "partition": tb.s("partition"), "qos": "normal"}),
+        "{err}"
+    );
+    assert_eq!(
+        e["default_user_root_dir"],
+        format!("{}/slurm-tools", tb.s("cluster_home"))
+    );
+    assert!(
+        e["device_types"].as_array().is_none_or(|t| t.is_empty()),
+        "{e}"
+    );
+    assert_eq!(e["gpus_per_node"], tb.info["gpus_per_node"]);
+    // The printed document goes through the pipeline's first steps as it is.
+    let r = resolve(Some(cat.to_str().unwrap()), &[], job);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.doc["account"], tb.s("account"));
+    assert_eq!(r.doc["qos"], "normal");
+    let p = run("slurm-ssh-preflight", &[], &r.doc);
+    assert_eq!(p.code, 0, "{}", p.stderr);
+    // Run again: the entry is replaced, not added twice.
+    let mut c = tool("slurm-init");
+    c.args(["--ssh-config", &tb.ssh_config(), "--catalog"])
+        .arg(&cat)
+        .args(["--cluster", "tb", "--qos", "normal", &tb.s("direct_host")]);
+    assert_eq!(
+        c.stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+            .status
+            .code(),
+        Some(0)
+    );
+    let again: Value = serde_json::from_slice(&std::fs::read(&cat).unwrap()).unwrap();
+    assert_eq!(again["clusters"].as_array().unwrap().len(), 2);
+}

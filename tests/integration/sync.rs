@@ -164,7 +164,8 @@ fn an_unreachable_origin_fails_cleanly() {
     );
     let mut d = fx.doc();
     d["repo_url"] = json!("/nonexistent/origin.git");
-    assert_failed_sync_loses_nothing(&fx, d, "pushing the snapshot");
+    // The error names the cause: origin could not be reached.
+    assert_failed_sync_loses_nothing(&fx, d, "origin could not be reached");
 }
 
 #[test]
@@ -186,7 +187,12 @@ fn a_rejected_push_fails_cleanly() {
     std::fs::write(&hook, "#!/bin/sh\necho 'denied by policy' >&2\nexit 1\n").unwrap();
     std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
     let t = {
-        assert_failed_sync_loses_nothing(&fx, fx.doc(), "pushing the snapshot");
+        // The error names the cause: origin's hook refused it (not credentials or network).
+        assert_failed_sync_loses_nothing(
+            &fx,
+            fx.doc(),
+            "origin's rules refused the temporary branch",
+        );
         run("slurm-sync-tracked", &[], &fx.doc())
     };
     assert!(t.doc["error"]["command"]["stderr"]

@@ -48,6 +48,10 @@ use std::time::{Duration, Instant};
 ///
 /// {adds}
 ///
+/// Exit: 0 done; `exec` exits with its command's own exit code; 2 bad input; 3 a login is
+/// needed, or the allocation pends far away (without --wait); 4 ssh, Slurm or the container
+/// import failed.
+///
 /// Examples:
 ///   slurm-alloc up job.json > alloc.json && slurm-alloc exec alloc.json -- nvidia-smi
 ///   slurm-alloc exec --sync alloc.json -- python -m pytest -x tests/   # after each edit

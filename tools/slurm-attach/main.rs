@@ -33,6 +33,10 @@ use std::time::Duration;
 ///
 /// {adds}
 ///
+/// Exit: 0 when the shell or command succeeded, else its own exit code; 2 bad input (or a
+/// --ssh-config FILE it may not change); 3 the job is pending or a login is needed; 4 the job
+/// ended or ssh failed.
+///
 /// Example:
 ///   slurm-attach alloc.json                        # a shell in the allocation's container
 ///   slurm-attach --command 'nvidia-smi' run.json   # one command in the running job

@@ -31,6 +31,9 @@ use std::time::Duration;
 ///
 /// {adds}
 ///
+/// Exit: 0 copied (or nothing new); 2 bad input, or more than --max-bytes (nothing copied); 3 a
+/// login is needed; 4 the listing or the copy failed, or the cluster sent what was not listed.
+///
 /// Example:
 ///   slurm-fetch -p 'profiles/*.nsys-rep' -p 'work:*.json' report.json > fetched.json
 ///   slurm-runs --json | jq -r 'select(.status=="FAILED") | .document' | xargs -n1 slurm-fetch >/dev/null

@@ -35,6 +35,9 @@ use std::time::Duration;
 ///
 /// {adds}
 ///
+/// Exit: 0 forwarding (or cancelled); 2 bad input or the local port is taken; 3 the job is
+/// pending or a login is needed; 4 the job ended, nothing answers on the port, or ssh failed.
+///
 /// Example:
 ///   slurm-forward --port-file ~/work/port.txt job.json > fwd.json   # then open forward.local_url
 ///   slurm-forward --cancel fwd.json

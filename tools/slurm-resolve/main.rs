@@ -33,6 +33,9 @@ use std::path::PathBuf;
 ///
 /// {adds}
 ///
+/// Exit: 0 resolved; 2 bad input or no cluster can take the job; 3 several clusters match, or a
+/// value only you can give is missing.
+///
 /// Example:
 ///   echo '{"device_type":"H100","required_devices_per_node":4,"slurm_user":"me"}' \
 ///     | slurm-resolve --catalog ~/.config/slurm-tools/clusters.json

@@ -37,7 +37,7 @@ use std::time::Duration;
 ///   slurm-runs
 ///   slurm-runs --state running --since 2d --name 'train-*'
 ///   slurm-runs --json | jq -r 'select(.status == "FAILED") | .document'
-///   slurm-runs --watch --events - | slurm-notify --webhook https://hooks.example.org/T0
+///   slurm-runs --watch --events - | slurm-notify --webhook-file ~/.config/slurm-tools/webhook
 #[derive(Parser, Debug)]
 #[command(name = "slurm-runs", version, verbatim_doc_comment)]
 struct Cli {

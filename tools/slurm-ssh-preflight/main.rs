@@ -39,6 +39,10 @@ use std::time::Duration;
 /// `control_path` is expanded, and every later tool uses it; `remote.home` is what later tools
 /// expand a `~/` remote path against.
 ///
+/// Exit: 0 connected and checked; 2 bad input (an unsafe or too long control_path included); 3
+/// a login is needed (the command is printed) or it was refused at a prompt; 4 ssh failed or a
+/// piece a later step needs is missing on the cluster.
+///
 /// Example:
 ///   slurm-resolve < job.json | slurm-ssh-preflight > job.ready.json
 #[derive(Parser, Debug)]

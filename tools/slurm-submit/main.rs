@@ -56,6 +56,10 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// When a run job follows a watched build job, the build's job and report move to `build`.
 /// Each accepted job is added to the local run ledger (see slurm-runs) with the document.
 ///
+/// Exit: 0 Slurm accepted the job (or --build had nothing to build and said so); 1 the build
+/// before it did not pass (document unchanged); 2 bad input or Slurm refused a field (named); 3
+/// a login is needed; 4 ssh or the controller failed (a rerun never submits twice).
+///
 /// Example:
 ///   slurm-sync-untracked < synced.json | slurm-submit | slurm-watch > report.json
 #[derive(Parser, Debug)]

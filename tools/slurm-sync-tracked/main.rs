@@ -39,6 +39,9 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 ///
 /// {adds}
 ///
+/// Exit: 0 synced; 2 bad input (the field is named; nothing was pushed); 3 a login is needed; 4
+/// git, ssh or the cluster failed (the cause is named; the local repository is untouched).
+///
 /// Example:
 ///   slurm-ssh-preflight job.json | slurm-sync-tracked | slurm-sync-untracked > synced.json
 #[derive(Parser, Debug)]

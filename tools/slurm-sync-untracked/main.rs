@@ -27,6 +27,9 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 ///
 /// {adds}
 ///
+/// Exit: 0 synced; 2 bad input; 3 a login is needed; 4 ssh, tar or the cluster failed (the
+/// local repository is untouched).
+///
 /// Example:
 ///   slurm-sync-tracked < ready.json | slurm-sync-untracked > synced.json
 #[derive(Parser, Debug)]

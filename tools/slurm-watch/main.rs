@@ -51,7 +51,7 @@ use verdict::{final_verdict, Verdict};
 ///
 /// Example:
 ///   slurm-submit < synced.json | slurm-watch --follow > report.json
-///   slurm-watch --events /dev/fd/3 3>&1 >report.json < submitted.json | slurm-notify --webhook URL
+///   slurm-watch --events /dev/fd/3 3>&1 >report.json < submitted.json | slurm-notify --webhook-file F
 #[derive(Parser, Debug)]
 #[command(name = "slurm-watch", version, verbatim_doc_comment)]
 struct Cli {

@@ -10,6 +10,9 @@
 /// The remote clone's lock: `take_lock` (waits `lock_wait` s), `release_lock`.
 pub const CLONE_LOCK: &str = include_str!("sh/clone-lock.sh");
 
+/// slurm-init's probe: user, home, scratch, Slurm version, associations, partitions.
+pub const INIT_PROBE: &str = include_str!("sh/init-probe.sh");
+
 /// slurm-fetch's listing: `list BASE DIR GLOB`, NUL-terminated records.
 pub const FETCH_LIST: &str = include_str!("sh/fetch-list.sh");
 
