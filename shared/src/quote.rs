@@ -40,17 +40,19 @@ fn check_no_nul(value: &str) -> Result<()> {
     Ok(())
 }
 
-/// The value in single quotes, each `'` in it written as `'\''`. Inside single quotes a POSIX
-/// shell treats every byte but `'` literally (newlines and non-ASCII included), so this is one
-/// word that reads back as exactly the value, in every POSIX shell, whatever the value holds.
+/// The value in single quotes, each `'` in it written as `'\''` and each `\` as `'\\'` (outside
+/// the quotes, escaped: inside them it would be literal too, but shellcheck reads a backslash
+/// before a closing quote as an attempted escape). Inside single quotes a POSIX shell treats
+/// every byte but `'` literally (newlines and non-ASCII included), so this is one word that
+/// reads back as exactly the value, in every POSIX shell, whatever the value holds.
 fn single_quoted(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
     out.push('\'');
     for c in value.chars() {
-        if c == '\'' {
-            out.push_str("'\\''");
-        } else {
-            out.push(c);
+        match c {
+            '\'' => out.push_str("'\\''"),
+            '\\' => out.push_str("'\\\\'"),
+            c => out.push(c),
         }
     }
     out.push('\'');
@@ -320,6 +322,18 @@ mod tests {
             !std::env::temp_dir().join("canary").exists(),
             "a value ran as a command"
         );
+    }
+
+    #[test]
+    fn quoted_text_passes_shellcheck_whatever_the_value() {
+        // A backslash before a closing single quote reads to shellcheck like an attempted
+        // escape (SC1003): backslashes are written outside the quotes.
+        let mut s = Script::new();
+        for v in ["back\\slash\\", "\\", "a'b", "x\"'`y`'\"z", "$(id)", "a\nb"] {
+            s.assign("V", v).unwrap();
+            s.raw("printf '%s\\n' \"$V\"").arg(v).unwrap().raw("\n");
+        }
+        crate::script_check::assert_clean("quoted-values", s.as_str());
     }
 
     #[test]

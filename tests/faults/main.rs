@@ -2276,8 +2276,7 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     let again = attach(&["--ssh-config", &cfg.display().to_string()], &up.doc);
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert_eq!(
-        std::fs::read_to_string(&cfg)
-            .unwrap()
+        String::from_utf8_lossy(&std::fs::read(&cfg).unwrap())
             .matches(&format!("Host {alias}"))
             .count(),
         1
