@@ -547,9 +547,33 @@ pub fn trace_event(event: &TraceEvent) {
     }
 }
 
+/// An argument as the trace shows it: a URL's credentials (`user:token@`) and query (`?...`)
+/// replaced by `***`, so a token in a URL never reaches the trace file.
+fn redacted(arg: &str) -> String {
+    let Some(at) = arg.find("://") else {
+        return arg.to_string();
+    };
+    let (scheme, rest) = arg.split_at(at + 3);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let authority = match authority.rfind('@') {
+        Some(i) => format!("***@{}", &authority[i + 1..]),
+        None => authority.to_string(),
+    };
+    let path = match path.find('?') {
+        Some(i) => format!("{}?***", &path[..i]),
+        None => path.to_string(),
+    };
+    format!("{scheme}{authority}{path}")
+}
+
 fn trace(out: &Output) {
+    if std::env::var_os("SLURM_TOOLS_TRACE").is_none() {
+        return;
+    }
+    let argv: Vec<String> = out.argv.iter().map(|a| redacted(a)).collect();
     trace_event(&TraceEvent::Command {
-        argv: &out.argv,
+        argv: &argv,
         exit_code: out.code,
         ms: out.elapsed.as_millis() as u64,
         pid: std::process::id(),
@@ -559,6 +583,21 @@ fn trace(out: &Output) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn traces_redact_credentials_and_queries_in_urls() {
+        assert_eq!(
+            redacted("https://bob:ghp_secret@github.com/org/repo.git"),
+            "https://***@github.com/org/repo.git"
+        );
+        assert_eq!(
+            redacted("https://hooks.example.org/T0?token=abc"),
+            "https://hooks.example.org/T0?***"
+        );
+        assert_eq!(redacted("ssh://git@host:22/r"), "ssh://***@host:22/r");
+        assert_eq!(redacted("-oControlPath=/tmp/x"), "-oControlPath=/tmp/x");
+        assert_eq!(redacted("/srv/origin.git"), "/srv/origin.git");
+    }
 
     #[test]
     fn deadline_kills_and_says_so() {
