@@ -3,7 +3,8 @@
 //! prints a small job document.
 
 use clap::Parser;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use shared::quote::Script;
 use shared::ssh::Ssh;
 use shared::{Document, ErrorKind, Result, ToolError};
@@ -153,8 +154,44 @@ fn gpus(gres: &str) -> (Vec<String>, Option<i64>) {
     (types, count)
 }
 
+/// A partition as the catalog writes it.
+#[derive(Debug, Serialize, PartialEq)]
+struct Partition {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_time: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    default: bool,
+}
+
+/// The catalog entry slurm-init writes (docs/catalog.md).
+#[derive(Debug, Serialize)]
+struct CatalogEntry {
+    cluster_name: String,
+    ssh_host: String,
+    /// null: preflight finds out, and records it.
+    mfa_style: Option<bool>,
+    default_user_root_dir: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    device_types: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gpus_per_node: Option<i64>,
+    partitions: Vec<Partition>,
+    defaults: Map<String, Value>,
+}
+
+/// The small job document printed: it resolves through the entry.
+#[derive(Debug, Serialize)]
+struct FirstJob {
+    slurm_cluster: String,
+    time_limit: &'static str,
+    command: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ssh_config_file: Option<String>,
+}
+
 /// The entry and the defaults chosen from the probe and the flags.
-fn entry_for(cli: &Cli, name: &str, p: &Probe, mfa: Option<bool>) -> Result<Value> {
+fn entry_for(cli: &Cli, name: &str, p: &Probe) -> Result<CatalogEntry> {
     let account = match (&cli.account, p.assoc.as_slice()) {
         (Some(a), _) => Some(a.clone()),
         (None, []) => None,
@@ -188,56 +225,54 @@ fn entry_for(cli: &Cli, name: &str, p: &Probe, mfa: Option<bool>) -> Result<Valu
         .root
         .clone()
         .unwrap_or_else(|| format!("{}/slurm-tools", base.trim_end_matches('/')));
-    let mut types = Vec::new();
-    let mut per_node = None;
+    let mut device_types = Vec::new();
+    let mut gpus_per_node = None;
     for (.., gres, _) in &p.parts {
         let (t, n) = gpus(gres);
         for x in t {
-            if !types.contains(&x) {
-                types.push(x);
+            if !device_types.contains(&x) {
+                device_types.push(x);
             }
         }
-        per_node = per_node.max(n);
+        gpus_per_node = gpus_per_node.max(n);
     }
     let mut defaults = Map::new();
-    for (k, v) in [
-        ("account", &account),
-        ("partition", &partition),
-        ("qos", &qos),
-    ] {
+    for (k, v) in [("account", account), ("partition", partition), ("qos", qos)] {
         if let Some(v) = v {
-            defaults.insert(k.into(), json!(v));
+            defaults.insert(k.into(), Value::String(v));
         }
     }
     // Checked as the catalog's reader will check it.
     shared::slurm::Settings::from_doc(&Document::from_map(defaults.clone()))?;
-    let mut e = json!({
-        "cluster_name": name,
-        "ssh_host": cli.host,
-        "mfa_style": mfa,
-        "default_user_root_dir": root,
-        "partitions": p.parts.iter().map(|(n, l, _, d)| {
-            let mut part = json!({"name": n});
-            if let Some(t) = max_time(l) { part["max_time"] = json!(t); }
-            if *d { part["default"] = json!(true); }
-            part
-        }).collect::<Vec<_>>(),
-        "defaults": defaults,
-    });
-    if !types.is_empty() {
-        e["device_types"] = json!(types);
-    }
-    if let Some(n) = per_node {
-        e["gpus_per_node"] = json!(n);
-    }
-    Ok(e)
+    Ok(CatalogEntry {
+        cluster_name: name.to_string(),
+        ssh_host: cli.host.clone(),
+        mfa_style: None,
+        default_user_root_dir: root,
+        device_types,
+        gpus_per_node,
+        partitions: p
+            .parts
+            .iter()
+            .map(|(n, l, _, d)| Partition {
+                name: n.clone(),
+                max_time: max_time(l),
+                default: *d,
+            })
+            .collect(),
+        defaults,
+    })
 }
 
 /// The catalog with `entry` in it (replacing an entry of the same name), every other byte of
 /// meaning kept.
 fn merged(existing: Option<&[u8]>, path: &Path, entry: Value) -> Result<Value> {
     let mut cat = match existing {
-        None => json!({"clusters": []}),
+        None => {
+            let mut m = Map::new();
+            m.insert("clusters".into(), Value::Array(Vec::new()));
+            Value::Object(m)
+        }
         Some(b) => serde_json::from_slice::<Value>(b).map_err(|e| {
             ToolError::bad_input(format!(
                 "the catalog {} is not valid JSON ({e}); it was left as it is",
@@ -289,11 +324,12 @@ fn init(cli: &Cli) -> Result<u8> {
             .to_string(),
     };
     shared::slurm::check_slurm_value("--cluster", &name)?;
-    let mut conn = json!({"ssh_host": cli.host});
+    let mut conn = Map::new();
+    conn.insert("ssh_host".into(), Value::String(cli.host.clone()));
     if let Some(f) = &cli.ssh_config {
-        conn["ssh_config_file"] = json!(f);
+        conn.insert("ssh_config_file".into(), Value::String(f.clone()));
     }
-    let doc = Document::from_map(conn.as_object().cloned().unwrap_or_default());
+    let doc = Document::from_map(conn);
     let ssh = Ssh::for_preflight(&doc)?;
     let mut s = Script::new();
     s.raw(shared::remote::INIT_PROBE);
@@ -326,7 +362,7 @@ fn init(cli: &Cli) -> Result<u8> {
         );
     }
     // Whether the login needs MFA is left to preflight to find out (null), which records it.
-    let entry = entry_for(cli, &name, &probe, None)?;
+    let entry = entry_for(cli, &name, &probe)?;
     let path = catalog_path(cli)?;
     let existing = match std::fs::read(&path) {
         Ok(b) => Some(b),
@@ -339,7 +375,9 @@ fn init(cli: &Cli) -> Result<u8> {
             .with_hint("fix its permissions, or give another file with --catalog"))
         }
     };
-    let cat = merged(existing.as_deref(), &path, entry.clone())?;
+    let entry_value =
+        serde_json::to_value(&entry).map_err(|e| ToolError::bad_input(e.to_string()))?;
+    let cat = merged(existing.as_deref(), &path, entry_value)?;
     if let Some(dir) = path.parent() {
         shared::private_files::create_dir(dir)
             .map_err(|e| ToolError::bad_input(format!("cannot create {}: {e}", dir.display())))?;
@@ -349,7 +387,7 @@ fn init(cli: &Cli) -> Result<u8> {
     shared::private_files::write_atomic(&path, text.as_bytes(), 0o600).map_err(|e| {
         ToolError::bad_input(format!("cannot write the catalog {}: {e}", path.display()))
     })?;
-    let defaults = entry["defaults"].as_object().cloned().unwrap_or_default();
+    let defaults = &entry.defaults;
     shared::ui::note(
         TOOL,
         &format!(
@@ -358,7 +396,7 @@ fn init(cli: &Cli) -> Result<u8> {
             cli.host,
             probe.slurm.as_deref().unwrap_or("no Slurm client found"),
             path.display(),
-            entry["default_user_root_dir"].as_str().unwrap_or("?"),
+            entry.default_user_root_dir,
             if defaults.is_empty() {
                 "none found".to_string()
             } else {
@@ -370,15 +408,16 @@ fn init(cli: &Cli) -> Result<u8> {
             }
         ),
     );
-    let mut job = json!({
-        "slurm_cluster": name,
-        "time_limit": "00:30:00",
-        "command": "hostname && nvidia-smi -L || true",
-    });
-    if let Some(f) = &cli.ssh_config {
-        job["ssh_config_file"] = json!(f);
-    }
-    let line = format!("{job}\n");
+    let job = FirstJob {
+        slurm_cluster: name,
+        time_limit: "00:30:00",
+        command: "hostname && nvidia-smi -L || true",
+        ssh_config_file: cli.ssh_config.clone(),
+    };
+    let line = format!(
+        "{}\n",
+        serde_json::to_string(&job).map_err(|e| ToolError::bad_input(e.to_string()))?
+    );
     use std::io::Write;
     std::io::stdout()
         .write_all(line.as_bytes())
@@ -390,6 +429,10 @@ fn init(cli: &Cli) -> Result<u8> {
 mod tests {
     use super::*;
 
+    fn value(text: &str) -> Value {
+        serde_json::from_str(text).unwrap()
+    }
+
     #[test]
     fn the_probe_becomes_an_entry_with_the_sites_defaults() {
         let p = parse_probe(
@@ -398,23 +441,24 @@ mod tests {
         assert_eq!(p.user, "alice");
         assert_eq!(p.assoc, [("lab".into(), "".into(), "normal".into())]);
         let cli = Cli::parse_from(["slurm-init", "login.hpc.example.edu"]);
-        let e = entry_for(&cli, "login", &p, None).unwrap();
+        let e = serde_json::to_value(entry_for(&cli, "login", &p).unwrap()).unwrap();
         assert_eq!(e["default_user_root_dir"], "/scratch/alice/slurm-tools");
         assert_eq!(
             e["defaults"],
-            json!({"account": "lab", "partition": "gpu", "qos": "normal"})
+            value(r#"{"account": "lab", "partition": "gpu", "qos": "normal"}"#)
         );
-        assert_eq!(e["device_types"], json!(["a100", "h100"]));
+        assert_eq!(e["device_types"], value(r#"["a100", "h100"]"#));
         assert_eq!(e["gpus_per_node"], 8);
+        assert_eq!(e["mfa_style"], Value::Null);
         assert_eq!(
             e["partitions"][0],
-            json!({"name": "gpu", "max_time": "2-00:00:00", "default": true})
+            value(r#"{"name": "gpu", "max_time": "2-00:00:00", "default": true}"#)
         );
-        assert_eq!(e["partitions"][2], json!({"name": "cpu"}));
+        assert_eq!(e["partitions"][2], value(r#"{"name": "cpu"}"#));
         // Several accounts: the person chooses.
         let mut two = p;
         two.assoc.push(("other".into(), "".into(), "".into()));
-        let e = entry_for(&cli, "x", &two, None).unwrap_err();
+        let e = entry_for(&cli, "x", &two).unwrap_err();
         assert_eq!(e.kind, ErrorKind::NeedsPerson);
         assert!(e.hint.unwrap().contains("--account lab"));
     }
@@ -426,16 +470,19 @@ mod tests {
         let cat = merged(
             Some(old),
             Path::new("c.json"),
-            json!({"cluster_name": "b", "new": true}),
+            value(r#"{"cluster_name": "b", "new": true}"#),
         )
         .unwrap();
-        assert_eq!(cat["prefer"], json!(["a"]));
-        assert_eq!(cat["clusters"][0], json!({"cluster_name": "a", "x": 1}));
+        assert_eq!(cat["prefer"], value(r#"["a"]"#));
+        assert_eq!(
+            cat["clusters"][0],
+            value(r#"{"cluster_name": "a", "x": 1}"#)
+        );
         assert_eq!(
             cat["clusters"][1],
-            json!({"cluster_name": "b", "new": true})
+            value(r#"{"cluster_name": "b", "new": true}"#)
         );
-        assert!(merged(Some(b"{"), Path::new("c.json"), json!({})).is_err());
-        assert!(merged(Some(b"{}"), Path::new("c.json"), json!({})).is_err());
+        assert!(merged(Some(b"{"), Path::new("c.json"), Value::Null).is_err());
+        assert!(merged(Some(b"{}"), Path::new("c.json"), Value::Null).is_err());
     }
 }
