@@ -14,6 +14,19 @@
 use crate::{Document, Result};
 use std::path::{Path, PathBuf};
 
+/// The tools' configuration folder: `$XDG_CONFIG_HOME/slurm-tools`, else
+/// `$HOME/.config/slurm-tools`; `None` when neither is set (never the current directory).
+pub fn config_dir() -> Option<PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    env("XDG_CONFIG_HOME")
+        .or_else(|| env("HOME").map(|h| h.join(".config")))
+        .map(|d| d.join("slurm-tools"))
+}
+
 /// The folder for local copies of what a job produced, when the document asks for any.
 pub fn local_dir(doc: &Document) -> Result<Option<PathBuf>> {
     if let Some(d) = doc.str_opt("local_dir")? {

@@ -79,7 +79,7 @@ pub fn check_own(path: &Path) -> Option<String> {
     if !m.file_type().is_file() {
         return Some("is not a regular file".into());
     }
-    let me = current_uid();
+    let me = crate::control_socket::Platform::this_machine().uid;
     if m.uid() != me {
         return Some(format!("belongs to uid {}, not to you (uid {me})", m.uid()));
     }
@@ -90,23 +90,6 @@ pub fn check_own(path: &Path) -> Option<String> {
         ));
     }
     None
-}
-
-/// This process's uid, from a file it just made (std has no getuid without `unsafe`).
-pub fn current_uid() -> u32 {
-    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *UID.get_or_init(|| {
-        std::fs::metadata("/proc/self")
-            .map(|m| m.uid())
-            .ok()
-            .or_else(|| {
-                tempfile::tempfile()
-                    .ok()
-                    .and_then(|f| f.metadata().ok())
-                    .map(|m| m.uid())
-            })
-            .unwrap_or(u32::MAX)
-    })
 }
 
 #[cfg(test)]

@@ -182,13 +182,19 @@ impl Ssh {
     /// directory others cannot write. After a master exits another local user could otherwise
     /// bind a socket at the same path and receive every later tool's scripts and forwards.
     pub fn from_doc(doc: &Document) -> Result<Ssh> {
-        let settled = doc
+        // The path [`control_path`] decides, read once: preflight's (expanded) is checked; the
+        // requested pattern is checked by preflight itself once it has expanded it.
+        let path = match doc
             .section_as::<crate::schema::Preflight>("preflight")?
-            .and_then(|p| p.control_path);
-        if let Some(p) = &settled {
-            crate::control_socket::check(p)?;
-        }
-        Self::with_control_path(doc, control_path(doc)?)
+            .and_then(|p| p.control_path)
+        {
+            Some(settled) => {
+                crate::control_socket::check(&settled)?;
+                settled
+            }
+            None => requested_control_path(doc)?,
+        };
+        Self::with_control_path(doc, path)
     }
 
     /// For slurm-ssh-preflight, which settles the control path itself: the one the document asks
@@ -817,7 +823,7 @@ mod tests {
         let p = sock.to_str().unwrap();
         assert!(Ssh::from_doc(&doc_with_socket(p)).is_ok());
         // Taken over by another uid (as root, where the test can chown).
-        if crate::private_files::current_uid() == 0 {
+        if crate::control_socket::Platform::this_machine().uid == 0 {
             std::os::unix::fs::chown(&sock, Some(65534), None).unwrap();
             let e = Ssh::from_doc(&doc_with_socket(p)).unwrap_err();
             assert!(e.message.contains("belongs to uid 65534"), "{}", e.message);

@@ -25,19 +25,12 @@ pub struct Entry {
 /// `$XDG_CONFIG_HOME/slurm-tools`, else `$HOME/.config/slurm-tools`. Never the current directory:
 /// the key made there would be uploaded by the next untracked sync.
 fn config_dir() -> Result<PathBuf> {
-    std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".config"))
-        })
-        .map(|d| d.join("slurm-tools"))
-        .ok_or_else(|| {
-            ToolError::bad_input("neither XDG_CONFIG_HOME nor HOME is set, so there is no private place for the IDE key")
-                .with_hint("set HOME (or XDG_CONFIG_HOME) and run slurm-attach again")
-        })
+    shared::local_dirs::config_dir().ok_or_else(|| {
+        ToolError::bad_input(
+            "neither XDG_CONFIG_HOME nor HOME is set, so there is no private place for the IDE key",
+        )
+        .with_hint("set HOME (or XDG_CONFIG_HOME) and run slurm-attach again")
+    })
 }
 
 /// The local key for the in-job sshd, made once (no passphrase: it opens only that sshd).

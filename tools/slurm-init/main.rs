@@ -300,11 +300,8 @@ fn catalog_path(cli: &Cli) -> Result<PathBuf> {
     if let Some(p) = &cli.catalog {
         return Ok(p.clone());
     }
-    std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
-        .map(|d| d.join("slurm-tools/clusters.json"))
+    shared::local_dirs::config_dir()
+        .map(|d| d.join("clusters.json"))
         .ok_or_else(|| {
             ToolError::bad_input("neither XDG_CONFIG_HOME nor HOME is set")
                 .with_hint("give --catalog FILE")

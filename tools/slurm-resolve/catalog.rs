@@ -61,12 +61,8 @@ pub fn locate(flag: Option<&Path>) -> Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os("SLURM_TOOLS_CATALOG").filter(|p| !p.is_empty()) {
         return must_exist(Path::new(&p), "SLURM_TOOLS_CATALOG").map(Some);
     }
-    let base = std::env::var_os("XDG_CONFIG_HOME")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
-    Ok(base
-        .map(|b| b.join("slurm-tools").join("clusters.json"))
+    Ok(shared::local_dirs::config_dir()
+        .map(|d| d.join("clusters.json"))
         .filter(|p| p.exists()))
 }
 
