@@ -1,0 +1,474 @@
+//! The second, modern site of the test bed (scripts/testbed/modern-site.sh): Slurm 24.11 without
+//! accounting, OpenSSH 10 asking the account's password and then a TOTP code with
+//! PerSourcePenalties on as shipped, two GPU nodes of another type. The tools proven there, and
+//! one person's two clusters used together: one document moved between them by changing only
+//! `slurm_cluster`, `slurm-resolve` choosing each by GPU type, `slurm-runs` following both.
+
+use crate::harness::*;
+use crate::watch::submit_and_watch;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Held by a test that counts the modern login node's accepted logins, and by every other
+/// test while it logs in.
+static LOGINS: Mutex<()> = Mutex::new(());
+
+fn logins_lock() -> MutexGuard<'static, ()> {
+    LOGINS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn local_cluster(args: &[&str]) -> Output {
+    let out = Command::new(repo_root().join("scripts/local-cluster"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "local-cluster {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `command` (sh) on a host of the modern site, as the cluster user; its stdout.
+fn on_modern(host: &str, command: &str) -> String {
+    let user = testbed().s("modern_cluster_user");
+    let out = local_cluster(&[
+        "modern-exec",
+        host,
+        "runuser",
+        "-u",
+        &user,
+        "--",
+        "sh",
+        "-c",
+        command,
+    ]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Logins the modern login node accepted so far (its sshd's log).
+fn accepted() -> usize {
+    log_count(
+        &testbed().s("modern_sshd_log"),
+        "Accepted keyboard-interactive",
+    )
+}
+
+/// The person's one login (TEST STAND-IN for typing the password and the code: the test bed's
+/// askpass answers both prompts) at `control_path`.
+fn login(control_path: &str) {
+    local_cluster(&["modern-login", control_path]);
+}
+
+fn logout(control_path: &str) {
+    master_exit("modern_host", control_path);
+}
+
+/// A person's working copy of the sample project, cloned from its network origin.
+fn sample_clone(dir: &Path) -> PathBuf {
+    let repo = dir.join("sample");
+    let out = Command::new("git")
+        .args(["clone", "-q", &testbed().s("origin_url")])
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    repo
+}
+
+/// One job document for either cluster: no login host, partition, account or remote folder in
+/// it (the catalog says those), so only `slurm_cluster` changes between the sites.
+fn job(repo: &Path, cluster: &str, control_path: &str, name: &str) -> Value {
+    let tb = testbed();
+    json!({
+        "slurm_cluster": cluster,
+        "slurm_user": tb.s("cluster_user"),
+        "ssh_config_file": tb.ssh_config(),
+        "control_path": control_path,
+        "repo_url": tb.s("origin_url"),
+        "repo_root": repo.display().to_string(),
+        "job_name": name,
+        "time_limit": "00:05:00",
+        "recipe": "single",
+        "command": "./build/hello",
+        "build_command": "./build.sh",
+        "work_dir": format!("{name}-{}", std::process::id()),
+        "monitor_timeout_seconds": 300,
+    })
+}
+
+/// A tool with its own state directory (its own ledger and local logs).
+fn step(state: &Path, tool_name: &str, args: &[&str], input: &Value) -> Run {
+    let mut c = tool(tool_name);
+    c.env("SLURM_TOOLS_STATE_DIR", state).args(args);
+    let r = run_raw(c, input.to_string().as_bytes());
+    assert_eq!(r.code, 0, "{tool_name} {args:?}: {}", r.stderr);
+    r
+}
+
+/// resolve, preflight, both syncs: the document a job is submitted from.
+fn synced(state: &Path, doc: &Value) -> Value {
+    let catalog = testbed().s("catalog");
+    let r = step(state, "slurm-resolve", &["--catalog", &catalog], doc);
+    let p = step(state, "slurm-ssh-preflight", &[], &r.doc);
+    let t = step(state, "slurm-sync-tracked", &[], &p.doc);
+    step(state, "slurm-sync-untracked", &[], &t.doc).doc
+}
+
+/// The main job: resolve, preflight, both syncs, the build job watched, the run watched.
+fn main_job(state: &Path, doc: &Value) -> Value {
+    let s = synced(state, doc);
+    let b = step(state, "slurm-submit", &["--build"], &s);
+    let bw = step(state, "slurm-watch", &["--interval", "1"], &b.doc);
+    assert_eq!(bw.doc["report"]["status"], "PASSED", "{}", bw.stderr);
+    let r = step(state, "slurm-submit", &[], &bw.doc);
+    step(state, "slurm-watch", &["--interval", "1"], &r.doc).doc
+}
+
+/// A synced document on the modern site for one test, with its own login and control path.
+struct ModernJob {
+    _dir: tempfile::TempDir,
+    state: PathBuf,
+    cp: String,
+    doc: Value,
+}
+
+impl ModernJob {
+    fn new(name: &str) -> ModernJob {
+        let dir = tempdir();
+        let repo = sample_clone(dir.path());
+        let state = dir.path().join("state");
+        let cp = control_path(&format!("modern-{name}"));
+        {
+            // Not while a test counts the logins.
+            let _counting = logins_lock();
+            login(&cp);
+        }
+        let doc = synced(&state, &job(&repo, "modern", &cp, name));
+        ModernJob {
+            _dir: dir,
+            state,
+            cp,
+            doc,
+        }
+    }
+}
+
+impl Drop for ModernJob {
+    fn drop(&mut self) {
+        logout(&self.cp);
+    }
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn the_modern_site_is_up_as_documented() {
+    crate::needs_cluster!();
+    let tb = testbed();
+    for key in [
+        "modern_host",
+        "modern_cluster_user",
+        "modern_partition",
+        "modern_account",
+        "modern_slurm_version",
+        "modern_password_file",
+        "modern_totp_secret_file",
+        "modern_gpu_type",
+    ] {
+        assert!(tb.info.get(key).is_some(), "info has no {key}");
+    }
+    assert!(tb.s("modern_slurm_version").starts_with("24.11"));
+    assert_ne!(tb.s("modern_gpu_type"), tb.s("gpu_type"));
+    let catalog: Value =
+        serde_json::from_str(&std::fs::read_to_string(tb.s("catalog")).unwrap()).unwrap();
+    let names: BTreeSet<String> = catalog["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cluster_name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        names.contains("local") && names.contains("modern"),
+        "{names:?}"
+    );
+
+    let version = on_modern("modern-login", "sinfo --version");
+    assert!(version.contains("24.11"), "{version}");
+    let hosts: BTreeSet<String> = on_modern("modern-login", "srun -N 2 hostname")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(hosts.len(), 2, "{hosts:?}");
+    // Without accounting, Slurm 24.11's sacct says so and fails.
+    let sacct = on_modern("modern-login", "sacct -n 2>&1; echo rc=$?");
+    assert!(
+        sacct.contains("accounting storage is disabled") && sacct.contains("rc=1"),
+        "{sacct}"
+    );
+
+    // ssh asks for the password and then a code: an askpass that records the prompts answers.
+    let dir = tempdir();
+    let prompts = dir.path().join("prompts");
+    let askpass = dir.path().join("askpass");
+    write(
+        &askpass,
+        &format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{p}'\nexec '{real}' \"$1\"\n",
+            p = prompts.display(),
+            real = tb.s("modern_askpass")
+        ),
+    );
+    std::fs::set_permissions(
+        &askpass,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let _counting = logins_lock();
+    let out = Command::new("ssh")
+        .args(["-F", &tb.ssh_config(), "-o", "ControlPath=none"])
+        .arg(tb.s("modern_host"))
+        .arg("echo in")
+        .env("SSH_ASKPASS", &askpass)
+        .env("SSH_ASKPASS_REQUIRE", "force")
+        .env("DISPLAY", "none")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let asked = std::fs::read_to_string(&prompts).unwrap();
+    let asked: Vec<&str> = asked.lines().collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[0].contains("Password"), "{asked:?}");
+    assert!(asked[1].contains("Verification code"), "{asked:?}");
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn one_document_runs_on_both_clusters_by_changing_only_slurm_cluster() {
+    crate::needs_cluster!();
+    let _one = logins_lock();
+    let dir = tempdir();
+    let repo = sample_clone(dir.path());
+    let state = dir.path().join("state");
+    let cp = control_path("both-%C");
+    let local = job(&repo, "local", &cp, "both-sites");
+    let mut modern = local.clone();
+    modern["slurm_cluster"] = json!("modern");
+
+    let before = accepted();
+    login(&cp);
+    let on_modern = main_job(&state, &modern);
+    let on_local = main_job(&state, &local);
+    for (site, d) in [("modern", &on_modern), ("local", &on_local)] {
+        let r = &d["report"];
+        assert_eq!(r["status"], "PASSED", "{site}: {r}");
+        assert_eq!(
+            r["excerpt"],
+            json!(["hello from the sample project"]),
+            "{site}: {r}"
+        );
+        assert_eq!(d["resolve"]["cluster_name"], site);
+    }
+    // What differs was learned, not assumed: the login host and the home from the catalog, the
+    // partition is each site's default, the missing accounting from preflight's one round trip.
+    assert_eq!(on_modern["ssh_host"], testbed().s("modern_host"));
+    assert_eq!(on_modern["partition"], Value::Null);
+    assert_eq!(
+        on_modern["preflight"]["remote"]["accounting"], "disabled",
+        "{}",
+        on_modern["preflight"]
+    );
+    assert_eq!(on_modern["report"]["source"], "scontrol");
+    assert_ne!(on_local["preflight"]["remote"]["accounting"], "disabled");
+    assert!(on_modern["remote_repo_path"]
+        .as_str()
+        .unwrap()
+        .starts_with(&testbed().s("modern_cluster_home")));
+    assert_eq!(
+        accepted() - before,
+        1,
+        "the whole modern pipeline rode on the person's one login"
+    );
+
+    // A run still going on each cluster, then both clusters in one listing: one squeue each,
+    // on the masters already there.
+    for d in [&on_modern, &on_local] {
+        let mut d = d.clone();
+        d["recipe"] = json!("batch");
+        d["command"] = json!("sleep 30");
+        step(&state, "slurm-submit", &[], &d);
+    }
+    let trace = dir.path().join("trace.jsonl");
+    let out = tool("slurm-runs")
+        .env("SLURM_TOOLS_STATE_DIR", &state)
+        .env("SLURM_TOOLS_TRACE", &trace)
+        .arg("--json")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let clusters: BTreeSet<String> = listed
+        .iter()
+        .map(|r| r["cluster"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        clusters,
+        BTreeSet::from(["local".to_string(), "modern".to_string()]),
+        "{listed:?}"
+    );
+    let t = trace_lines(&trace);
+    assert_eq!(connecting_ssh(&t).len(), 2, "one ssh execution per cluster");
+    let calls: Vec<&Value> = t.iter().filter(|e| e["event"] == "slurm-calls").collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    for c in calls {
+        assert_eq!(c["squeue"], 1, "{c}");
+    }
+    assert_eq!(accepted() - before, 1, "slurm-runs logged in nowhere");
+    logout(&cp);
+    master_exit("direct_host", &cp);
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn slurm_resolve_picks_each_cluster_by_gpu_type() {
+    crate::needs_cluster!();
+    let tb = testbed();
+    for (gpu, cluster) in [
+        (tb.s("modern_gpu_type"), "modern"),
+        (tb.s("gpu_type"), "local"),
+    ] {
+        let r = run(
+            "slurm-resolve",
+            &["--catalog", &tb.s("catalog")],
+            &json!({"device_type": gpu, "required_devices_per_node": 4}),
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            r.doc["resolve"]["cluster_name"], cluster,
+            "{gpu}: {}",
+            r.stderr
+        );
+        assert_eq!(r.doc["slurm_cluster"], cluster);
+    }
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn the_watch_verdicts_on_the_modern_site() {
+    crate::needs_cluster!();
+    let j = ModernJob::new("verdicts");
+    let report = |w: &Run| w.doc["report"].clone();
+
+    let w = submit_and_watch(&j.doc, "single", "echo part; exit 3", &[], &[]);
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    assert_eq!(report(&w)["status"], "FAILED", "{}", w.stderr);
+    assert_eq!(report(&w)["exit_code"], "3:0");
+
+    let w = submit_and_watch(
+        &j.doc,
+        "single",
+        "echo working; sleep 2; echo 'NCCL watchdog: Hang Detected on rank 0'; sleep 60",
+        &[],
+        &[],
+    );
+    assert_eq!(report(&w)["status"], "HANG_DETECTED", "{}", w.stderr);
+
+    let mut d = j.doc.clone();
+    d["recipe"] = json!("batch");
+    d["command"] = json!("sleep 120");
+    let s = step(&j.state, "slurm-submit", &[], &d);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(4));
+        on_modern("modern-login", &format!("scancel {id}"));
+    });
+    let w = run("slurm-watch", &["--interval", "2"], &s.doc);
+    killer.join().unwrap();
+    assert_eq!(report(&w)["status"], "CANCELLED", "{}", w.stderr);
+    // Who cancelled is in accounting only: without it the report does not guess.
+    assert_eq!(report(&w)["cancelled_by"], Value::Null);
+    assert_eq!(report(&w)["summary"], "the job was cancelled");
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn the_walltime_ends_in_timeout_on_the_modern_site() {
+    crate::needs_cluster!();
+    let j = ModernJob::new("walltime");
+    let w = submit_and_watch(
+        &j.doc,
+        "batch",
+        "echo started; sleep 300",
+        &[("time_limit", json!("00:01:00"))],
+        &[],
+    );
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    assert_eq!(w.doc["report"]["status"], "TIMEOUT", "{}", w.stderr);
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn two_node_recipes_run_across_both_modern_nodes() {
+    crate::needs_cluster!();
+    let j = ModernJob::new("nodes");
+    for (recipe, command) in [
+        (
+            "distributed",
+            "sh -c 'echo rank=$RANK world=$WORLD_SIZE host=$(hostname)'",
+        ),
+        (
+            "launcher",
+            "sh -c 'echo rank=$RANK world=$WORLD_SIZE host=$(hostname)'",
+        ),
+        ("mpi", "sh -c 'echo pmix rank=$PMIX_RANK host=$(hostname)'"),
+        (
+            "batch",
+            "srun --ntasks-per-node=1 sh -c 'echo host=$(hostname)'",
+        ),
+    ] {
+        let w = submit_and_watch(
+            &j.doc,
+            recipe,
+            command,
+            &[
+                ("node_count", json!(2)),
+                ("required_devices_per_node", json!(2)),
+            ],
+            &["--interval", "1"],
+        );
+        let r = &w.doc["report"];
+        assert_eq!(r["status"], "PASSED", "{recipe}: {}", w.stderr);
+        let out = std::fs::read_to_string(r["local_log"].as_str().unwrap()).unwrap();
+        let hosts: BTreeSet<&str> = testbed().info["modern_nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|n| n.as_str())
+            .filter(|n| out.contains(n))
+            .collect();
+        assert_eq!(hosts.len(), 2, "{recipe} ran on both nodes: {out}");
+    }
+}
