@@ -20,5 +20,5 @@ mod secrets;
 pub mod submit;
 pub mod sync;
 mod testbed;
-mod totp;
+pub mod totp;
 mod watch;

@@ -17,7 +17,7 @@ use std::time::Duration;
 /// test while it logs in.
 static LOGINS: Mutex<()> = Mutex::new(());
 
-fn logins_lock() -> MutexGuard<'static, ()> {
+pub(crate) fn logins_lock() -> MutexGuard<'static, ()> {
     LOGINS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -471,4 +471,61 @@ fn two_node_recipes_run_across_both_modern_nodes() {
             .collect();
         assert_eq!(hosts.len(), 2, "{recipe} ran on both nodes: {out}");
     }
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_wrong_code_on_the_modern_site_is_said_as_such_and_never_retried() {
+    crate::needs_cluster!();
+    let tb = testbed();
+    let dir = tempdir();
+    let cp = control_path("modern-wrong");
+    let mut d = doc_for("modern_host");
+    d["control_path"] = json!(cp);
+    d["mfa_style"] = json!(true);
+    d["slurm_password"] = json!(std::fs::read_to_string(tb.s("modern_password_file"))
+        .unwrap()
+        .trim());
+    let f = dir.path().join("doc.json");
+    std::fs::write(&f, d.to_string()).unwrap();
+    let log = tb.s("modern_sshd_log");
+    // OpenSSH 10 logs the refused code as PAM's failure (the client leaves before a retry).
+    let failed = || log_count(&log, "PAM: Authentication failure");
+    let _counting = logins_lock();
+    let before = (accepted(), failed());
+    let pane = crate::totp::Pane::new("modern-wrong");
+    pane.type_line(&format!(
+        "{} --establish {} > {}; echo EXIT=$?",
+        bin("slurm-ssh-preflight"),
+        f.display(),
+        dir.path().join("out.json").display()
+    ));
+    pane.wait_for("Verification code:", 30);
+    let secret = std::fs::read_to_string(tb.s("modern_totp_secret_file")).unwrap();
+    let right = Command::new("oathtool")
+        .args(["--totp", "-b", secret.trim()])
+        .output()
+        .unwrap();
+    let right: u32 = String::from_utf8_lossy(&right.stdout).trim().parse().unwrap();
+    pane.type_line(&format!("{:06}", (right + 500_000) % 1_000_000));
+    let screen = pane.wait_for("\nEXIT=", 60);
+    assert!(screen.contains("EXIT=3"), "{screen}");
+    assert!(
+        screen.contains("\"Verification code:\" was refused"),
+        "{screen}"
+    );
+    assert_eq!(
+        screen.matches("Verification code:").count(),
+        2,
+        "asked once (the error names it once more), never again:\n{screen}"
+    );
+    assert_eq!(accepted(), before.0);
+    assert_eq!(
+        failed(),
+        before.1 + 1,
+        "one failed attempt: OpenSSH 10's penalty for this address grows with each, so the tool never retries"
+    );
+    // One failure stays under the penalty's threshold: the person's next login goes through.
+    login(&cp);
+    logout(&cp);
 }

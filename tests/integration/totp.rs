@@ -46,12 +46,12 @@ fn failed() -> usize {
 }
 
 /// A shell in a tmux pane: a terminal a person types into.
-struct Pane {
+pub(crate) struct Pane {
     name: String,
 }
 
 impl Pane {
-    fn new(test: &str) -> Pane {
+    pub(crate) fn new(test: &str) -> Pane {
         let name = format!("st-totp-{test}-{}", std::process::id());
         let home = test_home();
         let shell = format!(
@@ -78,7 +78,7 @@ impl Pane {
         Pane { name }
     }
 
-    fn type_line(&self, text: &str) {
+    pub(crate) fn type_line(&self, text: &str) {
         for args in [vec!["-l", text], vec!["Enter"]] {
             let ok = Command::new("tmux")
                 .args(["send-keys", "-t", &self.name])
@@ -90,7 +90,7 @@ impl Pane {
     }
 
     /// A clean screen and scrollback: what is waited for next is new.
-    fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.type_line("clear");
         std::thread::sleep(Duration::from_millis(300));
         let ok = Command::new("tmux")
@@ -100,7 +100,7 @@ impl Pane {
         assert!(ok.success());
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         let out = Command::new("tmux")
             .args(["capture-pane", "-p", "-J", "-S", "-500", "-t", &self.name])
             .output()
@@ -109,7 +109,7 @@ impl Pane {
     }
 
     /// Wait until the screen shows `needle`; the screen then.
-    fn wait_for(&self, needle: &str, secs: u64) -> String {
+    pub(crate) fn wait_for(&self, needle: &str, secs: u64) -> String {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let s = self.screen();
