@@ -506,7 +506,10 @@ fn a_wrong_code_on_the_modern_site_is_said_as_such_and_never_retried() {
         .args(["--totp", "-b", secret.trim()])
         .output()
         .unwrap();
-    let right: u32 = String::from_utf8_lossy(&right.stdout).trim().parse().unwrap();
+    let right: u32 = String::from_utf8_lossy(&right.stdout)
+        .trim()
+        .parse()
+        .unwrap();
     pane.type_line(&format!("{:06}", (right + 500_000) % 1_000_000));
     let screen = pane.wait_for("\nEXIT=", 60);
     assert!(screen.contains("EXIT=3"), "{screen}");
@@ -528,4 +531,76 @@ fn a_wrong_code_on_the_modern_site_is_said_as_such_and_never_retried() {
     // One failure stays under the penalty's threshold: the person's next login goes through.
     login(&cp);
     logout(&cp);
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn alloc_attach_and_fetch_on_the_modern_site() {
+    crate::needs_cluster!();
+    let j = ModernJob::new("alloc");
+    let mut a = j.doc.clone();
+    a["job_name"] = json!(format!("st-modern-alloc-{}", std::process::id()));
+    a["node_count"] = json!(2);
+    let up = step(&j.state, "slurm-alloc", &["up"], &a);
+    assert!(
+        up.doc["allocation"]["job_id"].as_str().is_some(),
+        "{}",
+        up.doc
+    );
+    let ex = step(
+        &j.state,
+        "slurm-alloc",
+        &["exec", "--", "echo exec-ran-on-$(hostname) in $(pwd)"],
+        &up.doc,
+    );
+    assert!(ex.stderr.contains("exec-ran-on-gn"), "{}", ex.stderr);
+    // A local change, sent with the command.
+    let repo = PathBuf::from(j.doc["repo_root"].as_str().unwrap());
+    std::fs::write(repo.join("modern-note.txt"), "from the laptop\n").unwrap();
+    let sx = step(
+        &j.state,
+        "slurm-alloc",
+        &["exec", "--sync", "--", "cat modern-note.txt"],
+        &ex.doc,
+    );
+    assert!(sx.stderr.contains("from the laptop"), "{}", sx.stderr);
+    let at = step(
+        &j.state,
+        "slurm-attach",
+        &["--command", "echo attached-on-$(hostname)"],
+        &sx.doc,
+    );
+    assert!(at.stderr.contains("attached-on-gn"), "{}", at.stderr);
+    let down = step(&j.state, "slurm-alloc", &["down"], &at.doc);
+    let id = down.doc["allocation"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let state = on_modern("modern-login", &format!("squeue -h -j {id} -o %T"));
+    assert!(
+        !state.contains("RUNNING"),
+        "the allocation was released: {state}"
+    );
+
+    // A finished job's outputs come home.
+    let mut d = j.doc.clone();
+    d["recipe"] = json!("batch");
+    d["command"] = json!("mkdir -p out && echo result > out/r.txt");
+    let s = step(&j.state, "slurm-submit", &[], &d);
+    let w = step(&j.state, "slurm-watch", &["--interval", "1"], &s.doc);
+    assert_eq!(w.doc["report"]["status"], "PASSED");
+    let dest = tempdir();
+    let to = dest.path().join("results");
+    let f = step(
+        &j.state,
+        "slurm-fetch",
+        &["-p", "out/*", "--to", to.to_str().unwrap()],
+        &w.doc,
+    );
+    assert_eq!(
+        std::fs::read_to_string(to.join("tree/out/r.txt")).unwrap(),
+        "result\n",
+        "{}",
+        f.doc["fetch"]
+    );
 }
