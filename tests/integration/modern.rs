@@ -604,3 +604,58 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
         f.doc["fetch"]
     );
 }
+
+/// The body of http://127.0.0.1:PORT/, if anything answers there.
+fn http_get(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    c.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .ok()?;
+    let mut body = String::new();
+    c.read_to_string(&mut body).ok()?;
+    Some(body).filter(|b| !b.is_empty())
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn forward_reaches_a_jobs_server_on_the_modern_site_through_the_one_login() {
+    crate::needs_cluster!();
+    let j = ModernJob::new("forward");
+    let port_file = format!(
+        "{}/st-forward-{}.port",
+        testbed().s("modern_remote_root"),
+        std::process::id()
+    );
+    let mut d = j.doc.clone();
+    d["recipe"] = json!("single");
+    d["command"] = json!(format!(
+        "port=$((20000 + $$ % 20000)); dir=$(mktemp -d); echo hello-from-the-modern-job > $dir/index.html; cd $dir; echo $port > {port_file}; exec python3 -m http.server $port --bind 0.0.0.0"
+    ));
+    let sub = step(&j.state, "slurm-submit", &[], &d);
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let f = loop {
+        let r = run(
+            "slurm-forward",
+            &["--port-file", &port_file, "--local-port", "0"],
+            &sub.doc,
+        );
+        if r.code == 0 {
+            break r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job's server never became reachable: {}",
+            r.stderr
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    let lp = f.doc["forward"]["local_port"].as_u64().unwrap() as u16;
+    let body = http_get(lp).expect("the forward answers");
+    assert!(body.contains("hello-from-the-modern-job"), "{body}");
+    let c = run("slurm-forward", &["--cancel"], &f.doc);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert!(http_get(lp).is_none(), "gone after --cancel");
+    let id = sub.doc["job"]["job_id"].as_str().unwrap();
+    on_modern("modern-login", &format!("scancel {id}"));
+}
