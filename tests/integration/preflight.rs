@@ -625,3 +625,57 @@ fn a_direct_host_gets_one_master_that_every_later_tool_rides_unless_opted_out() 
         }
     }
 }
+
+/// Two runs needing the same MFA login at once (two pipelines started together): the logins
+/// take turns, the second rides the master the first opened, so the site sees one login.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn two_runs_needing_one_login_at_once_log_in_once_and_never_prompt_together() {
+    crate::needs_cluster!();
+    let _guard = mfa_lock();
+    let tb = testbed();
+    let cp = control_path("turns");
+    mfa_logout(&cp);
+    let state = tempdir();
+    let password = std::fs::read_to_string(tb.s("mfa_password_file"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let d = with(
+        with(
+            with(doc_for("mfa_host"), "mfa_style", json!(true)),
+            "control_path",
+            json!(cp.clone()),
+        ),
+        "slurm_password",
+        json!(password),
+    );
+    let log = tb.s("mfa_sshd_log");
+    let before = log_count(&log, "Accepted keyboard-interactive");
+    let runs: Vec<Run> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let d = d.clone();
+                let state = state.path().to_path_buf();
+                s.spawn(move || {
+                    let mut cmd = tool("slurm-ssh-preflight");
+                    cmd.arg("--establish").env("SLURM_TOOLS_STATE_DIR", &state);
+                    run_raw(cmd, d.to_string().as_bytes())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    mfa_logout(&cp);
+    for r in &runs {
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(r.doc["preflight"]["master"], "managed");
+    }
+    assert_eq!(
+        log_count(&log, "Accepted keyboard-interactive") - before,
+        1,
+        "one login for both runs"
+    );
+    // (Which run waited depends on scheduling; when the second started after the first's
+    // login had finished, it rode the master from the start. Either way: one login.)
+}

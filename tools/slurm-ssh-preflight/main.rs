@@ -58,6 +58,8 @@ struct Cli {
     /// other prompt (a one-time code, "Passcode or option", "press ENTER after approving") shows
     /// on your terminal for you to answer. A refused answer is never retried (no lockouts):
     /// the login stops and says which prompt failed. The terminal is restored however it ends.
+    /// Logins take turns (a lock in the state directory): a second run that needs a login waits
+    /// while another asks, then rides the master that login opened when it is the one it needs.
     #[arg(long)]
     establish: bool,
 
@@ -412,13 +414,107 @@ fn mfa_path(
                 "run in a terminal: {printable}   then rerun this step (or rerun with --establish)"
             )));
         }
+        // One prompt on the person's terminal at a time; a run that waited for another's login
+        // first looks whether that login opened the master it needs (two pipelines started at
+        // once for one cluster: one login).
+        let turn = LoginTurn::take(ctx, &ssh.host, cli.establish_timeout)?;
+        if turn.as_ref().is_some_and(|t| t.waited)
+            && std::path::Path::new(ours).exists()
+            && master_alive(ssh, ours)?
+        {
+            ctx.note(format!(
+                "the ControlMaster to {} came up while this run waited: riding it, no second login",
+                ssh.host
+            ));
+            let out = run_check(&ssh.via_control_path(Some(ours)), script)?;
+            path.master = Master::Managed;
+            return Ok((path, out));
+        }
         let out = establish(cli, ctx, ssh, ours, script)?;
+        drop(turn);
         path.master = Master::Managed;
         return Ok((path, out));
     }
     let riding = ssh.via_control_path(path.control_path.as_deref());
     let out = run_check(&riding, script)?;
     Ok((path, out))
+}
+
+/// The person's turn at the terminal: an exclusive lock on `<state dir>/login.lock`, held while
+/// ssh prompts, so two runs that need a login (two clusters, or two pipelines for one) never ask
+/// at the same time, each prompt mixed into the other. The kernel drops the lock when its
+/// process ends, so a killed run leaves no stale turn. A file system without locks goes on
+/// without one (said once).
+struct LoginTurn {
+    _file: std::fs::File,
+    waited: bool,
+}
+
+impl LoginTurn {
+    fn take(ctx: &Context, host: &str, timeout_secs: u64) -> Result<Option<LoginTurn>> {
+        use std::fs::TryLockError;
+        use std::io::Write;
+        let Some(dir) = shared::journal::state_dir() else {
+            return Ok(None);
+        };
+        let path = dir.join("login.lock");
+        let file = shared::private_files::create_dir(&dir).and_then(|_| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .read(true)
+                .write(true)
+                .open(&path)
+        });
+        let mut file = match file {
+            Ok(f) => f,
+            Err(e) => {
+                ctx.warn(format!(
+                    "cannot open {} ({e}): logins are not taken in turn",
+                    path.display()
+                ));
+                return Ok(None);
+            }
+        };
+        let started = std::time::Instant::now();
+        let mut waited = false;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) => {
+                    if !waited {
+                        let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                        ctx.note(format!(
+                            "another login is asking on this terminal ({}): waiting for it to finish before logging in to {host}",
+                            holder.trim()
+                        ));
+                        waited = true;
+                    }
+                    if started.elapsed() > Duration::from_secs(timeout_secs) {
+                        return Err(ToolError::needs_person(format!(
+                            "waited {timeout_secs} s for another login on this terminal to finish ({})",
+                            std::fs::read_to_string(&path).unwrap_or_default().trim()
+                        ))
+                        .with_hint("finish or cancel that login, then rerun this step".to_string()));
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                Err(TryLockError::Error(e)) => {
+                    ctx.warn(format!(
+                        "cannot lock {} ({e}): logins are not taken in turn",
+                        path.display()
+                    ));
+                    return Ok(None);
+                }
+            }
+        }
+        let _ = file.set_len(0);
+        let _ = write!(file, "the login to {host}, pid {}", std::process::id());
+        Ok(Some(LoginTurn {
+            _file: file,
+            waited,
+        }))
+    }
 }
 
 /// Log in once, attached to the person's terminal for the prompts, and in that same ssh
