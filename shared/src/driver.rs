@@ -180,7 +180,9 @@ pub fn generate_for(mut cmd: clap::Command, tool: &str, what: &str) -> ExitCode 
     let mut out = std::io::stdout().lock();
     let result = match what {
         "schema" => out.write_all(crate::schema::schema_json().as_bytes()),
-        "man" => clap_mangen::Man::new(cmd).render(&mut out),
+        // The page names the version alone: the commit in `--version` would change every page
+        // with every commit.
+        "man" => clap_mangen::Man::new(cmd.long_version(None)).render(&mut out),
         shell => match shell.parse::<clap_complete::Shell>() {
             Ok(sh) => {
                 clap_complete::generate(sh, &mut cmd, tool, &mut out);

@@ -56,7 +56,7 @@ use std::time::{Duration, Instant};
 ///   slurm-alloc up job.json > alloc.json && slurm-alloc exec alloc.json -- nvidia-smi
 ///   slurm-alloc exec --sync alloc.json -- python -m pytest -x tests/   # after each edit
 #[derive(Parser, Debug)]
-#[command(name = "slurm-alloc", version, verbatim_doc_comment)]
+#[command(name = "slurm-alloc", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -41,7 +41,7 @@ use std::time::Duration;
 ///   slurm-attach alloc.json                        # a shell in the allocation's container
 ///   slurm-attach --command 'nvidia-smi' run.json   # one command in the running job
 #[derive(Parser, Debug)]
-#[command(name = "slurm-attach", version, verbatim_doc_comment)]
+#[command(name = "slurm-attach", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

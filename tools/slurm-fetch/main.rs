@@ -38,7 +38,7 @@ use std::time::Duration;
 ///   slurm-fetch -p 'profiles/*.nsys-rep' -p 'work:*.json' report.json > fetched.json
 ///   slurm-runs --json | jq -r 'select(.status=="FAILED") | .document' | xargs -n1 slurm-fetch >/dev/null
 #[derive(Parser, Debug)]
-#[command(name = "slurm-fetch", version, verbatim_doc_comment)]
+#[command(name = "slurm-fetch", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

@@ -42,7 +42,7 @@ use std::time::Duration;
 ///   slurm-forward --port-file ~/work/port.txt job.json > fwd.json   # then open forward.local_url
 ///   slurm-forward --cancel fwd.json
 #[derive(Parser, Debug)]
-#[command(name = "slurm-forward", version, verbatim_doc_comment)]
+#[command(name = "slurm-forward", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

@@ -36,7 +36,7 @@ use std::time::Duration;
 ///   slurm-init login.hpc.example.edu > job.json     # then edit job.json's command
 ///   slurm-init --cluster uni --qos normal --root /scratch/alice/st uni-login > job.json
 #[derive(Parser, Debug)]
-#[command(name = "slurm-init", version, verbatim_doc_comment)]
+#[command(name = "slurm-init", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     /// The login host, or an alias of your ssh config.
     #[arg(value_name = "HOST")]

@@ -21,7 +21,7 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 ///   slurm-watch < submitted.json | slurm-report > report.json
 ///   slurm-report --table report.json
 #[derive(Parser, Debug)]
-#[command(name = "slurm-report", version, verbatim_doc_comment)]
+#[command(name = "slurm-report", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

@@ -40,7 +40,7 @@ use std::path::PathBuf;
 ///   echo '{"device_type":"H100","required_devices_per_node":4,"slurm_user":"me"}' \
 ///     | slurm-resolve --catalog ~/.config/slurm-tools/clusters.json
 #[derive(Parser, Debug)]
-#[command(name = "slurm-resolve", version, verbatim_doc_comment)]
+#[command(name = "slurm-resolve", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

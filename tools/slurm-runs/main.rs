@@ -39,7 +39,7 @@ use std::time::Duration;
 ///   slurm-runs --json | jq -r 'select(.status == "FAILED") | .document'
 ///   slurm-runs --watch --events - | slurm-notify --webhook-file ~/.config/slurm-tools/webhook
 #[derive(Parser, Debug)]
-#[command(name = "slurm-runs", version, verbatim_doc_comment)]
+#[command(name = "slurm-runs", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     /// One JSON object per run, one per line, instead of the table.
     #[arg(long)]

@@ -46,7 +46,7 @@ use std::time::Duration;
 /// Example:
 ///   slurm-resolve < job.json | slurm-ssh-preflight > job.ready.json
 #[derive(Parser, Debug)]
-#[command(name = "slurm-ssh-preflight", version, verbatim_doc_comment)]
+#[command(name = "slurm-ssh-preflight", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

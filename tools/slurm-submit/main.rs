@@ -63,7 +63,7 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// Example:
 ///   slurm-sync-untracked < synced.json | slurm-submit | slurm-watch > report.json
 #[derive(Parser, Debug)]
-#[command(name = "slurm-submit", version, verbatim_doc_comment)]
+#[command(name = "slurm-submit", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

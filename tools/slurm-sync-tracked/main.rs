@@ -45,7 +45,7 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 /// Example:
 ///   slurm-ssh-preflight job.json | slurm-sync-tracked | slurm-sync-untracked > synced.json
 #[derive(Parser, Debug)]
-#[command(name = "slurm-sync-tracked", version, verbatim_doc_comment)]
+#[command(name = "slurm-sync-tracked", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

@@ -33,7 +33,7 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 /// Example:
 ///   slurm-sync-tracked < ready.json | slurm-sync-untracked > synced.json
 #[derive(Parser, Debug)]
-#[command(name = "slurm-sync-untracked", version, verbatim_doc_comment)]
+#[command(name = "slurm-sync-untracked", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,

@@ -53,7 +53,7 @@ use verdict::{final_verdict, Verdict};
 ///   slurm-submit < synced.json | slurm-watch --follow > report.json
 ///   slurm-watch --events /dev/fd/3 3>&1 >report.json < submitted.json | slurm-notify --webhook-file F
 #[derive(Parser, Debug)]
-#[command(name = "slurm-watch", version, verbatim_doc_comment)]
+#[command(name = "slurm-watch", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
     #[command(flatten)]
     input: InputArg,
