@@ -7,6 +7,7 @@ mod concurrent;
 mod document;
 pub mod fixture;
 mod harness;
+mod install;
 mod modern;
 mod nodes;
 mod polish;

@@ -1,0 +1,237 @@
+//! Installed as a person installs it: the wheel scripts/release builds, into a fresh virtual
+//! environment, as a normal (non-root) user with no Rust on the PATH, running the main job's
+//! pipeline against the local cluster; and the static binary inside a Debian 13 root (the modern
+//! site's) and a busybox-only root. The artifacts come from `scripts/release` (scripts/test runs
+//! it first and names its folder in SLURM_TOOLS_DIST).
+
+use crate::harness::*;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The local user the install test runs as: an ordinary account, not root.
+const USER: &str = "slurm-tools-user";
+
+fn dist() -> PathBuf {
+    let dir = std::env::var_os("SLURM_TOOLS_DIST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("dist"));
+    assert!(
+        dir.join("SHA256SUMS").exists(),
+        "no release artifacts in {}: run scripts/release (scripts/test does, and sets SLURM_TOOLS_DIST)",
+        dir.display()
+    );
+    dir
+}
+
+/// The one artifact in `dir` whose name ends with `suffix`.
+fn artifact(dir: &Path, suffix: &str) -> PathBuf {
+    let found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(suffix))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "one *{suffix} in {}: {found:?}",
+        dir.display()
+    );
+    found[0].clone()
+}
+
+fn sh(cmd: &mut Command) -> (bool, String, String) {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+#[ignore = "needs root, the local cluster and scripts/release's artifacts: scripts/test runs it"]
+fn the_checksums_name_every_artifact_and_match() {
+    crate::needs_cluster!();
+    let dir = dist();
+    let (ok, out, err) = sh(Command::new("sha256sum")
+        .args(["-c", "SHA256SUMS"])
+        .current_dir(&dir));
+    assert!(ok, "{out}{err}");
+    let listed = std::fs::read_to_string(dir.join("SHA256SUMS")).unwrap();
+    assert!(
+        listed.contains(".tar.gz") && listed.contains(".whl"),
+        "{listed}"
+    );
+}
+
+#[test]
+#[ignore = "needs root, the local cluster and scripts/release's artifacts: scripts/test runs it"]
+fn the_wheel_installs_for_a_normal_user_without_rust_and_runs_the_main_job_to_passed() {
+    crate::needs_cluster!();
+    let tb = testbed();
+    let wheel = artifact(&dist(), "x86_64.whl");
+    if !sh(Command::new("id").arg(USER)).0 {
+        let (ok, _, err) = sh(Command::new("useradd").args(["-m", "-s", "/bin/bash", USER]));
+        assert!(ok, "useradd: {err}");
+    }
+    // The person's own folder, with their copy of the key the test bed's cluster accepts.
+    let home = tempfile::Builder::new()
+        .prefix("st-install-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let h = home.path();
+    let state = PathBuf::from(tb.s("state_dir"));
+    std::fs::create_dir_all(h.join(".ssh")).unwrap();
+    std::fs::copy(state.join("id_ed25519"), h.join(".ssh/id_ed25519")).unwrap();
+    std::fs::copy(state.join("known_hosts"), h.join(".ssh/known_hosts")).unwrap();
+    std::fs::copy(tb.s("catalog"), h.join("clusters.json")).unwrap();
+    std::fs::copy(&wheel, h.join(wheel.file_name().unwrap())).unwrap();
+    let config = std::fs::read_to_string(tb.ssh_config())
+        .unwrap()
+        .replace(
+            &state.join("id_ed25519").display().to_string(),
+            &h.join(".ssh/id_ed25519").display().to_string(),
+        )
+        .replace(
+            &state.join("known_hosts").display().to_string(),
+            &h.join(".ssh/known_hosts").display().to_string(),
+        );
+    write(&h.join(".ssh/config"), &config);
+    let job = serde_json::json!({
+        "slurm_cluster": "local",
+        "slurm_user": tb.s("cluster_user"),
+        "ssh_config_file": h.join(".ssh/config").display().to_string(),
+        "repo_url": tb.s("origin_url"),
+        "repo_root": h.join("sample").display().to_string(),
+        "job_name": "installed",
+        "time_limit": "00:05:00",
+        "recipe": "single",
+        "command": "./build/hello",
+        "build_command": "./build.sh",
+        "work_dir": format!("installed-{}", std::process::id()),
+    });
+    write(&h.join("job.json"), &job.to_string());
+    let (ok, _, err) = sh(Command::new("chown").args(["-R", USER]).arg(h));
+    assert!(ok, "{err}");
+    std::fs::set_permissions(
+        h.join(".ssh/id_ed25519"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+
+    // What the person types: a venv, the wheel, the pipeline; Debian's python3, no cargo.
+    let script = format!(
+        r#"set -eu
+cd "$HOME"
+/usr/bin/python3 -m venv venv
+venv/bin/pip install --no-index --disable-pip-version-check -q ./{wheel}
+export PATH="$HOME/venv/bin:/usr/bin:/bin"
+if command -v cargo rustc >/dev/null 2>&1; then echo "Rust is on the PATH" >&2; exit 9; fi
+for t in slurm-resolve slurm-watch slurm-init; do command -v "$t"; done
+slurm-resolve --version
+git clone -q {origin} sample
+slurm-resolve --catalog clusters.json job.json | slurm-ssh-preflight | slurm-sync-tracked | slurm-sync-untracked > synced.json
+slurm-submit --build synced.json | slurm-watch --interval 1 > built.json
+slurm-submit built.json | slurm-watch --interval 1 > report.json
+"#,
+        wheel = wheel.file_name().unwrap().to_string_lossy(),
+        origin = tb.s("origin_url"),
+    );
+    let (ok, out, err) = sh(Command::new("runuser")
+        .args(["-u", USER, "--", "env", "-i"])
+        .arg(format!("HOME={}", h.display()))
+        .args(["PATH=/usr/bin:/bin", "LANG=C.UTF-8", "sh", "-c", &script]));
+    assert!(ok, "as {USER}:\n{out}\n{err}");
+    let venv_bin = h.join("venv/bin");
+    for line in out.lines().take(3) {
+        assert!(
+            line.starts_with(&venv_bin.display().to_string()),
+            "the commands come from the venv: {out}"
+        );
+    }
+    let version = out.lines().nth(3).unwrap_or_default();
+    assert!(
+        version.starts_with("slurm-resolve ") && version.contains("(commit "),
+        "--version names the version and the commit: {version:?}"
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["report"]["status"], "PASSED", "{report:#}\n{err}");
+    assert_eq!(
+        report["report"]["excerpt"],
+        serde_json::json!(["hello from the sample project"])
+    );
+    // The master the pipeline opened belongs to that user: close it.
+    let _ = Command::new("runuser")
+        .args(["-u", USER, "--", "ssh", "-F"])
+        .arg(h.join(".ssh/config"))
+        .args(["-O", "exit"])
+        .arg(tb.s("direct_host"))
+        .env("HOME", h)
+        .output();
+}
+
+#[test]
+#[ignore = "needs root, the local cluster and scripts/release's artifacts: scripts/test runs it"]
+fn the_static_binary_runs_in_a_debian_13_root_and_in_a_busybox_only_root() {
+    crate::needs_cluster!();
+    let tarball = artifact(&dist(), "x86_64-unknown-linux-musl.tar.gz");
+    let unpacked = tempdir();
+    let (ok, _, err) = sh(Command::new("tar")
+        .arg("-xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(unpacked.path()));
+    assert!(ok, "{err}");
+    let top = std::fs::read_dir(unpacked.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    for part in [
+        "bin/slurm-resolve",
+        "bin/slurm-watch",
+        "share/man/man1/slurm-submit.1",
+        "share/bash-completion/completions/slurm-alloc",
+        "share/zsh/site-functions/_slurm-fetch",
+        "share/fish/vendor_completions.d/slurm-runs.fish",
+        "README.md",
+    ] {
+        assert!(top.join(part).exists(), "the archive has {part}");
+    }
+    let bin = top.join("bin/slurm-resolve");
+    // Static: no program interpreter (no dynamic loader, no libc of any version needed).
+    let (ok, headers, _) = sh(Command::new("readelf").arg("-l").arg(&bin));
+    assert!(ok);
+    assert!(!headers.contains("INTERP"), "{headers}");
+
+    let busybox_root = tempdir();
+    let r = busybox_root.path();
+    std::fs::create_dir_all(r.join("bin")).unwrap();
+    std::fs::copy("/bin/busybox", r.join("bin/busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", r.join("bin/sh")).unwrap();
+    let modern_root = PathBuf::from(testbed().s("modern_root"));
+    let in_modern = modern_root.join(format!("opt/st-static-{}", std::process::id()));
+    for (root, dir) in [
+        (modern_root.as_path(), in_modern.clone()),
+        (r, r.join("opt")),
+    ] {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&bin, dir.join("slurm-resolve")).unwrap();
+        let inside = Path::new("/").join(dir.strip_prefix(root).unwrap());
+        let (ok, out, err) = sh(Command::new("chroot").arg(root).args([
+            "/bin/sh",
+            "-c",
+            &format!(
+                "{0}/slurm-resolve --version && echo '{{\"ssh_host\": \"login.example.org\"}}' | {0}/slurm-resolve",
+                inside.display()
+            ),
+        ]));
+        let _ = std::fs::remove_dir_all(&in_modern);
+        assert!(ok, "in {}: {out}\n{err}", root.display());
+        let doc: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        assert_eq!(doc["resolve"]["selected_by"], "ssh_host", "{out}");
+    }
+}
