@@ -143,6 +143,22 @@ pub enum Outcome {
     Exit(u8),
 }
 
+/// The command line handed over by the one-program build (tools/slurm-tools: `slurm-tools
+/// slurm-resolve ARGS` runs slurm-resolve with `slurm-resolve ARGS`).
+static ARGS: std::sync::OnceLock<Vec<std::ffi::OsString>> = std::sync::OnceLock::new();
+
+/// The tool's command line: the one handed over by the one-program build, else the process's.
+pub fn args_os() -> Vec<std::ffi::OsString> {
+    ARGS.get()
+        .cloned()
+        .unwrap_or_else(|| std::env::args_os().collect())
+}
+
+/// Hand the tool its command line (the one-program build only; once, before the tool runs).
+pub fn set_args(args: Vec<std::ffi::OsString>) {
+    let _ = ARGS.set(args);
+}
+
 /// Run a tool. `step` is the tool's own work.
 /// `SLURM_TOOLS_GENERATE=man|bash|zsh|fish|elvish|powershell`: print the man page or a shell
 /// completion script generated from the tool's clap definition, and exit (scripts/gen-docs).
@@ -159,7 +175,7 @@ pub fn run_plain<C: clap::Parser>(
     if let Ok(what) = std::env::var("SLURM_TOOLS_GENERATE") {
         return generate_for(C::command(), tool, &what);
     }
-    let cli = match C::try_parse() {
+    let cli = match C::try_parse_from(args_os()) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -208,7 +224,7 @@ pub fn run<C: ToolCli>(
         return generate::<C>(tool, &what);
     }
     let parsed = command::<C>()
-        .try_get_matches()
+        .try_get_matches_from(args_os())
         .and_then(|mut m| C::from_arg_matches_mut(&mut m));
     let cli = match parsed {
         Ok(cli) => cli,

@@ -134,10 +134,29 @@ git clone -q {origin} sample
 slurm-resolve --catalog clusters.json job.json | slurm-ssh-preflight | slurm-sync-tracked | slurm-sync-untracked > synced.json
 slurm-submit --build synced.json | slurm-watch --interval 1 > built.json
 slurm-submit built.json | slurm-watch --interval 1 > report.json
+# The password hand-over: ssh runs the installed program as its askpass helper.
+slurm-ssh-preflight --establish mfa.json > mfa-out.json
+ssh -F .ssh/config -o ControlPath="$HOME/mfa-cm" -O exit {mfa_host} 2>/dev/null || true
+slurm-tools --list > tools.txt
 "#,
         wheel = wheel.file_name().unwrap().to_string_lossy(),
         origin = tb.s("origin_url"),
+        mfa_host = tb.s("mfa_host"),
     );
+    let mut mfa = doc_for("mfa_host");
+    mfa["ssh_config_file"] = serde_json::json!(h.join(".ssh/config").display().to_string());
+    mfa["control_path"] = serde_json::json!(h.join("mfa-cm").display().to_string());
+    mfa["mfa_style"] = serde_json::json!(true);
+    mfa["slurm_password"] = serde_json::json!(std::fs::read_to_string(tb.s("mfa_password_file"))
+        .unwrap()
+        .trim());
+    write(&h.join("mfa.json"), &mfa.to_string());
+    let _ = Command::new("chown")
+        .args([USER])
+        .arg(h.join("mfa.json"))
+        .status();
+    // The MFA host's login count is other tests' measure too.
+    let _mfa = mfa_lock();
     let (ok, out, err) = sh(Command::new("runuser")
         .args(["-u", USER, "--", "env", "-i"])
         .arg(format!("HOME={}", h.display()))
@@ -155,6 +174,15 @@ slurm-submit built.json | slurm-watch --interval 1 > report.json
         version.starts_with("slurm-resolve ") && version.contains("(commit "),
         "--version names the version and the commit: {version:?}"
     );
+    let mfa: Value =
+        serde_json::from_str(&std::fs::read_to_string(h.join("mfa-out.json")).unwrap()).unwrap();
+    assert_eq!(mfa["preflight"]["master"], "managed", "{mfa:#}\n{err}");
+    // One program behind every command: each tool has its launcher on the PATH.
+    let listed = std::fs::read_to_string(h.join("tools.txt")).unwrap();
+    assert_eq!(listed.lines().count(), 14, "{listed}");
+    for t in listed.lines() {
+        assert!(venv_bin.join(t).exists(), "{t} is on the PATH");
+    }
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(h.join("report.json")).unwrap()).unwrap();
     assert_eq!(report["report"]["status"], "PASSED", "{report:#}\n{err}");

@@ -160,7 +160,7 @@ impl ToolCli for Cli {
     }
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-alloc", |cli, ctx| match &cli.cmd {
         Cmd::Up(a) => up(a, ctx),
         Cmd::Exec(a) => exec(a, ctx),

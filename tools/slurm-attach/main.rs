@@ -77,7 +77,7 @@ impl ToolCli for Cli {
     const SECTIONS: &'static [&'static str] = &["attach"];
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-attach", attach)
 }
 

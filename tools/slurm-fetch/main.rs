@@ -69,7 +69,7 @@ impl ToolCli for Cli {
     const SECTIONS: &'static [&'static str] = &["fetch"];
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-fetch", fetch)
 }
 

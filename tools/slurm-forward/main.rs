@@ -78,8 +78,11 @@ impl ToolCli for Cli {
 /// The hidden mode of the background watcher: `slurm-forward --watch-forward FILE`.
 const WATCH_FLAG: &str = "--watch-forward";
 
-fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().collect();
+pub fn main() -> std::process::ExitCode {
+    let args: Vec<String> = shared::driver::args_os()
+        .into_iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     if args.len() == 3 && args[1] == WATCH_FLAG {
         watch(&args[2]);
         return std::process::ExitCode::SUCCESS;
@@ -333,6 +336,8 @@ fn start_watcher(ctx: &Context) {
         return;
     }
     let _ = std::process::Command::new(exe)
+        // The one-program build tells its tools apart by this name.
+        .arg0("slurm-forward")
         .arg(WATCH_FLAG)
         .arg(&file)
         .stdin(std::process::Stdio::null())

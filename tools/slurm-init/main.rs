@@ -74,7 +74,7 @@ struct Cli {
 
 const TOOL: &str = "slurm-init";
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     shared::driver::run_plain::<Cli>(TOOL, init)
 }
 

@@ -82,7 +82,7 @@ const KINDS: [&str; 8] = [
     "verdict",
 ];
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     shared::driver::run_plain::<Cli>(TOOL, notify)
 }
 

@@ -45,7 +45,7 @@ impl ToolCli for Cli {
     }
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-report", report)
 }
 

@@ -62,7 +62,7 @@ impl ToolCli for Cli {
     const SECTIONS: &'static [&'static str] = &["resolve"];
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-resolve", resolve)
 }
 

@@ -85,7 +85,7 @@ struct Cli {
 
 const TOOL: &str = "slurm-runs";
 
-fn main() -> ExitCode {
+pub fn main() -> ExitCode {
     shared::driver::run_plain::<Cli>(TOOL, runs)
 }
 

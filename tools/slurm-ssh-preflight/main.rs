@@ -76,7 +76,7 @@ impl ToolCli for Cli {
     const SECTIONS: &'static [&'static str] = &["preflight"];
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     if let Some(code) = askpass::answer_if_asked() {
         return code;
     }

@@ -89,7 +89,7 @@ impl ToolCli for Cli {
     const SECTIONS: &'static [&'static str] = &["job", "build"];
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-submit", submit)
 }
 

@@ -60,7 +60,7 @@ impl ToolCli for Cli {
     const SECTIONS: &'static [&'static str] = &["sync_untracked"];
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-sync-untracked", sync)
 }
 

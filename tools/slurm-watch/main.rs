@@ -95,7 +95,7 @@ impl ToolCli for Cli {
     const SECTIONS: &'static [&'static str] = &["report"];
 }
 
-fn main() -> std::process::ExitCode {
+pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-watch", watch)
 }
 

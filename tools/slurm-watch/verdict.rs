@@ -1,7 +1,7 @@
 //! The verdict: how a job ended, from what Slurm says (sacct or scontrol) and what the logs
 //! showed. Pure, so every combination is table-tested here, without a cluster.
 
-use crate::scan::{Findings, Patterns};
+use super::scan::{Findings, Patterns};
 use shared::schema::{JobKind, Source, Status};
 use shared::slurm::AccountingEntry;
 
