@@ -10,6 +10,7 @@ mod fixture;
 mod harness;
 
 mod compat;
+mod modern;
 
 use fixture::{synced, wait_done};
 use harness::*;
