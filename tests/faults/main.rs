@@ -2401,17 +2401,6 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     );
 }
 
-/// GET / over plain HTTP; `None` when nothing answers.
-fn http_get(url_port: u16) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", url_port)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    c.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
-    let mut body = String::new();
-    c.read_to_string(&mut body).ok()?;
-    Some(body).filter(|b| !b.is_empty())
-}
-
 /// slurm-forward: a server a job started (on a random port it writes to a file) is reached from
 /// this side on 127.0.0.1 only, through the MFA master with no second login; gone after
 /// --cancel and after the job ends; a local port in use is refused.
@@ -2441,23 +2430,7 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
     let sub = run("slurm-submit", &[], &d);
     assert_eq!(sub.code, 0, "{}", sub.stderr);
     let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let mut f = loop {
-        let r = run(
-            "slurm-forward",
-            &["--port-file", &port_file, "--local-port", "0"],
-            &sub.doc,
-        );
-        if r.code == 0 {
-            break r;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the job's server never became reachable: {}",
-            r.stderr
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let mut f = forward_when_served(&sub.doc, &port_file);
     let sec = f.doc["forward"].clone();
     let lp = sec["local_port"].as_u64().unwrap() as u16;
     assert_eq!(sec["local_url"], format!("http://127.0.0.1:{lp}/"));

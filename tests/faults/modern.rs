@@ -4,22 +4,8 @@
 use crate::harness::*;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn local_cluster(args: &[&str]) -> String {
-    let out = Command::new(repo_root().join("scripts/local-cluster"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "local-cluster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// `squeue -h -j ID -o FORMAT` on the modern login node ("" once the job is gone from it).
 fn squeue(id: &str, format: &str) -> String {

@@ -391,3 +391,53 @@ pub fn report_section(status: &str, job_id: &str, kind: &str) -> Value {
         "polls": 3, "bytes_scanned": 100, "watch_seconds": 5.0
     })
 }
+
+/// `scripts/local-cluster ARGS` (the test bed's own commands: modern-exec, modern-login, up);
+/// its stdout. Fails the test when it fails.
+pub fn local_cluster(args: &[&str]) -> String {
+    let out = Command::new(repo_root().join("scripts/local-cluster"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "local-cluster {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The body of http://127.0.0.1:PORT/, if anything answers there.
+pub fn http_get(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    c.write_all(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    c.read_to_string(&mut body).ok()?;
+    Some(body).filter(|b| !b.is_empty())
+}
+
+/// `slurm-forward --port-file FILE --local-port 0` on a submitted job's document, again each
+/// second until the job's server answers (two minutes at most): the run that forwarded.
+pub fn forward_when_served(submitted: &Value, port_file: &str) -> Run {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let r = run(
+            "slurm-forward",
+            &["--port-file", port_file, "--local-port", "0"],
+            submitted,
+        );
+        if r.code == 0 {
+            return r;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job's server never became reachable: {}",
+            r.stderr
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}

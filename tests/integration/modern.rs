@@ -9,7 +9,7 @@ use crate::watch::submit_and_watch;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,24 +21,10 @@ pub(crate) fn logins_lock() -> MutexGuard<'static, ()> {
     LOGINS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn local_cluster(args: &[&str]) -> Output {
-    let out = Command::new(repo_root().join("scripts/local-cluster"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "local-cluster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
 /// `command` (sh) on a host of the modern site, as the cluster user; its stdout.
 fn on_modern(host: &str, command: &str) -> String {
     let user = testbed().s("modern_cluster_user");
-    let out = local_cluster(&[
+    local_cluster(&[
         "modern-exec",
         host,
         "runuser",
@@ -48,8 +34,7 @@ fn on_modern(host: &str, command: &str) -> String {
         "sh",
         "-c",
         command,
-    ]);
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    ])
 }
 
 /// Logins the modern login node accepted so far (its sshd's log).
@@ -605,18 +590,6 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
     );
 }
 
-/// The body of http://127.0.0.1:PORT/, if anything answers there.
-fn http_get(port: u16) -> Option<String> {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    c.write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .ok()?;
-    let mut body = String::new();
-    c.read_to_string(&mut body).ok()?;
-    Some(body).filter(|b| !b.is_empty())
-}
-
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn forward_reaches_a_jobs_server_on_the_modern_site_through_the_one_login() {
@@ -633,23 +606,7 @@ fn forward_reaches_a_jobs_server_on_the_modern_site_through_the_one_login() {
         "port=$((20000 + $$ % 20000)); dir=$(mktemp -d); echo hello-from-the-modern-job > $dir/index.html; cd $dir; echo $port > {port_file}; exec python3 -m http.server $port --bind 0.0.0.0"
     ));
     let sub = step(&j.state, "slurm-submit", &[], &d);
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    let f = loop {
-        let r = run(
-            "slurm-forward",
-            &["--port-file", &port_file, "--local-port", "0"],
-            &sub.doc,
-        );
-        if r.code == 0 {
-            break r;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the job's server never became reachable: {}",
-            r.stderr
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let f = forward_when_served(&sub.doc, &port_file);
     let lp = f.doc["forward"]["local_port"].as_u64().unwrap() as u16;
     let body = http_get(lp).expect("the forward answers");
     assert!(body.contains("hello-from-the-modern-job"), "{body}");

@@ -25,17 +25,12 @@ pub enum Next {
     Stop(Outcome),
 }
 
-/// The nodes `job` ran on (one ssh execution): from accounting, else from scontrol, which still
-/// has the job for `MinJobAge` after its end (a site without accounting: Slurm 24.11's sacct
-/// then only says "accounting storage is disabled").
+/// The nodes `job` ran on (one ssh execution): from accounting, else from scontrol
+/// (shared/src/remote/sh/job-nodes.sh).
 fn nodes_of(ssh: &Ssh, job: &str) -> Option<String> {
     let mut s = Script::new();
     s.assign("job", job).ok()?;
-    s.raw(concat!(
-        "n=$(sacct -X -n -P -o NodeList -j \"$job\" 2>/dev/null | head -n 1)\n",
-        "case $n in '' | 'None assigned') n=$(scontrol -o show job \"$job\" 2>/dev/null | tr ' ' '\\n' | sed -n 's/^NodeList=//p' | head -n 1) ;; esac\n",
-        "printf '%s\\n' \"$n\"\n",
-    ));
+    s.raw(shared::remote::JOB_NODES);
     let out = ssh.run_script(&s, None, Duration::from_secs(60)).ok()?;
     let n = out.stdout_text().lines().next()?.trim().to_string();
     (!n.is_empty() && n != "None assigned" && n != "(null)").then_some(n)

@@ -19,6 +19,9 @@ pub const FETCH_LIST: &str = include_str!("sh/fetch-list.sh");
 /// slurm-fetch's copy: the NUL-separated paths on stdin, a tar stream on stdout.
 pub const FETCH_COPY: &str = include_str!("sh/fetch-copy.sh");
 
+/// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
+pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
+
 #[cfg(test)]
 mod tests {
     #[test]
