@@ -62,8 +62,12 @@ pub struct JobDocument {
     pub slurm_options: Option<Vec<String>>,
     /// Container mounts, `src:dst[,src:dst]` or a list of `src:dst`.
     pub mounts: Option<Mounts>,
-    /// Canonical image URI (the enroot `#` form is made at use time).
+    /// The container image, in any form either runtime takes: a registry reference
+    /// (`host/path:tag`, `docker://…`, enroot's `host#path`), an image file (`.sqsh`, `.sif`);
+    /// translated for the runtime in use when the job is submitted.
     pub container_image: Option<String>,
+    /// `auto` (default: pyxis where srun has it, else Apptainer), `pyxis`, or `apptainer`.
+    pub container_runtime: Option<String>,
     /// Packages installed in the allocation's container (slurm-alloc), exact names.
     pub packages: Option<Vec<String>>,
     /// Passed verbatim as the Slurm job name.
@@ -320,6 +324,9 @@ pub struct RemoteCheck {
     /// `enroot version` on the login node, when enroot is there (often only on compute nodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enroot: Option<String>,
+    /// `apptainer --version` (or `singularity --version`) from the PATH jobs get, when there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apptainer: Option<String>,
     /// The MPI plugin types srun offers (`srun --mpi=list`), e.g. ["none", "pmi2", "pmix"];
     /// absent when srun could not be asked. The mpi recipe needs `pmix`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -551,10 +558,18 @@ pub struct Job {
     /// Disk used by all job trees of this clone after old ones were removed, in KiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trees_disk_kb: Option<u64>,
-    /// The container image the job runs in, as pyxis gets it (enroot's `HOST#path` form, or a
-    /// squashfs file); absent without `container_image`.
+    /// The container image the job runs in, as its runtime gets it (pyxis: enroot's
+    /// `HOST#path` form or a squashfs file; apptainer: `docker://HOST/path:tag` or a file);
+    /// absent without `container_image`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_image: Option<String>,
+    /// `pyxis` or `apptainer`: the runtime the job's container runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_runtime: Option<String>,
+    /// Where a registry image is kept once per content digest on the cluster (Apptainer: SIF
+    /// files), shared by every later job of this user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_cache: Option<String>,
     /// The job's named container (`slurm-tools-<submit_tag>`), which slurm-attach joins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
@@ -674,6 +689,31 @@ pub struct Report {
     pub polls: u64,
     pub bytes_scanned: u64,
     pub watch_seconds: f64,
+    /// The image the job's container ran from, as the job's log says (Apptainer's image
+    /// cache); absent for jobs without one, and for pyxis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerUse>,
+}
+
+/// Which cached image a job used and whether it was pulled for it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerUse {
+    /// The image as the runtime got it.
+    pub image: String,
+    /// The registry's content digest the cached file holds (`sha256:…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The cached image file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// `hit` (the file was there), `pulled` (this job pulled it), `waited` (another job was
+    /// pulling it; this one waited), `uncached` (no digest could be learned: pulled by the
+    /// runtime for this job only).
+    pub cache: String,
+    /// Seconds the pull (or the wait for another job's pull) took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pull_seconds: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

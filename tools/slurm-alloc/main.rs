@@ -6,7 +6,7 @@ use shared::layout::{self, Layout};
 use shared::quote::Script;
 use shared::remote_exit::{self, Alloc as Exit, ExitCodes};
 use shared::schema::{Allocation, AllocationState, ExecMode, LastExec, Negotiation};
-use shared::slurm::{self, check_slurm_value, enroot_image, format_duration, Settings, OVERLAP};
+use shared::slurm::{self, check_slurm_value, format_duration, Settings, OVERLAP};
 use shared::ssh::Ssh;
 use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::{Duration, Instant};
@@ -263,6 +263,13 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
             "give requirement specifiers only (e.g. \"numpy==1.26\"); nothing was started",
         ));
     }
+    if st.on_apptainer() {
+        return Err(shared::doc::field_error(
+            "container_runtime",
+            "is apptainer (set, or the only runtime this cluster has), but slurm-alloc's persistent per-node containers run on pyxis only so far",
+        )
+        .with_hint("leave out `container_image` to hold the allocation without a container (run `apptainer exec IMAGE ...` in `slurm-alloc exec` yourself), or use slurm-submit, which runs jobs in Apptainer; nothing was started"));
+    }
     if !packages.is_empty() && image.is_none() {
         return Err(shared::doc::field_error(
             "packages",
@@ -482,8 +489,11 @@ exit "$E_NO_JOB_ID"
             .arg(&format!("--jobid={job}"))?
             .raw(" --nodes=\"$nn\"")
             .arg("--ntasks-per-node=1")?;
-        s.arg(&format!("--container-image={}", enroot_image(img)))?
-            .arg(&format!("--container-name={container}"))?;
+        s.arg(&format!(
+            "--container-image={}",
+            st.container_ref.as_deref().unwrap_or(img)
+        ))?
+        .arg(&format!("--container-name={container}"))?;
         s.raw(" true || exit \"$E_IMPORT\"\n");
         if !packages.is_empty() {
             // pip of the image's python3, in the writable container; an image without python3

@@ -114,12 +114,9 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         t.push_str("NOT SUBMITTED YET\n");
         code = 0;
     }
-    if let Some(image) = section::<Job>(doc, "job").and_then(|j| j.container_image) {
-        row(
-            &mut t,
-            "container",
-            format!("ran in {image} (pyxis/enroot)"),
-        );
+    if let Some(job) = section::<Job>(doc, "job").filter(|j| j.container_image.is_some()) {
+        let used = section::<Report>(doc, "report").and_then(|r| r.container);
+        row(&mut t, "container", container_row(&job, used.as_ref()));
     }
     if let Some(res) = section::<Resolve>(doc, "resolve") {
         row(
@@ -180,4 +177,33 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         _ if error.is_some() => Outcome::Text(ctx.doc.to_line(), code),
         _ => Outcome::JobNotPassed,
     })
+}
+
+/// "ran in IMAGE (apptainer; cached sha256:8c89fd10dff8 pulled for this job in 22 s)".
+fn container_row(job: &Job, used: Option<&shared::schema::ContainerUse>) -> String {
+    let image = job.container_image.as_deref().unwrap_or_default();
+    let runtime = match job.container_runtime.as_deref() {
+        None | Some("pyxis") => "pyxis/enroot",
+        Some(other) => other,
+    };
+    let cache = used.map(|u| {
+        let digest = u
+            .digest
+            .as_deref()
+            .map(|d| d.get(..19).unwrap_or(d))
+            .unwrap_or("");
+        let secs = u
+            .pull_seconds
+            .map(|s| format!(" in {s} s"))
+            .unwrap_or_default();
+        match u.cache.as_str() {
+            "hit" => format!("; image cache hit, {digest}"),
+            "pulled" => format!("; pulled into the image cache{secs}, {digest}"),
+            "waited" => {
+                format!("; waited{secs} for another job's pull into the image cache, {digest}")
+            }
+            _ => "; not cached (no digest from the registry)".to_string(),
+        }
+    });
+    format!("ran in {image} ({runtime}{})", cache.unwrap_or_default())
 }

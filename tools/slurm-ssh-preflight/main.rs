@@ -8,6 +8,7 @@ use remote_check::Require;
 use shared::control_socket::{self, SocketState};
 use shared::quote::quote_for_display;
 use shared::schema::{Accounting, Master, Preflight, SshPath};
+use shared::slurm::container;
 use shared::ssh::{spawn_error, ssh_program, Ssh, SshFailure};
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::Duration;
@@ -102,7 +103,8 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "set `remote_cwd` (the remote working directory), or `default_user_root_dir`",
         ));
     };
-    let wants_container = doc.has("container_image");
+    let image = doc.str_opt("container_image")?.map(str::to_string);
+    let wants_container = image.is_some();
     // Preflight settles the control path itself: an earlier run's choice is not reused.
     let mut ssh = Ssh::for_preflight(doc)?;
     ssh.connect_timeout = 5;
@@ -158,7 +160,17 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
 
     let remote = remote_check::parse(&out.stdout_text(), &remote_cwd);
-    remote.require(wants_container, &ssh.host)?;
+    remote.require(&ssh.host)?;
+    // The container runtime the job will use: one the cluster has, and an image form it runs.
+    let runtime = match &image {
+        Some(image) => {
+            let r =
+                container::runtime(ctx.doc.str_opt("container_runtime")?, image, Some(&remote))?;
+            container::Image::parse(image).for_runtime(r, image)?;
+            Some(r)
+        }
+        None => None,
+    };
     let accounting = remote.accounting.unwrap_or(Accounting::Missing);
     if accounting != Accounting::Enabled {
         ctx.warn(format!(
@@ -170,7 +182,7 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if remote.remote_cwd_created {
         ctx.note(format!("created the remote working directory {cwd}"));
     }
-    let containers = if remote.container_flags {
+    let mut containers = if remote.container_flags {
         format!(
             ", pyxis {}{}, enroot {}",
             remote.pyxis.as_deref().unwrap_or("(version unknown)"),
@@ -187,6 +199,12 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     } else {
         String::new()
     };
+    if let Some(a) = &remote.apptainer {
+        containers.push_str(&format!(", {a}"));
+    }
+    if let Some(r) = runtime {
+        containers.push_str(&format!(" (the job's container runs on {r})"));
+    }
     ctx.note(format!(
         "{} ready: {} login, master {}, {}{containers}, remote_cwd {cwd}",
         ssh.host,

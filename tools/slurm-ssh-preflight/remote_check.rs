@@ -63,6 +63,10 @@ fi
 v=; if [ -n "$so" ] && [ -r "$so" ]; then v=$(grep -ao 'pyxis: version v[0-9][0-9.]*' "$so" 2>/dev/null | head -n 1); fi
 if [ -n "$v" ]; then echo "pyxis=${v#pyxis: version v}"; elif [ -n "$so" ]; then echo pyxis=present; else echo pyxis=; fi
 if have enroot; then echo "enroot=$(first enroot version)"; else echo enroot=; fi
+# Apptainer (or Singularity, its older name) on the PATH jobs inherit from this shell.
+if have apptainer; then echo "apptainer=$(first apptainer --version)"
+elif have singularity; then echo "apptainer=$(first singularity --version)"
+else echo apptainer=; fi
 "#,
     );
     Ok(s)
@@ -105,6 +109,7 @@ pub fn parse(text: &str, remote_cwd: &str) -> RemoteCheck {
             "container_writable" => r.container_writable = Some(v == "1"),
             "pyxis" => r.pyxis = opt(),
             "enroot" => r.enroot = opt(),
+            "apptainer" => r.apptainer = opt(),
             "mpi" => {
                 r.mpi_plugins = Some(
                     v.split(',')
@@ -122,12 +127,12 @@ pub fn parse(text: &str, remote_cwd: &str) -> RemoteCheck {
 
 /// What a later step needs from the remote side.
 pub trait Require {
-    fn require(&self, wants_container: bool, host: &str) -> Result<()>;
+    fn require(&self, host: &str) -> Result<()>;
 }
 
 impl Require for RemoteCheck {
     /// Exit 4 naming the first missing piece a later step needs.
-    fn require(&self, wants_container: bool, host: &str) -> Result<()> {
+    fn require(&self, host: &str) -> Result<()> {
         let missing = |what: &str, hint: &str| {
             Err(ToolError::remote(format!("{host}: {what}")).with_hint(hint.to_string()))
         };
@@ -168,10 +173,6 @@ impl Require for RemoteCheck {
                 "tar is not on PATH (untracked files travel as a tar stream)",
                 "put tar on PATH",
             );
-        }
-        if wants_container && !self.container_flags {
-            return missing("srun does not accept --container-image (no pyxis plugin), but `container_image` is set", "use a cluster with pyxis/enroot, or remove `container_image`")
-                .map_err(|e: ToolError| e.with_field("container_image"));
         }
         Ok(())
     }
@@ -219,18 +220,14 @@ mod tests {
         assert_eq!(r.home.as_deref(), Some("/home/u"));
         assert_eq!(r.accounting, Some(Accounting::Disabled));
         assert!(r.container_flags);
-        assert!(r.require(true, "h").is_ok());
+        assert!(r.require("h").is_ok());
         let mut no_tmux = r.clone();
         no_tmux.tmux = None;
-        assert!(no_tmux
-            .require(false, "h")
-            .unwrap_err()
-            .message
-            .contains("tmux"));
+        assert!(no_tmux.require("h").unwrap_err().message.contains("tmux"));
         let bare = parse("cwd_exists=0\n", "/x");
         assert_eq!(bare.remote_cwd, "/x");
         assert_eq!(
-            bare.require(false, "h").unwrap_err().field.as_deref(),
+            bare.require("h").unwrap_err().field.as_deref(),
             Some("remote_cwd")
         );
     }

@@ -176,12 +176,16 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         remote_repo_path: Some(repo.clone()),
         upload_dir: Some(plan.upload_dir.clone()),
         uploads: Some(uploads),
-        container_image: st
-            .container_image
-            .as_deref()
-            .map(shared::slurm::enroot_image),
-        container_name: (plan.kind == JobKind::Run && st.container_image.is_some())
-            .then(|| token.clone()),
+        container_image: st.container_ref.clone(),
+        container_runtime: st.container_runtime.map(|r| r.name().to_string()),
+        image_cache: st
+            .on_apptainer()
+            .then(|| image_cache(&ctx.doc))
+            .transpose()?,
+        // pyxis names the container, so slurm-attach can join it.
+        container_name: (plan.kind == JobKind::Run
+            && st.container_runtime == Some(shared::slurm::container::Runtime::Pyxis))
+        .then(|| token.clone()),
         ..Job::default()
     };
     if cli.dry_run {
@@ -459,13 +463,26 @@ fn run_plan(
     )?;
     // The job runs in its own tree: no later sync changes the code it was submitted with.
     let mut argv = recipe::run_argv(recipe, st, token, &tree.job, &stdout_path, &stderr_path);
-    if st.container_image.is_some() {
+    if st.container_runtime == Some(shared::slurm::container::Runtime::Pyxis) {
         // Named, so slurm-attach can join the running container (pyxis removes it when the
         // job ends, with its default container_scope=job).
         argv.push(format!("--container-name={token}"));
     }
+    // On Apptainer every task runs the command through the launcher (the image cache, then
+    // `apptainer exec`), in the job's own tree.
+    let launcher = match st.apptainer_launcher(&tree.job, &image_cache(doc)?, None)? {
+        Some(text) => {
+            let name = format!(".slurm-tools/{token}.container.sh");
+            items.push(Item::bytes(name.clone(), text, true));
+            Some(join(&work, &name))
+        }
+        None => None,
+    };
     if recipe == Recipe::Batch {
-        let tail = vec![cmd_path];
+        let tail = match launcher {
+            Some(l) => vec![l, "bash".to_string(), cmd_path],
+            None => vec![cmd_path],
+        };
         return Ok(Plan {
             kind: JobKind::Run,
             recipe: Some(recipe),
@@ -482,7 +499,10 @@ fn run_plan(
             tree,
         });
     }
-    let tail = vec!["bash".to_string(), cmd_path];
+    let tail = match launcher {
+        Some(l) => vec!["/bin/sh".to_string(), l, "bash".to_string(), cmd_path],
+        None => vec!["bash".to_string(), cmd_path],
+    };
     // srun runs in tmux on the login node, writing its own exit code and messages to files.
     let exit_file = srun_exit_file(&state_dir, token);
     let srun_log = join(&state_dir, &format!("{token}.srun.log"));
@@ -530,15 +550,17 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
     layout::check_log_dir("default_user_root_dir (or remote_cwd)", &root)?;
     let scripts = join(&root, "slurm-tools-build");
     let log = join(&scripts, "log/build_%j.srun.log");
-    let image = st
-        .container_image
-        .as_deref()
-        .map(shared::slurm::enroot_image)
-        .unwrap_or_else(|| "none".into());
+    // pyxis's image goes to srun's flags; on Apptainer a launcher runs the build in it.
+    let image = match (&st.container_ref, st.on_apptainer()) {
+        (Some(i), false) => i.clone(),
+        _ => "none".to_string(),
+    };
     let mut items = vec![
         Item::bytes("build.slurm", BUILD_SLURM, true),
         Item::bytes("build.sh", BUILD_SH, true),
     ];
+    let launcher =
+        st.apptainer_launcher(&root, &image_cache(doc)?, Some(&format!("{root}:{root}")))?;
     let mut tail = vec![
         join(&scripts, "build.slurm"),
         image,
@@ -550,6 +572,11 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
     ];
     if let Some(m) = &st.mounts {
         tail.extend(["--mounts".to_string(), m.clone()]);
+    }
+    if let Some(text) = launcher {
+        let name = format!("build-container-{token}.sh");
+        items.push(Item::bytes(name.clone(), text, true));
+        tail.extend(["--launcher".to_string(), join(&scripts, &name)]);
     }
     tail.extend([
         "--sync-from".to_string(),
@@ -589,6 +616,22 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         token: token.to_string(),
         tree,
     })
+}
+
+/// Where a registry image is kept once per content digest (Apptainer's SIF files): beside the
+/// job trees, under the user's root on the shared filesystem.
+fn image_cache(doc: &shared::Document) -> Result<String> {
+    let layout = Layout::of(doc)?;
+    let root = match layout.root()? {
+        Some(r) => r,
+        None => layout.home().map(str::to_string).ok_or_else(|| {
+            shared::doc::missing(
+                "default_user_root_dir",
+                "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`: the image cache lives there",
+            )
+        })?,
+    };
+    Ok(join(&root, "slurm-tools-images"))
 }
 
 /// Shell function: the job's id, from the file the job writes when it starts, else from squeue

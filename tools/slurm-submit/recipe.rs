@@ -137,6 +137,8 @@ mod tests {
             per_node: Some(4),
             gpus_per_node: Some(8),
             container_image: Some("reg:5000/ns/img:1".into()),
+            container_runtime: Some(shared::slurm::container::Runtime::Pyxis),
+            container_ref: Some("reg:5000#ns/img:1".into()),
             mounts: Some("/d:/d".into()),
             ..Settings::default()
         }

@@ -356,7 +356,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     // How long the next poll waits first (on the cluster side, inside the session).
     let mut wait = 0.0f64;
     let mut marker_seen = false;
-    let mut importing_said: Option<String> = None;
+    let mut importing_said: Option<(String, String)> = None;
     let container = job.container_image.is_some();
     let mut outage: Option<Instant> = None;
     let mut backoff = 2.0f64;
@@ -485,20 +485,30 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             }
             if q.state == "RUNNING" && st.findings.importing != importing_said {
                 // An import is silent for seconds to minutes: say so, so it does not look hung.
-                if let Some(image) = &st.findings.importing {
+                if let Some((image, what)) = &st.findings.importing {
                     events.send("importing", |e| e.image = Some(image.clone()));
                     progress.finish();
-                    ctx.note(format!("job {}: pyxis is importing the container image {image} (the command starts after it)", job.id));
-                } else if importing_said.is_some() {
+                    ctx.note(format!(
+                        "job {}: {what} (the command starts after it)",
+                        job.id
+                    ));
+                } else if let Some((image, what)) = &importing_said {
                     progress.finish();
-                    ctx.note(format!("job {}: the container image is imported", job.id));
+                    if what.starts_with("pyxis") {
+                        ctx.note(format!("job {}: the container image is imported", job.id));
+                    } else {
+                        ctx.note(format!(
+                            "job {}: the container image {image} is in the image cache",
+                            job.id
+                        ));
+                    }
                 }
                 importing_said = st.findings.importing.clone();
             }
             progress.update(|| {
                 let mut s = describe_queue(&q);
-                if let Some(image) = &st.findings.importing {
-                    s.push_str(&format!(", importing the container image {image}"));
+                if let Some((_, what)) = &st.findings.importing {
+                    s.push_str(&format!(", {what}"));
                 } else if container && q.state == "RUNNING" && st.bytes == 0 {
                     s.push_str(", starting its container (no output yet)");
                 }
@@ -820,6 +830,7 @@ fn finish_report(
         polls: st.polls,
         bytes_scanned: st.bytes,
         watch_seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
+        container: st.findings.container_use.clone(),
     })
 }
 

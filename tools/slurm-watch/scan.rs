@@ -18,6 +18,8 @@ pub struct Stream {
     pub seen: bool,
 }
 
+use shared::slurm::container;
+
 /// What the patterns found.
 #[derive(Debug, Default)]
 pub struct Findings {
@@ -26,10 +28,13 @@ pub struct Findings {
     pub successes: Vec<String>,
     pub oom: Option<String>,
     pub progress: Option<u8>,
-    /// The image pyxis is importing now (its "importing" line seen, not yet its end).
-    pub importing: Option<String>,
-    /// pyxis's own lines (the first ones), to say why a container did not start.
-    pub pyxis_lines: Vec<String>,
+    /// The image being imported or pulled now, and what is happening, in words (pyxis's
+    /// "importing" line or the Apptainer launcher's "pulling" line seen, not yet its end).
+    pub importing: Option<(String, String)>,
+    /// The container runtime's own lines (the first ones), to say why a container did not start.
+    pub container_lines: Vec<String>,
+    /// Which cached image the job's container ran from (the Apptainer launcher's lines).
+    pub container_use: Option<shared::schema::ContainerUse>,
     /// slurmstepd's `*** JOB|STEP N ON node CANCELLED AT ... ***` line, when the job was ended
     /// by Slurm (a time limit, scancel): how it ended when Slurm's record is gone.
     pub slurm_cancel: Option<String>,
@@ -113,16 +118,15 @@ impl Patterns {
             if let Some(p) = build_progress(line) {
                 f.progress = Some(p);
             }
-            if let Some(image) = shared::slurm::pyxis::import_started(line) {
-                f.importing = Some(image.to_string());
-            } else if shared::slurm::pyxis::import_ended(line) {
-                f.importing = None;
+            if let Some(now) = container::import_line(line) {
+                f.importing = now;
             }
+            container::note_use(line, &mut f.container_use);
             if f.slurm_cancel.is_none() && line.contains("***") && line.contains(" CANCELLED AT ") {
                 f.slurm_cancel = Some(line.clone());
             }
-            if line.contains("pyxis:") && f.pyxis_lines.len() < 60 {
-                f.pyxis_lines.push(line.clone());
+            if container::is_container_line(line) && f.container_lines.len() < 60 {
+                f.container_lines.push(line.clone());
             }
         }
     }

@@ -75,7 +75,7 @@ pub fn final_verdict(
         }
     }
     if matches!(status, Status::Failed | Status::Error) {
-        if let Some(why) = shared::slurm::pyxis::failure(&f.pyxis_lines) {
+        if let Some(why) = shared::slurm::container::failure(&f.container_lines) {
             summary = format!("{why}; {summary}");
         }
     }
@@ -182,7 +182,7 @@ mod tests {
             success: vec![],
         };
         let f = Findings {
-            pyxis_lines: vec![
+            container_lines: vec![
                 "slurmstepd-vm: error: pyxis: --container-mounts: source path does not exist: /gone".into(),
             ],
             ..Findings::default()

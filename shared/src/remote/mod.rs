@@ -19,6 +19,10 @@ pub const FETCH_LIST: &str = include_str!("sh/fetch-list.sh");
 /// slurm-fetch's copy: the NUL-separated paths on stdin, a tar stream on stdout.
 pub const FETCH_COPY: &str = include_str!("sh/fetch-copy.sh");
 
+/// A job's container on Apptainer: the image cache (one SIF per content digest, pulled under a
+/// lock), then `apptainer exec` of the arguments.
+pub const APPTAINER_RUN: &str = include_str!("sh/apptainer-run.sh");
+
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 

@@ -2,6 +2,7 @@
 //! what Slurm's submission errors mean, and parsers for squeue/sacct/scontrol output
 //! (Slurm 22.05 wording; research/ecosystem.md §2).
 
+pub mod container;
 pub mod pyxis;
 mod settings;
 pub use pyxis::enroot_image;

@@ -4,7 +4,8 @@
 //! Every option takes the `--opt=value` form, so a value starting with `-` can never become an
 //! option, and every word is quoted once when it becomes shell text.
 
-use super::{check_slurm_value, check_time_limit, enroot_image, pyxis};
+use super::container::{self, Runtime};
+use super::{check_slurm_value, check_time_limit, pyxis};
 use crate::doc::{field_error, wrong_type};
 use crate::schema::{Recipe, Resolve};
 use crate::{Document, Result};
@@ -23,6 +24,10 @@ pub struct Settings {
     pub per_node: Option<i64>,
     pub gpus_per_node: Option<i64>,
     pub container_image: Option<String>,
+    /// The runtime the container runs on (`container_runtime`, checked against what preflight
+    /// saw) and the image in its form; both absent without `container_image`.
+    pub container_runtime: Option<Runtime>,
+    pub container_ref: Option<String>,
     /// `mounts`, as a string `src:dst[,src:dst]` or a list of `src:dst`, joined with `,`.
     pub mounts: Option<String>,
     /// From the catalog (`resolve.flags`): `network` (or `sharp: true`), `constraint`,
@@ -348,6 +353,20 @@ impl Settings {
             }
             Ok(v)
         };
+        let container_image = s("container_image")?;
+        let (container_runtime, container_ref) = match &container_image {
+            Some(image) => {
+                let preflight = doc.section_as::<crate::schema::Preflight>("preflight")?;
+                let runtime = container::runtime(
+                    doc.str_opt("container_runtime")?,
+                    image,
+                    preflight.as_ref().map(|p| &p.remote),
+                )?;
+                let form = container::Image::parse(image).for_runtime(runtime, image)?;
+                (Some(runtime), Some(form))
+            }
+            None => (None, None),
+        };
         Ok(Settings {
             job_name: s("job_name")?,
             account: s("account")?,
@@ -356,7 +375,9 @@ impl Settings {
             nodes: doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1),
             per_node: doc.int_opt("required_devices_per_node", 1, 4096)?,
             gpus_per_node: doc.int_opt("gpus_per_node", 1, 4096)?,
-            container_image: s("container_image")?,
+            container_image,
+            container_runtime,
+            container_ref,
             mounts: mounts(doc)?,
             network: flag("network")?.or(flag("sharp")?),
             constraint: flag("constraint")?,
@@ -399,14 +420,56 @@ impl Settings {
         }
     }
 
-    /// `--container-image` (enroot's form), `--container-mounts`, and `--container-workdir`
-    /// (the job starts in its checkout inside the container too, not in the image's workdir).
+    /// On pyxis: `--container-image` (enroot's form), `--container-mounts`, and
+    /// `--container-workdir` (the job starts in its checkout inside the container too, not in
+    /// the image's workdir). Nothing on Apptainer: [`Settings::apptainer_launcher`] wraps the
+    /// command instead.
     pub fn container(&self, argv: &mut Vec<String>, workdir: &str) {
-        if let Some(i) = &self.container_image {
-            argv.push(format!("--container-image={}", enroot_image(i)));
+        if let (Some(Runtime::Pyxis), Some(i)) = (self.container_runtime, &self.container_ref) {
+            argv.push(format!("--container-image={i}"));
             self.container_mounts(argv);
             argv.push(format!("--container-workdir={workdir}"));
         }
+    }
+
+    /// Whether the container runs on Apptainer (the command is wrapped in a launcher script).
+    pub fn on_apptainer(&self) -> bool {
+        self.container_runtime == Some(Runtime::Apptainer)
+    }
+
+    /// On Apptainer: the launcher script that runs its arguments in the image (pulled once per
+    /// content digest into `cache`), with `mounts` (and `extra_bind`) bound, starting in
+    /// `workdir`, with the GPUs (`--nv`) when the job asks for any. `None` on pyxis or without
+    /// a container.
+    pub fn apptainer_launcher(
+        &self,
+        workdir: &str,
+        cache: &str,
+        extra_bind: Option<&str>,
+    ) -> Result<Option<String>> {
+        let (true, Some(image)) = (self.on_apptainer(), &self.container_ref) else {
+            return Ok(None);
+        };
+        let binds: Vec<&str> = extra_bind
+            .into_iter()
+            .chain(self.mounts.as_deref())
+            .filter(|b| !b.is_empty())
+            .collect();
+        let gpus = self.gpus_per_node.is_some()
+            || self.site.gres.as_deref().is_some_and(|g| g.contains("gpu"));
+        let mut s = crate::quote::Script::new();
+        s.raw(
+            "#!/bin/sh
+# Written by slurm-tools: the job's container on Apptainer.
+",
+        );
+        s.assign("image", image)?;
+        s.assign("cache", cache)?;
+        s.assign("binds", &binds.join(","))?;
+        s.assign("workdir", workdir)?;
+        s.assign("gpus", if gpus { "1" } else { "0" })?;
+        s.raw(crate::remote::APPTAINER_RUN);
+        Ok(Some(s.into_string()))
     }
 
     /// With a container, refuse paths the job needs that the container would not see at the
@@ -438,7 +501,7 @@ impl Settings {
                             self.container_image.as_deref().unwrap_or_default()
                         ),
                     )
-                    .with_hint(format!("add \"{0}:{0}\" to `mounts` (pyxis mounts only the home directory by default), or keep the checkout under the home directory", parent_mount(path))));
+                    .with_hint(format!("add \"{0}:{0}\" to `mounts` (pyxis and Apptainer mount only the home directory by default), or keep the checkout under the home directory", parent_mount(path))));
                 }
             }
         }

@@ -1,0 +1,579 @@
+//! Which container runtime a job uses and the image reference in that runtime's form.
+//!
+//! One field, `container_image`, runs on either runtime: pyxis/enroot (srun's `--container-*`
+//! flags) or Apptainer/Singularity (`apptainer exec` inside each task). `container_runtime`
+//! chooses (`auto`, the default: pyxis where srun has it, else Apptainer where it is on PATH);
+//! the facts come from preflight's remote check (`preflight.remote.container_flags` and
+//! `.apptainer`). A runtime the cluster lacks, or an image form the runtime cannot use, is
+//! refused here, before anything is sent.
+
+use crate::doc::field_error;
+use crate::schema::RemoteCheck;
+use crate::{Result, ToolError};
+
+/// The container runtime a job runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Runtime {
+    /// srun's `--container-image` (pyxis's SPANK plugin, enroot underneath).
+    #[default]
+    Pyxis,
+    /// `apptainer exec` (or `singularity exec`) in each task.
+    Apptainer,
+}
+
+impl Runtime {
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Pyxis => "pyxis",
+            Runtime::Apptainer => "apptainer",
+        }
+    }
+}
+
+impl std::fmt::Display for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a person may write in `container_runtime`.
+pub const RUNTIME_VALUES: &str = "\"auto\" (the default), \"pyxis\" or \"apptainer\"";
+
+/// An image reference, as people write it for either runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Image {
+    /// A registry image: `host[:port]/path[:tag|@digest]` (from `reg/x:1`, `docker://reg/x:1`
+    /// or enroot's `reg#x:1`), or a Docker Hub name (`ubuntu:22.04`).
+    Registry(String),
+    /// An image file on the cluster: an enroot squashfs (`.sqsh`, which Apptainer runs too), a
+    /// SIF (`.sif`, Apptainer only), or an Apptainer sandbox directory.
+    File(String),
+    /// A form only enroot takes: `dockerd://`, `podman://`.
+    EnrootOnly(String),
+    /// A form only Apptainer takes: `oras://`, `library://`, `shub://`, `docker-archive:`,
+    /// `oci-archive:`, `docker-daemon:`, `oci:`.
+    ApptainerOnly(String),
+}
+
+impl Image {
+    pub fn parse(image: &str) -> Image {
+        if image.starts_with('/') || image.starts_with("./") || image.starts_with("../") {
+            return Image::File(image.to_string());
+        }
+        for p in ["dockerd://", "podman://"] {
+            if image.starts_with(p) {
+                return Image::EnrootOnly(image.to_string());
+            }
+        }
+        for p in [
+            "oras://",
+            "library://",
+            "shub://",
+            "docker-archive:",
+            "oci-archive:",
+            "docker-daemon:",
+            "oci:",
+            "http://",
+            "https://",
+        ] {
+            if image.starts_with(p) {
+                return Image::ApptainerOnly(image.to_string());
+            }
+        }
+        let rest = image.strip_prefix("docker://").unwrap_or(image);
+        // enroot's `host#path` is the same reference with `/`.
+        Image::Registry(rest.replacen('#', "/", 1))
+    }
+
+    /// The reference in the form `runtime` takes, or an error naming the form and the runtime.
+    pub fn for_runtime(&self, runtime: Runtime, written: &str) -> Result<String> {
+        let refuse = |what: &str, hint: &str| -> Result<String> {
+            Err(field_error(
+                "container_image",
+                &format!("is {written:?}, {what}, which {runtime} cannot run"),
+            )
+            .with_hint(hint.to_string()))
+        };
+        match (self, runtime) {
+            (Image::Registry(r), Runtime::Pyxis) => Ok(super::enroot_image(r)),
+            (Image::Registry(r), Runtime::Apptainer) => Ok(format!("docker://{r}")),
+            (Image::File(f), Runtime::Pyxis) if f.ends_with(".sif") => refuse(
+                "an Apptainer SIF file",
+                "give the registry reference the SIF was built from (pyxis imports it), an enroot .sqsh file, or set `container_runtime` to \"apptainer\" on a cluster that has it",
+            ),
+            (Image::File(f), _) => Ok(f.clone()),
+            (Image::EnrootOnly(_), Runtime::Apptainer) => refuse(
+                "an image from a local container daemon (an enroot form)",
+                "push the image to a registry and give its reference, or give an image file (.sif or .sqsh) on the cluster",
+            ),
+            (Image::EnrootOnly(r), Runtime::Pyxis) => Ok(r.clone()),
+            (Image::ApptainerOnly(_), Runtime::Pyxis) => refuse(
+                "an Apptainer-only source",
+                "give a registry reference (host/path:tag), an enroot .sqsh file, or set `container_runtime` to \"apptainer\" on a cluster that has it",
+            ),
+            (Image::ApptainerOnly(r), Runtime::Apptainer) => Ok(r.clone()),
+        }
+    }
+
+    /// The registry reference whose content digest names the cached image file
+    /// (`host[:port]/path` with a host; a Docker Hub short name has none: it runs uncached).
+    pub fn cacheable(&self) -> bool {
+        match self {
+            Image::Registry(r) => r
+                .split_once('/')
+                .is_some_and(|(h, _)| h.contains('.') || h.contains(':') || h == "localhost"),
+            _ => false,
+        }
+    }
+}
+
+/// What `container_runtime` says.
+fn choice(written: Option<&str>) -> Result<Option<Runtime>> {
+    match written.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("auto") | Some("") => Ok(None),
+        Some("pyxis") | Some("enroot") => Ok(Some(Runtime::Pyxis)),
+        Some("apptainer") | Some("singularity") => Ok(Some(Runtime::Apptainer)),
+        Some(_) => Err(field_error(
+            "container_runtime",
+            &format!(
+                "is {:?}; it is one of {RUNTIME_VALUES}",
+                written.unwrap_or_default()
+            ),
+        )),
+    }
+}
+
+/// What the cluster offers, in words: "pyxis 0.24.0, apptainer version 1.4.5", or "none".
+pub fn offered(remote: &RemoteCheck) -> String {
+    let mut have = Vec::new();
+    if remote.container_flags {
+        have.push(format!(
+            "pyxis {}",
+            remote.pyxis.as_deref().unwrap_or("(version unknown)")
+        ));
+    }
+    if let Some(a) = &remote.apptainer {
+        have.push(a.clone());
+    }
+    if have.is_empty() {
+        "no container runtime (srun has no pyxis flags; neither apptainer nor singularity is on PATH)".into()
+    } else {
+        have.join(", ")
+    }
+}
+
+/// The runtime a job with `image` uses: `container_runtime` as written, checked against what
+/// preflight saw (`remote`, when there was a preflight); `auto` is pyxis where srun has it, else
+/// Apptainer. Without a preflight, `auto` is pyxis unless the image is a form only Apptainer
+/// runs.
+pub fn runtime(
+    written: Option<&str>,
+    image: &str,
+    remote: Option<&RemoteCheck>,
+) -> Result<Runtime> {
+    let wanted = choice(written)?;
+    let parsed = Image::parse(image);
+    let Some(remote) = remote else {
+        return Ok(wanted.unwrap_or(match parsed {
+            Image::ApptainerOnly(_) => Runtime::Apptainer,
+            Image::File(ref f) if f.ends_with(".sif") => Runtime::Apptainer,
+            _ => Runtime::Pyxis,
+        }));
+    };
+    let pyxis = remote.container_flags;
+    let apptainer = remote.apptainer.is_some();
+    let lacks = |r: Runtime| -> ToolError {
+        field_error(
+            "container_runtime",
+            &format!(
+                "is \"{r}\", which this cluster does not offer (it has: {})",
+                offered(remote)
+            ),
+        )
+        .with_hint("set `container_runtime` to \"auto\" or to a runtime the cluster has, or run on a cluster that has it")
+    };
+    match wanted {
+        Some(Runtime::Pyxis) if !pyxis => Err(lacks(Runtime::Pyxis)),
+        Some(Runtime::Apptainer) if !apptainer => Err(lacks(Runtime::Apptainer)),
+        Some(r) => Ok(r),
+        None => {
+            // An image only one runtime can run picks that one when the cluster has it.
+            let prefer_apptainer = matches!(parsed, Image::ApptainerOnly(_))
+                || matches!(parsed, Image::File(ref f) if f.ends_with(".sif"));
+            if pyxis && !(prefer_apptainer && apptainer) {
+                Ok(Runtime::Pyxis)
+            } else if apptainer {
+                Ok(Runtime::Apptainer)
+            } else {
+                Err(field_error(
+                    "container_image",
+                    &format!("is set, but this cluster offers {}", offered(remote)),
+                )
+                .with_hint("remove `container_image` to run on the nodes directly, or use a cluster with pyxis or Apptainer (`slurm-resolve` picks another from the catalog)"))
+            }
+        }
+    }
+}
+
+/// The prefix of the launcher's own lines in the job's stderr.
+const SAY: &str = "slurm-tools: container: ";
+
+/// What a line of the job's stderr says of a container image being made ready:
+/// `Some(Some((image, what)))` when an import or pull starts (pyxis's import, the launcher's
+/// pull or wait), `Some(None)` when it ends, `None` for any other line.
+pub fn import_line(line: &str) -> Option<Option<(String, String)>> {
+    if let Some(image) = super::pyxis::import_started(line) {
+        return Some(Some((
+            image.to_string(),
+            format!("pyxis is importing the container image {image}"),
+        )));
+    }
+    if super::pyxis::import_ended(line) {
+        return Some(None);
+    }
+    let said = line.split_once(SAY)?.1;
+    if let Some(rest) = said.strip_prefix("pulling ") {
+        let image = rest.split(' ').next().unwrap_or(rest);
+        return Some(Some((
+            image.to_string(),
+            format!("Apptainer is pulling the container image {image} into the image cache"),
+        )));
+    }
+    if let Some(rest) = said.strip_prefix("waiting for the pull of ") {
+        let image = rest.split(' ').next().unwrap_or(rest);
+        return Some(Some((
+            image.to_string(),
+            format!("waiting for another pull of the container image {image}"),
+        )));
+    }
+    if said.starts_with("pulled ")
+        || said.starts_with("waited ")
+        || said.starts_with("could not pull ")
+    {
+        return Some(None);
+    }
+    None
+}
+
+/// Which cached image a job used, from the launcher's lines (a pull outranks a wait, a wait a
+/// cache hit: with several tasks, one may pull while the first waits for it).
+pub fn note_use(line: &str, seen: &mut Option<crate::schema::ContainerUse>) {
+    use crate::schema::ContainerUse;
+    let Some((_, said)) = line.split_once(SAY) else {
+        return;
+    };
+    let words: Vec<&str> = said.split(' ').collect();
+    let rank = |c: &str| match c {
+        "pulled" => 3,
+        "waited" => 2,
+        "hit" => 1,
+        _ => 0,
+    };
+    let found = match words.as_slice() {
+        ["pulled", image, digest, "into", file, "in", secs, "s"] => Some(ContainerUse {
+            image: image.to_string(),
+            digest: Some(digest.to_string()),
+            file: Some(file.to_string()),
+            cache: "pulled".into(),
+            pull_seconds: secs.parse().ok(),
+        }),
+        ["waited", secs, "s", "for", "the", "pull", "of", image, digest, "into", file] => {
+            Some(ContainerUse {
+                image: image.to_string(),
+                digest: Some(digest.to_string()),
+                file: Some(file.to_string()),
+                cache: "waited".into(),
+                pull_seconds: secs.parse().ok(),
+            })
+        }
+        ["cache", "hit", image, digest, "at", file] => Some(ContainerUse {
+            image: image.to_string(),
+            digest: Some(digest.to_string()),
+            file: Some(file.to_string()),
+            cache: "hit".into(),
+            pull_seconds: None,
+        }),
+        ["uncached", image, ..] => Some(ContainerUse {
+            image: image.to_string(),
+            cache: "uncached".into(),
+            ..Default::default()
+        }),
+        _ => None,
+    };
+    if let Some(f) = found {
+        if seen
+            .as_ref()
+            .is_none_or(|s| rank(&s.cache) < rank(&f.cache))
+        {
+            *seen = Some(f);
+        }
+    }
+}
+
+/// Whether a stderr line belongs to the container's start (kept to say why it failed).
+pub fn is_container_line(line: &str) -> bool {
+    line.contains("pyxis:") || line.contains(SAY) || line.trim_start().starts_with("FATAL:")
+}
+
+/// What a container failure in the job's stderr means, in a sentence that names the image,
+/// mount or directory (pyxis's lines, Apptainer's `FATAL:` lines, the launcher's own).
+pub fn failure(lines: &[String]) -> Option<String> {
+    if let Some(why) = super::pyxis::failure(lines) {
+        return Some(why);
+    }
+    let mut pull: Option<String> = None;
+    let mut missing_runtime: Option<String> = None;
+    let mut fatal: Option<String> = None;
+    for line in lines {
+        if let Some((_, said)) = line.split_once(SAY) {
+            if let Some(rest) = said.strip_prefix("could not pull ") {
+                let image = rest.split(' ').next().unwrap_or(rest);
+                // Its own reason, when the launcher knows it (not "apptainer's reason above").
+                let reason = rest
+                    .split_once(" (")
+                    .map(|(_, r)| r.trim_end_matches(')'))
+                    .filter(|r| !r.starts_with("apptainer's"));
+                pull.get_or_insert_with(|| match reason {
+                    Some(r) => format!("the container image {image} could not be pulled: {r}"),
+                    None => format!("the container image {image} could not be pulled"),
+                });
+            } else if said.starts_with("neither apptainer nor singularity") {
+                missing_runtime.get_or_insert_with(|| said.trim().to_string());
+            }
+        } else if let Some((_, msg)) = line.split_once("FATAL:") {
+            fatal.get_or_insert_with(|| msg.trim().to_string());
+        }
+    }
+    if let Some(m) = missing_runtime {
+        return Some(format!("the container did not start: {m}"));
+    }
+    let explained = fatal.as_deref().map(|f| {
+        if let Some((_, rest)) = f.split_once("mount source ") {
+            let src = rest.trim_end_matches(" doesn't exist").trim();
+            format!("the `mounts` source {src} does not exist on the node")
+        } else if let Some((_, rest)) = f.split_once("failed to set working directory: chdir ") {
+            let dir = rest.split(": ").next().unwrap_or(rest).trim();
+            format!("the job's directory {dir} is not visible inside the container: add its filesystem to `mounts` at the same path")
+        } else if let Some((_, rest)) = f.split_once("could not open image ") {
+            let file = rest.split(": ").next().unwrap_or(rest).trim();
+            format!("the container image file {file} does not exist on the node")
+        } else if let Some((_, rest)) = f.split_once("Unable to handle ") {
+            let image = rest.split(' ').next().unwrap_or(rest);
+            format!("the container image {image} could not be pulled (apptainer: {f})")
+        } else if f.contains("executable file not found in $PATH") {
+            format!("the command is not in the container image ({f})")
+        } else {
+            format!("the container did not start (apptainer: {f})")
+        }
+    });
+    match (pull, fatal, explained) {
+        (Some(p), Some(f), _) => Some(format!("{p} (apptainer: {f})")),
+        (Some(p), None, _) => Some(p),
+        (None, _, e) => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remote(pyxis: bool, apptainer: bool) -> RemoteCheck {
+        RemoteCheck {
+            container_flags: pyxis,
+            pyxis: pyxis.then(|| "0.24.0".into()),
+            apptainer: apptainer.then(|| "apptainer version 1.4.5".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_form_becomes_the_runtimes_own_or_is_refused_by_name() {
+        let cases: &[(&str, Option<&str>, Option<&str>)] = &[
+            // (written, pyxis, apptainer)
+            (
+                "10.77.0.1:5055/testbed/devbox:1",
+                Some("10.77.0.1:5055#testbed/devbox:1"),
+                Some("docker://10.77.0.1:5055/testbed/devbox:1"),
+            ),
+            (
+                "docker://nvcr.io/nvidia/pytorch:24.01-py3",
+                Some("nvcr.io#nvidia/pytorch:24.01-py3"),
+                Some("docker://nvcr.io/nvidia/pytorch:24.01-py3"),
+            ),
+            (
+                "nvcr.io#nvidia/pytorch:24.01-py3",
+                Some("nvcr.io#nvidia/pytorch:24.01-py3"),
+                Some("docker://nvcr.io/nvidia/pytorch:24.01-py3"),
+            ),
+            (
+                "ubuntu:22.04",
+                Some("ubuntu:22.04"),
+                Some("docker://ubuntu:22.04"),
+            ),
+            (
+                "ghcr.io/o/i@sha256:0123",
+                Some("ghcr.io#o/i@sha256:0123"),
+                Some("docker://ghcr.io/o/i@sha256:0123"),
+            ),
+            (
+                "/images/x.sqsh",
+                Some("/images/x.sqsh"),
+                Some("/images/x.sqsh"),
+            ),
+            ("./x.sqsh", Some("./x.sqsh"), Some("./x.sqsh")),
+            ("/images/x.sif", None, Some("/images/x.sif")),
+            ("dockerd://img:1", Some("dockerd://img:1"), None),
+            ("podman://img:1", Some("podman://img:1"), None),
+            ("oras://ghcr.io/o/i:1", None, Some("oras://ghcr.io/o/i:1")),
+            ("library://o/c/i:1", None, Some("library://o/c/i:1")),
+            ("docker-archive:/x.tar", None, Some("docker-archive:/x.tar")),
+        ];
+        for (written, pyxis, apptainer) in cases {
+            let image = Image::parse(written);
+            for (runtime, want) in [(Runtime::Pyxis, pyxis), (Runtime::Apptainer, apptainer)] {
+                match (image.for_runtime(runtime, written), want) {
+                    (Ok(got), Some(want)) => assert_eq!(&got, want, "{written} on {runtime}"),
+                    (Err(e), None) => {
+                        assert_eq!(e.field.as_deref(), Some("container_image"));
+                        assert!(e.message.contains(written), "{e}");
+                        assert!(e.message.contains(runtime.name()), "{e}");
+                        assert!(e.hint.is_some(), "{written}");
+                    }
+                    (got, want) => panic!("{written} on {runtime}: {got:?}, wanted {want:?}"),
+                }
+            }
+        }
+        assert!(Image::parse("nvcr.io/nvidia/x:1").cacheable());
+        assert!(Image::parse("localhost/x:1").cacheable());
+        assert!(Image::parse("10.77.0.1:5055/t/d:1").cacheable());
+        assert!(!Image::parse("ubuntu:22.04").cacheable());
+        assert!(!Image::parse("library/ubuntu").cacheable());
+        assert!(!Image::parse("/x.sif").cacheable());
+    }
+
+    #[test]
+    fn the_runtime_is_what_the_cluster_has_or_a_clear_refusal() {
+        let img = "reg.example/x:1";
+        let both = remote(true, true);
+        let pyxis = remote(true, false);
+        let apptainer = remote(false, true);
+        let none = remote(false, false);
+        assert_eq!(runtime(None, img, Some(&both)).unwrap(), Runtime::Pyxis);
+        assert_eq!(
+            runtime(Some("auto"), img, Some(&apptainer)).unwrap(),
+            Runtime::Apptainer
+        );
+        assert_eq!(
+            runtime(Some("Apptainer"), img, Some(&both)).unwrap(),
+            Runtime::Apptainer
+        );
+        assert_eq!(
+            runtime(Some("singularity"), img, Some(&apptainer)).unwrap(),
+            Runtime::Apptainer
+        );
+        assert_eq!(
+            runtime(None, "/x.sif", Some(&both)).unwrap(),
+            Runtime::Apptainer
+        );
+        assert_eq!(runtime(None, "/x.sif", None).unwrap(), Runtime::Apptainer);
+        assert_eq!(runtime(None, img, None).unwrap(), Runtime::Pyxis);
+        assert_eq!(
+            runtime(Some("apptainer"), img, None).unwrap(),
+            Runtime::Apptainer
+        );
+        let e = runtime(Some("pyxis"), img, Some(&apptainer)).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("container_runtime"));
+        assert!(e.message.contains("apptainer version 1.4.5"), "{e}");
+        let e = runtime(Some("apptainer"), img, Some(&pyxis)).unwrap_err();
+        assert!(e.message.contains("pyxis 0.24.0"), "{e}");
+        let e = runtime(None, img, Some(&none)).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("container_image"));
+        assert!(e.message.contains("no container runtime"), "{e}");
+        let e = runtime(Some("docker"), img, Some(&both)).unwrap_err();
+        assert!(
+            e.message.contains("\"docker\"") && e.message.contains("apptainer"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_launchers_and_apptainers_lines_say_what_happened() {
+        let img = "docker://10.77.0.1:5055/t/d:1";
+        let d = "sha256:8c89";
+        assert_eq!(
+            import_line(&format!(
+                "slurm-tools: container: pulling {img} {d} into /c/8c89.sif"
+            )),
+            Some(Some((
+                img.to_string(),
+                format!("Apptainer is pulling the container image {img} into the image cache")
+            )))
+        );
+        assert_eq!(
+            import_line(&format!(
+                "slurm-tools: container: pulled {img} {d} into /c/8c89.sif in 22 s"
+            )),
+            Some(None)
+        );
+        assert_eq!(import_line("pyxis: imported docker image: x"), Some(None));
+        assert_eq!(import_line("hello"), None);
+        let mut seen = None;
+        note_use(
+            &format!("slurm-tools: container: cache hit {img} {d} at /c/8c89.sif"),
+            &mut seen,
+        );
+        assert_eq!(seen.as_ref().unwrap().cache, "hit");
+        note_use(
+            &format!("slurm-tools: container: pulled {img} {d} into /c/8c89.sif in 22 s"),
+            &mut seen,
+        );
+        note_use(
+            &format!(
+                "slurm-tools: container: waited 3 s for the pull of {img} {d} into /c/8c89.sif"
+            ),
+            &mut seen,
+        );
+        let u = seen.unwrap();
+        assert_eq!(
+            (
+                u.cache.as_str(),
+                u.pull_seconds,
+                u.digest.as_deref(),
+                u.file.as_deref()
+            ),
+            ("pulled", Some(22), Some(d), Some("/c/8c89.sif"))
+        );
+        let lines = |t: &str| t.lines().map(str::to_string).collect::<Vec<_>>();
+        let mount = lines("WARNING: skipping mount of /nonexistent: stat /nonexistent: no such file or directory\nFATAL:   container creation failed: mount hook function failure: mount /nonexistent->/x error: while mounting /nonexistent: mount source /nonexistent doesn't exist");
+        assert_eq!(
+            failure(&mount).unwrap(),
+            "the `mounts` source /nonexistent does not exist on the node"
+        );
+        let pull = lines(&format!("slurm-tools: container: pulling {img} {d} into /c/x.sif\nFATAL:   While making image from oci registry: error fetching image to cache: failed to get checksum for {img}: reading manifest 1 in 10.77.0.1:5055/t/d: manifest unknown\nslurm-tools: container: could not pull {img} {d} (apptainer's reason above)"));
+        let why = failure(&pull).unwrap();
+        assert!(
+            why.starts_with(&format!(
+                "the container image {img} could not be pulled (apptainer: While making"
+            )),
+            "{why}"
+        );
+        let chdir = lines(
+            "FATAL:   failed to set working directory: chdir /lustre/r: no such file or directory",
+        );
+        assert!(failure(&chdir)
+            .unwrap()
+            .starts_with("the job's directory /lustre/r is not visible"));
+        let nofile = lines("FATAL:   While checking container encryption: could not open image /x/none.sif: failed to retrieve path for /x/none.sif: lstat /x/none.sif: no such file or directory");
+        assert_eq!(
+            failure(&nofile).unwrap(),
+            "the container image file /x/none.sif does not exist on the node"
+        );
+        let gone = lines(&format!("slurm-tools: container: could not pull {img} (the registry has no such image: http://r/v2/t/d/manifests/1 answered 404)"));
+        assert_eq!(failure(&gone).unwrap(), format!("the container image {img} could not be pulled: the registry has no such image: http://r/v2/t/d/manifests/1 answered 404"));
+        let direct = lines(&format!("FATAL:   Unable to handle {img} uri: failed to get checksum for {img}: manifest unknown"));
+        assert!(failure(&direct).unwrap().starts_with(&format!(
+            "the container image {img} could not be pulled (apptainer: Unable"
+        )));
+        assert_eq!(failure(&lines("hello\nTraceback")), None);
+    }
+}

@@ -1,0 +1,346 @@
+//! Containers on Apptainer (the modern site: real Apptainer 1.4.5 in user-namespace mode on real
+//! Slurm 24.11 nodes, no pyxis) beside pyxis (the first site): one `container_image` for both,
+//! the image pulled once per content digest into the image cache, the runtime's failures said.
+
+use super::*;
+
+/// The first site's registry, as both sites reach it.
+fn registry() -> String {
+    testbed().s("registry")
+}
+
+/// A new image in the registry: the test bed's devbox image with one more environment variable
+/// (`SLURM_TOOLS_SALT=salt`), so its config and manifest, and so its content digest, are new,
+/// while its layers are the ones the registry already has (the push sends two small blobs).
+/// Pushed as `testbed/devbox:TAG`; returns the reference.
+fn push_salted_image(tag: &str, salt: &str) -> String {
+    let dir = tempdir();
+    let layout = dir.path().join("oci");
+    let source = std::path::Path::new("/var/cache/slurm-tools-testbed/images/devbox.oci");
+    let sh = |script: &str| {
+        let out = Command::new("sh").arg("-c").arg(script).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    // Blobs are content-addressed and never rewritten: hard links share them; the index is
+    // rewritten by umoci, so it is a copy.
+    sh(&format!(
+        "cp -al {src} {dst} && rm {dst}/index.json && cp {src}/index.json {dst}/index.json \
+         && umoci config --image {dst}:devbox --config.env=SLURM_TOOLS_SALT={salt}",
+        src = source.display(),
+        dst = layout.display()
+    ));
+    let reference = format!("{}/testbed/devbox:{tag}", registry());
+    sh(&format!(
+        "skopeo copy -q --format v2s2 --dest-tls-verify=false oci:{}:devbox docker://{reference}",
+        layout.display()
+    ));
+    reference
+}
+
+/// The registry's content digest of `reference` (`host/path:tag`).
+fn digest_of(reference: &str) -> String {
+    let (host, rest) = reference.split_once('/').unwrap();
+    let (name, tag) = rest.rsplit_once(':').unwrap();
+    let out = Command::new("curl")
+        .args([
+            "-sfI",
+            "-H",
+            "Accept: application/vnd.docker.distribution.manifest.v2+json",
+        ])
+        .arg(format!("http://{host}/v2/{name}/manifests/{tag}"))
+        .output()
+        .unwrap();
+    let headers = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    headers
+        .lines()
+        .find_map(|l| l.strip_prefix("docker-content-digest: "))
+        .map(|d| d.trim().to_string())
+        .unwrap_or_else(|| panic!("no digest for {reference}: {headers}"))
+}
+
+/// The image cache on the modern site (the catalog's user root there).
+fn cache_dir(doc: &Value) -> String {
+    doc["job"]["image_cache"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no image_cache in {}", doc["job"]))
+        .to_string()
+}
+
+/// One job of `doc` submitted and watched; its document.
+fn run(state: &Path, doc: &Value) -> Value {
+    let s = step(state, "slurm-submit", &[], doc);
+    step(state, "slurm-watch", &["--interval", "1"], &s.doc).doc
+}
+
+/// One job of `doc` that fails: submitted, watched (exit 1); the watch's document.
+fn run_failing(state: &Path, doc: &Value) -> Value {
+    let s = step(state, "slurm-submit", &[], doc);
+    let mut c = tool("slurm-watch");
+    c.env("SLURM_TOOLS_STATE_DIR", state)
+        .args(["--interval", "1"]);
+    let w = run_raw(c, s.doc.to_string().as_bytes());
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    w.doc
+}
+
+/// The main job (build job and run) with the first site's registry image, on both sites with
+/// the same document except `slurm_cluster`: Apptainer on the modern site, pyxis on the first.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn the_main_job_runs_in_the_same_image_on_apptainer_and_on_pyxis() {
+    crate::needs_cluster!();
+    let _one = logins_lock();
+    let dir = tempdir();
+    let repo = sample_clone(dir.path());
+    let state = dir.path().join("state");
+    let cp = control_path("ctr-%C");
+    let mut local = job(&repo, "local", &cp, "containers");
+    local["container_image"] = json!(testbed().s("container_image"));
+    local["command"] = json!("cat /etc/slurm-tools-image && ./build/hello");
+    let mut modern = local.clone();
+    modern["slurm_cluster"] = json!("modern");
+    login(&cp);
+    let on_modern = main_job(&state, &modern);
+    let on_local = main_job(&state, &local);
+    for (site, d, runtime) in [
+        ("modern", &on_modern, "apptainer"),
+        ("local", &on_local, "pyxis"),
+    ] {
+        let r = &d["report"];
+        assert_eq!(r["status"], "PASSED", "{site}: {r}");
+        assert_eq!(
+            r["excerpt"],
+            json!([
+                "slurm-tools testbed image devbox:1",
+                "hello from the sample project"
+            ]),
+            "{site}: the command ran inside the image: {r}"
+        );
+        assert_eq!(d["job"]["container_runtime"], runtime, "{site}");
+        // The build job ran in the image too.
+        assert_eq!(d["build"]["report"]["status"], "PASSED", "{site}");
+    }
+    // Preflight learned the runtimes in its one round trip.
+    let remote = &on_modern["preflight"]["remote"];
+    assert_eq!(remote["container_flags"], false, "{remote}");
+    assert!(
+        remote["apptainer"]
+            .as_str()
+            .is_some_and(|a| a.contains("1.4.5")),
+        "{remote}"
+    );
+    assert_eq!(
+        on_modern["job"]["container_image"],
+        format!("docker://{}", testbed().s("container_image"))
+    );
+    assert_eq!(
+        on_local["job"]["container_image"],
+        testbed().s("container_image").replacen('/', "#", 1)
+    );
+    // The report says which cached image the modern job ran from.
+    let used = &on_modern["report"]["container"];
+    assert_eq!(
+        used["digest"],
+        digest_of(&testbed().s("container_image")),
+        "{used}"
+    );
+    assert!(
+        ["hit", "pulled", "waited"].contains(&used["cache"].as_str().unwrap_or("")),
+        "{used}"
+    );
+    let text = run_raw(tool("slurm-report"), on_modern.to_string().as_bytes()).stderr;
+    assert!(
+        text.contains("(apptainer; ") && text.contains("sha256:"),
+        "{text}"
+    );
+    logout(&cp);
+    master_exit("direct_host", &cp);
+}
+
+/// Two jobs submitted back to back with a new image: one pull, the other from the cache (or
+/// waiting for that pull); the same tag pointing at new content is pulled again.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
+    crate::needs_cluster!();
+    let salt = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let tag = format!("cache-{salt}");
+    let reference = push_salted_image(&tag, &format!("{salt}-a"));
+    let first = digest_of(&reference);
+    let j = ModernJob::new("image-cache");
+    let mut d = j.doc.clone();
+    d["container_image"] = json!(reference);
+    d["recipe"] = json!("batch");
+    d["command"] = json!("echo \"salt=$SLURM_TOOLS_SALT\"");
+    // Back to back: the second is submitted before the first has started.
+    let a = step(&j.state, "slurm-submit", &[], &d).doc;
+    let b = step(&j.state, "slurm-submit", &[], &d).doc;
+    let a = step(&j.state, "slurm-watch", &["--interval", "1"], &a).doc;
+    let b = step(&j.state, "slurm-watch", &["--interval", "1"], &b).doc;
+    let mut caches = Vec::new();
+    for w in [&a, &b] {
+        let r = &w["report"];
+        assert_eq!(r["status"], "PASSED", "{r}");
+        assert_eq!(r["excerpt"], json!([format!("salt={salt}-a")]), "{r}");
+        assert_eq!(r["container"]["digest"], first, "{r}");
+        caches.push(r["container"]["cache"].as_str().unwrap_or("").to_string());
+    }
+    caches.sort();
+    assert!(
+        caches == ["hit", "pulled"] || caches == ["pulled", "waited"],
+        "one pull for both jobs: {caches:?}"
+    );
+    let cache = cache_dir(&a);
+    let sif = format!("{cache}/{}.sif", first.trim_start_matches("sha256:"));
+    assert_eq!(a["report"]["container"]["file"], sif);
+    let pulled = if a["report"]["container"]["cache"] == "pulled" {
+        &a
+    } else {
+        &b
+    };
+    assert!(
+        pulled["report"]["container"]["pull_seconds"]
+            .as_u64()
+            .is_some(),
+        "{}",
+        pulled["report"]
+    );
+    let text = run_raw(tool("slurm-report"), pulled.to_string().as_bytes()).stderr;
+    assert!(text.contains("pulled into the image cache in "), "{text}");
+    // One file for the digest, no partial pull or lock left behind.
+    let listing = on_modern("modern-login", &format!("ls {cache}"));
+    let ours: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.starts_with(first.trim_start_matches("sha256:")))
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            format!("{}.sif", first.trim_start_matches("sha256:")),
+            format!("{}.sif.ref", first.trim_start_matches("sha256:"))
+        ],
+        "{listing}"
+    );
+
+    // The tag moves to new content: the next job pulls it.
+    push_salted_image(&tag, &format!("{salt}-b"));
+    let second = digest_of(&reference);
+    assert_ne!(first, second);
+    let c = run(&j.state, &d);
+    let r = &c["report"];
+    assert_eq!(r["status"], "PASSED", "{r}");
+    assert_eq!(r["excerpt"], json!([format!("salt={salt}-b")]), "{r}");
+    assert_eq!(r["container"]["digest"], second, "{r}");
+    assert_eq!(r["container"]["cache"], "pulled", "{r}");
+    // A third job of the same content is a cache hit.
+    let again = run(&j.state, &d);
+    assert_eq!(
+        again["report"]["container"]["cache"], "hit",
+        "{}",
+        again["report"]
+    );
+    for dg in [&first, &second] {
+        let h = dg.trim_start_matches("sha256:");
+        on_modern(
+            "modern-login",
+            &format!("rm -f {cache}/{h}.sif {cache}/{h}.sif.ref"),
+        );
+    }
+}
+
+/// What the runtime refuses is said before anything is sent, naming the field; what fails on
+/// the node is said in the verdict, naming the image or mount.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_runtime_or_image_the_cluster_cannot_run_is_refused_and_failures_are_named() {
+    crate::needs_cluster!();
+    let j = ModernJob::new("ctr-errors");
+    let mut d = j.doc.clone();
+    d["container_image"] = json!(testbed().s("container_image"));
+    // pyxis on a cluster without it: exit 2 before anything is sent.
+    d["container_runtime"] = json!("pyxis");
+    for tool_name in ["slurm-ssh-preflight", "slurm-submit"] {
+        let mut c = tool(tool_name);
+        c.env("SLURM_TOOLS_STATE_DIR", &j.state);
+        let r = run_raw(c, d.to_string().as_bytes());
+        assert_eq!(r.code, 2, "{tool_name}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("container_runtime") && r.stderr.contains("apptainer version 1.4.5"),
+            "{tool_name}: {}",
+            r.stderr
+        );
+    }
+    // An image form Apptainer cannot run.
+    d["container_runtime"] = json!("auto");
+    d["container_image"] = json!("dockerd://devbox:1");
+    let r = run_raw(tool("slurm-submit"), d.to_string().as_bytes());
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("container_image") && r.stderr.contains("apptainer"),
+        "{}",
+        r.stderr
+    );
+    // An image the registry does not have, a mount source the node lacks: the verdict names it.
+    d["recipe"] = json!("single");
+    d["command"] = json!("true");
+    d["container_image"] = json!(format!("{}/testbed/none:1", registry()));
+    let w = run_failing(&j.state, &d);
+    let s = w["report"]["summary"].as_str().unwrap_or("");
+    assert_eq!(w["report"]["status"], "FAILED", "{}", w["report"]);
+    assert!(
+        s.contains("testbed/none:1") && s.contains("could not be pulled"),
+        "{s}"
+    );
+    d["container_image"] = json!(testbed().s("container_image"));
+    d["mounts"] = json!(["/nonexistent-src:/data"]);
+    let w = run_failing(&j.state, &d);
+    let s = w["report"]["summary"].as_str().unwrap_or("");
+    assert_eq!(w["report"]["status"], "FAILED", "{}", w["report"]);
+    assert!(
+        s.contains("the `mounts` source /nonexistent-src does not exist on the node"),
+        "{s}"
+    );
+}
+
+/// The recipes that span nodes run in the image on both modern nodes, with `mounts` bound.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn two_node_recipes_run_in_apptainer_on_both_nodes_with_mounts() {
+    crate::needs_cluster!();
+    let j = ModernJob::new("ctr-nodes");
+    let mut d = j.doc.clone();
+    d["container_image"] = json!(testbed().s("container_image"));
+    d["node_count"] = json!(2);
+    d["mounts"] = json!(["/etc:/host-etc:ro"]);
+    d["recipe"] = json!("distributed");
+    d["required_devices_per_node"] = json!(1);
+    d["command"] = json!(
+        "printf '%s %s %s %s\\n' \"$RANK\" \"$(hostname)\" \"$(cut -d' ' -f4 /etc/slurm-tools-image)\" \"$(test -f /host-etc/hostname && echo mounted)\""
+    );
+    let w = run(&j.state, &d);
+    let r = &w["report"];
+    assert_eq!(r["status"], "PASSED", "{r}");
+    let mut lines: Vec<String> = r["excerpt"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        ["0 gn1 devbox:1 mounted", "1 gn2 devbox:1 mounted"],
+        "{r}"
+    );
+}
