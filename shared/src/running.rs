@@ -15,7 +15,10 @@ use crate::Document;
 #[derive(Debug, Clone)]
 pub struct Target {
     pub job_id: String,
+    /// pyxis: the named container.
     pub container: Option<String>,
+    /// Apptainer: the launcher that runs a command in the job's container.
+    pub launcher: Option<String>,
     /// The job's code tree, else the checkout, else remote_cwd; `~` when none is known.
     pub dir: String,
 }
@@ -38,6 +41,7 @@ pub fn target(doc: &Document) -> Result<Target> {
                 return Ok(Target {
                     job_id: id,
                     container: a.container_name,
+                    launcher: a.container_launcher,
                     dir: fallback_dir()?,
                 });
             }
@@ -53,6 +57,7 @@ pub fn target(doc: &Document) -> Result<Target> {
             return Ok(Target {
                 job_id: id,
                 container: j.container_name,
+                launcher: j.container_launcher,
                 dir,
             });
         }

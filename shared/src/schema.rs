@@ -570,6 +570,10 @@ pub struct Job {
     /// files), shared by every later job of this user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_cache: Option<String>,
+    /// On Apptainer: the job's container launcher on the cluster, which slurm-attach runs its
+    /// shell through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_launcher: Option<String>,
     /// The job's named container (`slurm-tools-<submit_tag>`), which slurm-attach joins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
@@ -836,6 +840,14 @@ pub struct Allocation {
     pub estimated_start: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
+    /// On Apptainer: the allocation's container launcher on the cluster (every `exec` and
+    /// slurm-attach run their command through it: the cached image, `mounts`, `packages`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_launcher: Option<String>,
+    /// On Apptainer: where `packages` are installed (pip --target, on the shared filesystem,
+    /// one install for every node); removed by `down`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packages_dir: Option<String>,
     /// GPUs per node as `nvidia-smi -L` counted them; null: probed, no nvidia-smi.
     #[serde(
         default,

@@ -29,8 +29,12 @@ use std::time::{Duration, Instant};
 /// to what the work needs (`expected_duration`, else by `purpose`: profiling 30 min, development
 /// 2 h, training 2 h), rounded up to the hour, with `scontrol update`, says so, and re-checks;
 /// still far: exit 3 with the estimate and what to try (a backfill partition, fewer nodes,
-/// another cluster), unless --wait. With `container_image`, the image is imported once per node
-/// as the named container `slurm-tools-<jobid>`, and `packages` are installed in it when given.
+/// another cluster), unless --wait. With `container_image` on pyxis, the image is imported once
+/// per node as the named container `slurm-tools-<jobid>`, and `packages` are installed in it
+/// when given. On Apptainer (`container_runtime`, or the only runtime the cluster has) the image
+/// is pulled once into the image cache and started on every node, `packages` are installed once
+/// with pip --target into a directory on the shared filesystem every node's container sees, and
+/// `exec` and slurm-attach run through the allocation's launcher; `down` removes both.
 ///
 /// salloc holds the allocation with a command of its own (never an interactive step, which
 /// sites with `use_interactive_step` would start and every `exec` would then wait behind), and
@@ -42,7 +46,8 @@ use std::time::{Duration, Instant};
 /// error (e.g. `up`'s exit 3 while it pended), and clears that error.
 ///
 /// Reads: account, partition, node_count, gpus_per_node, job_name (default `<model>.alloc`),
-/// container_image, mounts (a string or a list), packages, expected_duration ([D-]HH:MM:SS),
+/// container_image, container_runtime, mounts (a string or a list), packages,
+/// expected_duration ([D-]HH:MM:SS),
 /// purpose (profiling|development|training), remote_repo_path (else remote_cwd), command (exec
 /// default), and the connection fields, read the same way slurm-submit reads them.
 ///
@@ -263,13 +268,6 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
             "give requirement specifiers only (e.g. \"numpy==1.26\"); nothing was started",
         ));
     }
-    if st.on_apptainer() {
-        return Err(shared::doc::field_error(
-            "container_runtime",
-            "is apptainer (set, or the only runtime this cluster has), but slurm-alloc's persistent per-node containers run on pyxis only so far",
-        )
-        .with_hint("leave out `container_image` to hold the allocation without a container (run `apptainer exec IMAGE ...` in `slurm-alloc exec` yourself), or use slurm-submit, which runs jobs in Apptainer; nothing was started"));
-    }
     if !packages.is_empty() && image.is_none() {
         return Err(shared::doc::field_error(
             "packages",
@@ -477,7 +475,20 @@ exit "$E_NO_JOB_ID"
     // document says its `up` finished: the `up` that created it may have been killed before the
     // import, and pyxis skips the import of a named container that exists, so it costs little.
     let container = format!("slurm-tools-{job}");
-    if let (Some(img), false) = (&image, set_up_before) {
+    if st.on_apptainer() {
+        let img = image.as_deref().unwrap_or_default();
+        let (launcher, packages_dir) = apptainer_up(ctx, &a, &st, &job, &packages, set_up_before)?;
+        sec.container_launcher = Some(launcher);
+        sec.packages_dir = packages_dir;
+        ctx.note(format!(
+            "the allocation's container runs {img} on Apptainer{}",
+            if packages.is_empty() {
+                String::new()
+            } else {
+                format!(", packages installed: {}", packages.join(" "))
+            }
+        ));
+    } else if let (Some(img), false) = (&image, set_up_before) {
         let mut s = Script::new();
         remote_exit::assign::<Exit>(&mut s)?;
         s.raw(OVERLAP);
@@ -558,7 +569,7 @@ exit "$E_NO_JOB_ID"
             }
         ));
     }
-    if image.is_some() {
+    if image.is_some() && !st.on_apptainer() {
         sec.container_name = Some(container);
     }
     // Unknown GPU count: ask the node once.
@@ -582,6 +593,85 @@ exit "$E_NO_JOB_ID"
     ctx.doc.set_section("allocation", &sec);
     shared::ledger::record_submission(ctx, "allocation", &job);
     Ok(Outcome::Done)
+}
+
+/// The allocation's container on Apptainer: its launcher written on the cluster, the image
+/// pulled into the image cache once (every node runs it once, which also checks it starts
+/// there), and `packages` installed once with pip --target into a directory on the shared
+/// filesystem that every node's container sees. Returns the launcher and the packages
+/// directory. A reused allocation whose `up` finished (`set_up_before`) only gets its paths.
+fn apptainer_up(
+    ctx: &mut Context,
+    a: &Alloc,
+    st: &Settings,
+    job: &str,
+    packages: &[String],
+    set_up_before: bool,
+) -> Result<(String, Option<String>)> {
+    let dir = shared::slurm::container::allocation_dir(&ctx.doc, job)?;
+    let launcher_path = layout::join(&dir, "container.sh");
+    let packages_dir = (!packages.is_empty()).then(|| layout::join(&dir, "packages"));
+    if set_up_before {
+        return Ok((launcher_path, packages_dir));
+    }
+    let cache = shared::slurm::container::image_cache(&ctx.doc)?;
+    let text = st
+        .apptainer_launcher("", &cache, None, packages_dir.as_deref())?
+        .expect("on Apptainer with an image");
+    let img = st.container_ref.as_deref().unwrap_or_default();
+    let mut s = Script::new();
+    // The packages, as the script's arguments (exact words, each quoted once).
+    s.raw("set --");
+    for p in packages {
+        s.arg(p)?;
+    }
+    s.raw("\n");
+    remote_exit::assign::<Exit>(&mut s)?;
+    s.raw(OVERLAP);
+    s.assign("job", job)?;
+    s.assign("dir", &dir)?;
+    s.assign("launcher", &launcher_path)?;
+    s.assign("launcher_text", &text)?;
+    s.assign("packages_dir", packages_dir.as_deref().unwrap_or(""))?;
+    s.raw(ALL_NODES);
+    s.raw(
+        r#"mkdir -p -- "$dir" ${packages_dir:+"$packages_dir"} && printf '%s' "$launcher_text" >"$launcher" || exit "$E_IMPORT"
+# Every node runs the image once: the first pulls it into the cache, the others wait for it.
+srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 /bin/sh "$launcher" true || exit "$E_IMPORT"
+if [ -n "$packages_dir" ]; then
+  # One install on one node: the directory is on the shared filesystem every node sees.
+  srun $ov --jobid="$job" --nodes=1 --ntasks=1 /bin/sh "$launcher" sh -c 'command -v python3 >/dev/null 2>&1 || exit 97; t=$1; shift; exec python3 -m pip install --target "$t" "$@"' sh "$packages_dir" "$@"
+  case $? in 0) ;; 97) exit "$E_NO_PYTHON" ;; *) exit "$E_PACKAGES" ;; esac
+fi
+"#,
+    );
+    ctx.note(format!(
+        "getting the container image {img} ready on each node of allocation {job} (Apptainer pulls it once into the image cache {cache}; a large image takes minutes)"
+    ));
+    let out = run(a, &s, 3600)?;
+    if !out.success() {
+        let lines: Vec<String> = out.stderr_tail.lines().map(str::to_string).collect();
+        let (what, field) = match Exit::from_status(out.code) {
+            Some(Exit::Packages) => ("installing `packages` in the container".to_string(), "packages"),
+            Some(Exit::NoPython) => (
+                format!("installing `packages`: the image {img} has no python3, so pip cannot run in it"),
+                "packages",
+            ),
+            _ => (
+                shared::slurm::container::failure(&lines)
+                    .unwrap_or_else(|| format!("starting the container image {img} failed")),
+                "container_image",
+            ),
+        };
+        return Err(ToolError::remote(format!(
+            "{what} ({}); allocation {job} stays held",
+            out.exit_text()
+        ))
+        .with_field(field)
+        .with_hint(format!("fix `{field}` (the command's stderr shows the details) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document"))
+        .with_command(out.record()));
+    }
+    Ok((launcher_path, packages_dir))
 }
 
 /// The login node this connection reached, as preflight saw it.
@@ -779,6 +869,10 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
         None
     };
     s.raw(OVERLAP);
+    if sec.container_launcher.is_some() && args.writable {
+        // Apptainer: a writable tmpfs over the image for this command.
+        s.raw("SLURM_TOOLS_CONTAINER_WRITABLE=1 ");
+    }
     s.raw("srun $ov");
     for w in &argv[1..] {
         s.arg(w)?;
@@ -786,6 +880,11 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     if sec.container_name.is_some() {
         // In the container too, the command starts where it would outside.
         s.raw(" --container-workdir=\"$PWD\"");
+    }
+    if let Some(l) = &sec.container_launcher {
+        // Apptainer: through the allocation's launcher (the cached image, mounts, packages),
+        // starting where it would outside.
+        s.raw(" /bin/sh").arg(l)?;
     }
     s.raw(" bash -c").arg(&body)?.raw("\n");
     shared::testhook::pause("alloc:exec");
@@ -838,6 +937,20 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     s.assign("session", &a.session)?;
     s.assign("name", &a.job_name)?;
     s.assign("job", job.as_deref().unwrap_or(""))?;
+    // Apptainer: the allocation's container files (launcher, packages) on the shared
+    // filesystem, only ever a `slurm-tools-alloc/<job>` directory.
+    let container_dir = match (&sec.container_launcher, &job) {
+        (Some(l), Some(id)) => {
+            let dir = l
+                .rsplit_once('/')
+                .map(|(d, _)| d.to_string())
+                .unwrap_or_default();
+            dir.ends_with(&format!("/slurm-tools-alloc/{id}"))
+                .then_some(dir)
+        }
+        _ => None,
+    };
+    s.assign("container_dir", container_dir.as_deref().unwrap_or(""))?;
     s.raw(TMUX_EXACT);
     s.raw(OVERLAP);
     s.raw(
@@ -851,6 +964,7 @@ if [ "${st%% *}" = RUNNING ]; then
   nn=${st#* }
   srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_slurm-tools-$1" -e "pyxis_slurm-tools-$1" -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
 fi
+if [ -n "$container_dir" ] && [ -d "$container_dir" ]; then rm -rf -- "$container_dir" && echo "CONTAINER_FILES_REMOVED $container_dir"; fi
 kill_session "$session" && echo "SESSION_KILLED"
 if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" -o '%T' 2>/dev/null)" ]; then scancel "$job" && echo "CANCELLED $job"; fi
 exit 0

@@ -104,9 +104,17 @@ fn script(t: &Target, cli: &Cli) -> Result<Script> {
         s.arg(&format!("--container-name={c}"))?;
         s.raw(" --container-workdir=\"$PWD\"");
     }
+    if cli.command.is_none() {
+        s.raw(" --pty");
+    }
+    // On Apptainer the shell runs through the job's container launcher (the cached image,
+    // its mounts and packages), in the directory it is started in.
+    if let (Some(l), false) = (&t.launcher, cli.no_container) {
+        s.raw(" /bin/sh").arg(l)?;
+    }
     match &cli.command {
         Some(c) => s.raw(" bash -c").arg(c)?.raw(" 2>&1\n"),
-        None => s.raw(" --pty bash -l\n"),
+        None => s.raw(" bash -l\n"),
     };
     Ok(s)
 }
@@ -158,8 +166,9 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             .as_deref()
             .map(|n| format!(" on {n}"))
             .unwrap_or_default(),
-        match (&t.container, cli.no_container) {
-            (Some(c), false) => format!(", container {c}"),
+        match (&t.container, &t.launcher, cli.no_container) {
+            (Some(c), _, false) => format!(", container {c}"),
+            (None, Some(_), false) => ", in its Apptainer container".to_string(),
             _ => String::new(),
         },
         t.dir
@@ -178,7 +187,7 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         &Attach {
             job_id: t.job_id,
             node: cli.node.clone(),
-            container: t.container.filter(|_| !cli.no_container),
+            container: t.container.or(t.launcher).filter(|_| !cli.no_container),
             dir: t.dir,
             command: cli.command.clone(),
             interactive,

@@ -24,8 +24,11 @@ use std::time::Duration;
 /// recorded so you can put it in the catalog.
 ///
 /// The remote check runs once: `remote_cwd` exists (created if absent), tmux, Slurm
-/// (squeue --version), accounting (sacct), git, tar, and whether srun takes container flags.
-/// A missing piece a later step needs is exit 4 naming it.
+/// (squeue --version), accounting (sacct), git, tar, and the container runtimes: whether srun
+/// takes pyxis's container flags, and apptainer or singularity on the PATH jobs inherit. A
+/// missing piece a later step needs is exit 4 naming it; with `container_image`, a
+/// `container_runtime` the cluster lacks (or an image form its runtime cannot run) is exit 2
+/// naming the field and what the cluster has.
 ///
 /// On a direct host the check itself opens a managed ControlMaster (ControlPersist=10m) that
 /// every later tool rides, so the pipeline logs in once at any distance; `ssh_multiplex: false`
@@ -33,8 +36,8 @@ use std::time::Duration;
 /// config's is ridden instead.
 ///
 /// Reads: ssh_host, mfa_style, control_path, ssh_config_file, ssh_options, ssh_multiplex,
-/// remote_cwd (else default_user_root_dir), container_image, slurm_password (only with
-/// --establish).
+/// remote_cwd (else default_user_root_dir), container_image, container_runtime, slurm_password
+/// (only with --establish).
 ///
 /// {adds}
 /// `control_path` is expanded, and every later tool uses it; `remote.home` is what later tools

@@ -36,6 +36,14 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// named on stderr, for pipelines) and so finds its job. A rerun after a completed run submits
 /// anew. Every value reaches Slurm as one literal argument.
 ///
+/// Containers: `container_image` runs on pyxis (srun's --container-* flags) or on Apptainer
+/// (every task runs the command through a launcher: `apptainer exec` with `mounts` as --bind,
+/// the job's tree as the working directory, --nv with GPUs), as `container_runtime` says (auto:
+/// pyxis where srun has it, else Apptainer). On Apptainer a registry image is pulled once per
+/// content digest into <default_user_root_dir>/slurm-tools-images/ under a lock (jobs that start
+/// together wait for one pull), and every later job runs that file; slurm-watch says the pull and
+/// reports the cached image the job used.
+///
 /// --build submits the build job, when the document asks for one: `build_command` (shell text
 /// that builds the project in its code tree), or a repository that carries TensorRT-LLM's
 /// scripts/build_wheel.py (said when it is detected). Otherwise, or with `build_project: false`,
@@ -48,7 +56,7 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 ///
 /// Reads: recipe (default single), command or script_path (+ script_name), extra_files,
 /// job_name, account, partition, time_limit, node_count, required_devices_per_node,
-/// gpus_per_node, container_image, mounts (a string or a list), exclude_nodes,
+/// gpus_per_node, container_image, container_runtime, mounts (a string or a list), exclude_nodes,
 /// remote_repo_path, remote_work_dir, resolve.flags; with --build also build_project,
 /// build_command, device_type, default_user_root_dir (else remote_cwd).
 ///
@@ -107,6 +115,8 @@ struct Plan {
     stderr_path: String,
     tmux_session: Option<String>,
     wrapper: Option<String>,
+    /// On Apptainer: the job's container launcher.
+    launcher: Option<String>,
     state_dir: String,
     /// The unique tag in the job's --comment (and the names of its files).
     token: String,
@@ -180,8 +190,9 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         container_runtime: st.container_runtime.map(|r| r.name().to_string()),
         image_cache: st
             .on_apptainer()
-            .then(|| image_cache(&ctx.doc))
+            .then(|| shared::slurm::container::image_cache(&ctx.doc))
             .transpose()?,
+        container_launcher: plan.launcher.clone(),
         // pyxis names the container, so slurm-attach can join it.
         container_name: (plan.kind == JobKind::Run
             && st.container_runtime == Some(shared::slurm::container::Runtime::Pyxis))
@@ -470,7 +481,12 @@ fn run_plan(
     }
     // On Apptainer every task runs the command through the launcher (the image cache, then
     // `apptainer exec`), in the job's own tree.
-    let launcher = match st.apptainer_launcher(&tree.job, &image_cache(doc)?, None)? {
+    let launcher = match st.apptainer_launcher(
+        &tree.job,
+        &shared::slurm::container::image_cache(doc)?,
+        None,
+        None,
+    )? {
         Some(text) => {
             let name = format!(".slurm-tools/{token}.container.sh");
             items.push(Item::bytes(name.clone(), text, true));
@@ -479,8 +495,8 @@ fn run_plan(
         None => None,
     };
     if recipe == Recipe::Batch {
-        let tail = match launcher {
-            Some(l) => vec![l, "bash".to_string(), cmd_path],
+        let tail = match &launcher {
+            Some(l) => vec![l.clone(), "bash".to_string(), cmd_path],
             None => vec![cmd_path],
         };
         return Ok(Plan {
@@ -494,13 +510,19 @@ fn run_plan(
             stderr_path,
             tmux_session: None,
             wrapper: None,
+            launcher,
             state_dir,
             token: token.to_string(),
             tree,
         });
     }
-    let tail = match launcher {
-        Some(l) => vec!["/bin/sh".to_string(), l, "bash".to_string(), cmd_path],
+    let tail = match &launcher {
+        Some(l) => vec![
+            "/bin/sh".to_string(),
+            l.clone(),
+            "bash".to_string(),
+            cmd_path,
+        ],
         None => vec!["bash".to_string(), cmd_path],
     };
     // srun runs in tmux on the login node, writing its own exit code and messages to files.
@@ -533,6 +555,7 @@ fn run_plan(
         stderr_path,
         tmux_session: Some(token.to_string()),
         wrapper: Some(join(&work, &wrapper_name)),
+        launcher,
         state_dir,
         token: token.to_string(),
         tree,
@@ -559,8 +582,12 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         Item::bytes("build.slurm", BUILD_SLURM, true),
         Item::bytes("build.sh", BUILD_SH, true),
     ];
-    let launcher =
-        st.apptainer_launcher(&root, &image_cache(doc)?, Some(&format!("{root}:{root}")))?;
+    let launcher = st.apptainer_launcher(
+        &root,
+        &shared::slurm::container::image_cache(doc)?,
+        Some(&format!("{root}:{root}")),
+        None,
+    )?;
     let mut tail = vec![
         join(&scripts, "build.slurm"),
         image,
@@ -612,26 +639,11 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         stderr_path: log,
         tmux_session: None,
         wrapper: None,
+        launcher: None,
         state_dir: join(&scripts, "log"),
         token: token.to_string(),
         tree,
     })
-}
-
-/// Where a registry image is kept once per content digest (Apptainer's SIF files): beside the
-/// job trees, under the user's root on the shared filesystem.
-fn image_cache(doc: &shared::Document) -> Result<String> {
-    let layout = Layout::of(doc)?;
-    let root = match layout.root()? {
-        Some(r) => r,
-        None => layout.home().map(str::to_string).ok_or_else(|| {
-            shared::doc::missing(
-                "default_user_root_dir",
-                "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`: the image cache lives there",
-            )
-        })?,
-    };
-    Ok(join(&root, "slurm-tools-images"))
 }
 
 /// Shell function: the job's id, from the file the job writes when it starts, else from squeue

@@ -215,6 +215,35 @@ pub fn runtime(
     }
 }
 
+/// The user's root on the cluster (`default_user_root_dir`, else `remote_cwd`, else the home).
+fn user_root(doc: &crate::Document) -> Result<String> {
+    let layout = crate::layout::Layout::of(doc)?;
+    match layout.root()? {
+        Some(r) => Ok(r),
+        None => layout.home().map(str::to_string).ok_or_else(|| {
+            crate::doc::missing(
+                "default_user_root_dir",
+                "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`: the container image cache lives there",
+            )
+        }),
+    }
+}
+
+/// Where a registry image is kept once per content digest (Apptainer's SIF files): beside the
+/// job trees, under the user's root on the shared filesystem.
+pub fn image_cache(doc: &crate::Document) -> Result<String> {
+    Ok(crate::layout::join(&user_root(doc)?, "slurm-tools-images"))
+}
+
+/// An allocation's container files on Apptainer (its launcher and its `packages`), removed by
+/// `slurm-alloc down`.
+pub fn allocation_dir(doc: &crate::Document, job: &str) -> Result<String> {
+    Ok(crate::layout::join(
+        &crate::layout::join(&user_root(doc)?, "slurm-tools-alloc"),
+        job,
+    ))
+}
+
 /// The prefix of the launcher's own lines in the job's stderr.
 const SAY: &str = "slurm-tools: container: ";
 

@@ -439,13 +439,15 @@ impl Settings {
 
     /// On Apptainer: the launcher script that runs its arguments in the image (pulled once per
     /// content digest into `cache`), with `mounts` (and `extra_bind`) bound, starting in
-    /// `workdir`, with the GPUs (`--nv`) when the job asks for any. `None` on pyxis or without
+    /// `workdir` (empty: where it is started), with the GPUs (`--nv`) when the job asks for
+    /// any, and `packages` (a pip --target directory) on its paths. `None` on pyxis or without
     /// a container.
     pub fn apptainer_launcher(
         &self,
         workdir: &str,
         cache: &str,
         extra_bind: Option<&str>,
+        packages: Option<&str>,
     ) -> Result<Option<String>> {
         let (true, Some(image)) = (self.on_apptainer(), &self.container_ref) else {
             return Ok(None);
@@ -468,6 +470,7 @@ impl Settings {
         s.assign("binds", &binds.join(","))?;
         s.assign("workdir", workdir)?;
         s.assign("gpus", if gpus { "1" } else { "0" })?;
+        s.assign("packages", packages.unwrap_or(""))?;
         s.raw(crate::remote::APPTAINER_RUN);
         Ok(Some(s.into_string()))
     }

@@ -344,3 +344,123 @@ fn two_node_recipes_run_in_apptainer_on_both_nodes_with_mounts() {
         "{r}"
     );
 }
+
+/// slurm-alloc on Apptainer: the image ready on both nodes, `packages` installed once into a
+/// directory every node's container sees, kept across `exec` (on both nodes, with --sync) and
+/// slurm-attach, and gone after `down`.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_them() {
+    crate::needs_cluster!();
+    // The test bed's probe wheel, in the modern site's home (which the container sees).
+    let wheel = testbed().s("probe_wheel");
+    let name = std::path::Path::new(&wheel).file_name().unwrap().to_owned();
+    let home = testbed().s("modern_cluster_home");
+    let dir = format!("{}{home}/wheelhouse", testbed().s("modern_root"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&wheel, std::path::Path::new(&dir).join(&name)).unwrap();
+    let on_site = format!("{home}/wheelhouse/{}", name.to_string_lossy());
+
+    let j = ModernJob::new("ctr-alloc");
+    let mut a = j.doc.clone();
+    a["job_name"] = json!(format!("st-ctr-alloc-{}", std::process::id()));
+    a["node_count"] = json!(2);
+    a["container_image"] = json!(testbed().s("container_image"));
+    a["packages"] = json!([on_site]);
+    a["mounts"] = json!(["/etc:/host-etc:ro"]);
+    let up = step(&j.state, "slurm-alloc", &["up"], &a);
+    let sec = &up.doc["allocation"];
+    let packages = sec["packages_dir"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sec}"))
+        .to_string();
+    assert!(sec["container_launcher"].as_str().is_some(), "{sec}");
+    assert_eq!(
+        sec["container_name"],
+        Value::Null,
+        "pyxis's name only on pyxis: {sec}"
+    );
+    assert!(up.stderr.contains("packages installed"), "{}", up.stderr);
+
+    let per_node = step(
+        &j.state,
+        "slurm-alloc",
+        &[
+            "exec",
+            "--mode",
+            "per-node",
+            "--",
+            "echo host=$(hostname) $(cut -d' ' -f4 /etc/slurm-tools-image) $(python3 -c 'import slurm_tools_probe as p; print(p.MESSAGE)' | tr ' ' _) $(test -f /host-etc/hostname && echo mounted)",
+        ],
+        &up.doc,
+    );
+    let mut hosts: Vec<&str> = per_node
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("host="))
+        .collect();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        [
+            "gn1 devbox:1 slurm_tools_probe_imported mounted",
+            "gn2 devbox:1 slurm_tools_probe_imported mounted"
+        ],
+        "{}",
+        per_node.stderr
+    );
+    // A local change sent with the command; the command starts in the working directory.
+    let repo = PathBuf::from(j.doc["repo_root"].as_str().unwrap());
+    std::fs::write(repo.join("ctr-note.txt"), "from the laptop\n").unwrap();
+    let sx = step(
+        &j.state,
+        "slurm-alloc",
+        &[
+            "exec",
+            "--sync",
+            "--",
+            "cat ctr-note.txt /etc/slurm-tools-image",
+        ],
+        &per_node.doc,
+    );
+    assert!(
+        sx.stderr.contains("from the laptop") && sx.stderr.contains("devbox:1"),
+        "{}",
+        sx.stderr
+    );
+    let at = step(
+        &j.state,
+        "slurm-attach",
+        &[
+            "--command",
+            "python3 -c 'import slurm_tools_probe as p; print(p.MESSAGE)'",
+        ],
+        &sx.doc,
+    );
+    assert!(
+        at.stderr.contains("slurm_tools_probe imported"),
+        "{}",
+        at.stderr
+    );
+    let listed = on_modern("modern-login", &format!("ls {packages}"));
+    assert!(listed.contains("slurm_tools_probe"), "{listed}");
+
+    let down = step(&j.state, "slurm-alloc", &["down"], &at.doc);
+    assert!(
+        down.doc["allocation"]["released"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r
+                .as_str()
+                .unwrap_or("")
+                .starts_with("CONTAINER_FILES_REMOVED")),
+        "{}",
+        down.doc["allocation"]
+    );
+    let gone = on_modern(
+        "modern-login",
+        &format!("test -e {packages} && echo present || echo gone"),
+    );
+    assert_eq!(gone.trim(), "gone");
+}

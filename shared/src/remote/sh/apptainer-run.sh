@@ -6,7 +6,11 @@
 #
 # Expects: image (docker://HOST/PATH[:TAG|@DIGEST], or a file: .sif, .sqsh, a sandbox
 #          directory), cache (the image cache directory), binds (src:dst[:opts],... or empty),
-#          workdir, gpus (1: --nv)
+#          workdir (empty: the directory it is started in), gpus (1: --nv), packages (a
+#          directory of Python packages installed with pip --target, bound at the same path and
+#          put on PYTHONPATH and PATH; empty: none)
+# Reads:   SLURM_TOOLS_CONTAINER_WRITABLE (1: a writable tmpfs over the image, gone with the
+#          command)
 # Arguments: the command to run in the container, and its arguments.
 # Prints (stderr, for slurm-watch and the report; the pull's own output follows its line):
 #   slurm-tools: container: pulling IMAGE DIGEST into FILE
@@ -17,7 +21,7 @@
 #   slurm-tools: container: could not pull IMAGE DIGEST (apptainer's reason above)
 #   slurm-tools: container: could not pull IMAGE (the registry has no such image: URL answered 404)
 # Exits: the command's exit code; 125 when the image cannot be pulled or the runtime is missing.
-: "${image:?}" "${cache:?}" "${workdir:?}" "${gpus?}" "${binds?}"
+: "${image:?}" "${cache:?}" "${workdir?}" "${gpus?}" "${binds?}" "${packages?}"
 say() { printf 'slurm-tools: container: %s\n' "$*" >&2; }
 first_task() { [ "${SLURM_PROCID:-0}" = 0 ]; }
 if command -v apptainer >/dev/null 2>&1; then prog=apptainer
@@ -128,5 +132,11 @@ case $image in
 esac
 set -- "$file" "$@"
 if [ "$gpus" = 1 ]; then set -- --nv "$@"; fi
+if [ "${SLURM_TOOLS_CONTAINER_WRITABLE:-}" = 1 ]; then set -- --writable-tmpfs "$@"; fi
+if [ -n "$packages" ]; then
+  set -- --bind "$packages:$packages" "$@"
+  export APPTAINERENV_PYTHONPATH="$packages${PYTHONPATH:+:$PYTHONPATH}" APPTAINERENV_PREPEND_PATH="$packages/bin"
+  export SINGULARITYENV_PYTHONPATH="$APPTAINERENV_PYTHONPATH" SINGULARITYENV_PREPEND_PATH="$packages/bin"
+fi
 if [ -n "$binds" ]; then set -- --bind "$binds" "$@"; fi
-exec "$prog" --quiet exec --pwd "$workdir" "$@"
+exec "$prog" --quiet exec --pwd "${workdir:-$PWD}" "$@"
