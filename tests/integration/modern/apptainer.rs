@@ -186,8 +186,20 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
     // Back to back: the second is submitted before the first has started.
     let a = step(&j.state, "slurm-submit", &[], &d).doc;
     let b = step(&j.state, "slurm-submit", &[], &d).doc;
-    let a = step(&j.state, "slurm-watch", &["--interval", "1"], &a).doc;
-    let b = step(&j.state, "slurm-watch", &["--interval", "1"], &b).doc;
+    let wa = step(&j.state, "slurm-watch", &["--interval", "1"], &a);
+    let wb = step(&j.state, "slurm-watch", &["--interval", "1"], &b);
+    // The pull is said while it runs, as pyxis's import is (the first watch sees its job pull,
+    // or wait for the other's pull).
+    assert!(
+        wa.stderr.contains(&format!(
+            "Apptainer is pulling the container image docker://{reference}"
+        )) || wa.stderr.contains(&format!(
+            "waiting for another pull of the container image docker://{reference}"
+        )),
+        "{}",
+        wa.stderr
+    );
+    let (a, b) = (wa.doc, wb.doc);
     let mut caches = Vec::new();
     for w in [&a, &b] {
         let r = &w["report"];
@@ -463,4 +475,108 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         &format!("test -e {packages} && echo present || echo gone"),
     );
     assert_eq!(gone.trim(), "gone");
+}
+
+/// Every recipe on Apptainer, as `submit::every_recipe_runs_in_a_real_container_...` proves them
+/// on pyxis: the registry image and an enroot squashfs file (Apptainer runs both), `mounts` as a
+/// list and as a string, the job in the image, in its own code tree, seeing the mounts; MPI
+/// ranks through pmix, the distributed variables, one torchrun per node.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn every_recipe_runs_in_apptainer_with_the_documents_settings() {
+    crate::needs_cluster!();
+    // The squashfs image where the modern nodes see it.
+    let images = "/var/lib/slurm-tools-images";
+    let on_host = format!("{}{images}", testbed().s("modern_root"));
+    std::fs::create_dir_all(&on_host).unwrap();
+    let sqsh = format!("{images}/devbox.sqsh");
+    let source = testbed().s("container_image_file");
+    let target = format!("{on_host}/devbox.sqsh");
+    if std::fs::metadata(&target).map(|m| m.len()).ok()
+        != std::fs::metadata(&source).map(|m| m.len()).ok()
+    {
+        std::fs::copy(&source, format!("{target}.tmp")).unwrap();
+        std::fs::rename(format!("{target}.tmp"), &target).unwrap();
+    }
+    let j = ModernJob::new("ctr-recipes");
+    let torchrun = "/usr/local/bin/torchrun:/usr/local/bin/torchrun:ro";
+    let probe = "cat /etc/slurm-tools-image; echo pwd=$(pwd); test -f README.md && echo code-visible; ls /mnt/images";
+    let cases = [
+        ("single", "echo task $SLURM_PROCID of $SLURM_NTASKS", 1),
+        ("mpi", "echo task $SLURM_PROCID of $SLURM_NTASKS pmix=${PMIX_RANK:-none}", 4),
+        ("distributed", "echo rank $RANK local $LOCAL_RANK world $WORLD_SIZE master $MASTER_ADDR", 4),
+        ("launcher", "sh -c 'echo launched rank $RANK of $WORLD_SIZE; cat /etc/slurm-tools-image; ls /mnt/images'", 1),
+        ("batch", "echo batch on $SLURM_JOB_NUM_NODES node", 1),
+    ];
+    let registry = testbed().s("container_image");
+    let mut jobs = Vec::new();
+    for (image, list) in [(registry.as_str(), true), (sqsh.as_str(), false)] {
+        for (recipe, command, tasks) in cases {
+            let mut d = j.doc.clone();
+            d["recipe"] = json!(recipe);
+            d["command"] = json!(format!("{command}; {probe}"));
+            d["container_image"] = json!(image);
+            d["required_devices_per_node"] = json!(4);
+            let mounts = [format!("{images}:/mnt/images:ro"), torchrun.to_string()];
+            d["mounts"] = if list {
+                json!(mounts)
+            } else {
+                json!(mounts.join(","))
+            };
+            let s = step(&j.state, "slurm-submit", &[], &d);
+            assert_eq!(s.doc["job"]["container_runtime"], "apptainer", "{recipe}");
+            jobs.push((image, recipe, tasks, s.doc));
+        }
+    }
+    for (image, recipe, tasks, doc) in jobs {
+        let w = step(&j.state, "slurm-watch", &["--interval", "1"], &doc);
+        let r = &w.doc["report"];
+        let ctx = format!("{image} {recipe}: {r}");
+        assert_eq!(r["status"], "PASSED", "{ctx}");
+        let out = on_modern(
+            "modern-login",
+            &format!("cat {}", doc["job"]["stdout_path"].as_str().unwrap()),
+        );
+        let ctx = format!("{image} {recipe}: {out}");
+        assert!(
+            out.contains("slurm-tools testbed image devbox"),
+            "runs in the image: {ctx}"
+        );
+        assert!(out.contains("devbox.sqsh"), "sees the mount: {ctx}");
+        if recipe != "launcher" {
+            assert!(
+                out.contains(&format!("pwd={}", doc["job"]["tree"].as_str().unwrap())),
+                "starts in its own code tree: {ctx}"
+            );
+            assert!(out.contains("code-visible"), "{ctx}");
+        }
+        match recipe {
+            "mpi" => {
+                assert_eq!(out.matches("task ").count(), tasks, "{ctx}");
+                assert!(out.contains("pmix=0") && out.contains("pmix=3"), "{ctx}");
+            }
+            "distributed" => {
+                for r in 0..4 {
+                    assert!(
+                        out.contains(&format!("rank {r} local {r} world 4 master gn")),
+                        "{ctx}"
+                    );
+                }
+            }
+            "launcher" => {
+                assert!(
+                    out.contains("torchrun stand-in: 4 process(es) per node"),
+                    "{ctx}"
+                );
+                assert!(out.contains("launched rank 3 of 4"), "{ctx}");
+            }
+            _ => assert!(
+                out.contains("of 1") || out.contains("batch on 1 node"),
+                "{ctx}"
+            ),
+        }
+        if image == sqsh {
+            assert_eq!(r["container"], Value::Null, "a file is run as it is: {ctx}");
+        }
+    }
 }
