@@ -68,6 +68,12 @@ pub struct JobDocument {
     pub container_image: Option<String>,
     /// `auto` (default: pyxis where srun has it, else Apptainer), `pyxis`, or `apptainer`.
     pub container_runtime: Option<String>,
+    /// Where registry images are kept once per content digest on the cluster (Apptainer);
+    /// default `<default_user_root_dir>/slurm-tools-images`. A shared filesystem every node sees.
+    pub image_cache_dir: Option<String>,
+    /// How many images the cache keeps (the least recently used beyond it are removed, never
+    /// one a running job uses); default 8.
+    pub image_cache_keep: Option<i64>,
     /// Packages installed in the allocation's container (slurm-alloc), exact names.
     pub packages: Option<Vec<String>>,
     /// Passed verbatim as the Slurm job name.

@@ -229,10 +229,27 @@ fn user_root(doc: &crate::Document) -> Result<String> {
     }
 }
 
-/// Where a registry image is kept once per content digest (Apptainer's SIF files): beside the
-/// job trees, under the user's root on the shared filesystem.
+/// Where a registry image is kept once per content digest (Apptainer's SIF files):
+/// `image_cache_dir`, else beside the job trees, under the user's root on the shared filesystem.
 pub fn image_cache(doc: &crate::Document) -> Result<String> {
+    if let Some(dir) = doc.str_opt("image_cache_dir")? {
+        super::check_slurm_value("image_cache_dir", dir)?;
+        let dir = crate::layout::Layout::of(doc)?.absolute("image_cache_dir", dir)?;
+        if !dir.starts_with('/') {
+            return Err(field_error(
+                "image_cache_dir",
+                &format!("is {dir:?}, not an absolute path on the cluster"),
+            )
+            .with_hint("give an absolute path (or ~/...) on a filesystem every node sees"));
+        }
+        return Ok(dir.trim_end_matches('/').to_string());
+    }
     Ok(crate::layout::join(&user_root(doc)?, "slurm-tools-images"))
+}
+
+/// `image_cache_keep`: how many images the cache keeps (default 8).
+pub fn image_cache_keep(doc: &crate::Document) -> Result<i64> {
+    Ok(doc.int_opt("image_cache_keep", 1, 10_000)?.unwrap_or(8))
 }
 
 /// An allocation's container files on Apptainer (its launcher and its `packages`), removed by

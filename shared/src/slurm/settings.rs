@@ -28,6 +28,8 @@ pub struct Settings {
     /// saw) and the image in its form; both absent without `container_image`.
     pub container_runtime: Option<Runtime>,
     pub container_ref: Option<String>,
+    /// `image_cache_keep` (default 8).
+    pub image_cache_keep: i64,
     /// `mounts`, as a string `src:dst[,src:dst]` or a list of `src:dst`, joined with `,`.
     pub mounts: Option<String>,
     /// From the catalog (`resolve.flags`): `network` (or `sharp: true`), `constraint`,
@@ -378,6 +380,7 @@ impl Settings {
             container_image,
             container_runtime,
             container_ref,
+            image_cache_keep: container::image_cache_keep(doc)?,
             mounts: mounts(doc)?,
             network: flag("network")?.or(flag("sharp")?),
             constraint: flag("constraint")?,
@@ -471,6 +474,7 @@ impl Settings {
         s.assign("workdir", workdir)?;
         s.assign("gpus", if gpus { "1" } else { "0" })?;
         s.assign("packages", packages.unwrap_or(""))?;
+        s.assign("keep", &self.image_cache_keep.to_string())?;
         s.raw(crate::remote::APPTAINER_RUN);
         Ok(Some(s.into_string()))
     }

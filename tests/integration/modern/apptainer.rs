@@ -240,7 +240,8 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
         ours,
         [
             format!("{}.sif", first.trim_start_matches("sha256:")),
-            format!("{}.sif.ref", first.trim_start_matches("sha256:"))
+            format!("{}.sif.ref", first.trim_start_matches("sha256:")),
+            format!("{}.sif.users", first.trim_start_matches("sha256:"))
         ],
         "{listing}"
     );
@@ -579,4 +580,86 @@ fn every_recipe_runs_in_apptainer_with_the_documents_settings() {
             assert_eq!(r["container"], Value::Null, "a file is run as it is: {ctx}");
         }
     }
+}
+
+/// The image cache is bounded: beyond `image_cache_keep` images the least recently used goes,
+/// never one a job Slurm still has runs from; `image_cache_dir` puts the cache where asked.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn the_image_cache_keeps_its_bound_and_never_removes_an_image_a_running_job_uses() {
+    crate::needs_cluster!();
+    let salt = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let x = push_salted_image(&format!("keep-x-{salt}"), &format!("{salt}-x"));
+    let y = push_salted_image(&format!("keep-y-{salt}"), &format!("{salt}-y"));
+    let (dx, dy) = (digest_of(&x), digest_of(&y));
+    let sif = |d: &str| format!("{}.sif", d.trim_start_matches("sha256:"));
+    let j = ModernJob::new("ctr-keep");
+    let cache = format!(
+        "{}/st-image-cache-{salt}",
+        testbed().s("modern_remote_root")
+    );
+    let mut d = j.doc.clone();
+    d["image_cache_dir"] = json!(cache);
+    d["image_cache_keep"] = json!(1);
+    let listing = || on_modern("modern-login", &format!("ls {cache} 2>/dev/null"));
+
+    // A job that runs from X for a while.
+    let mut long = d.clone();
+    long["container_image"] = json!(x);
+    long["recipe"] = json!("batch");
+    long["command"] = json!("sleep 600");
+    let running = step(&j.state, "slurm-submit", &[], &long).doc;
+    let id = running["job"]["job_id"].as_str().unwrap().to_string();
+    let marker = format!("{cache}/{}.users/{id}", sif(&dx));
+    let started = std::time::Instant::now();
+    while on_modern(
+        "modern-login",
+        &format!("test -e {marker} && echo yes || echo no"),
+    )
+    .trim()
+        != "yes"
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{}",
+            listing()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Y pulled with room for one image: X stays, its job still runs.
+    let mut other = d.clone();
+    other["container_image"] = json!(y);
+    other["command"] = json!("true");
+    let w = run(&j.state, &other);
+    assert_eq!(w["report"]["status"], "PASSED", "{}", w["report"]);
+    assert_eq!(w["report"]["container"]["cache"], "pulled");
+    let now = listing();
+    assert!(now.contains(&sif(&dx)) && now.contains(&sif(&dy)), "{now}");
+    // X's job ends; the next use of the cache removes X, the least recently used.
+    on_modern("modern-login", &format!("scancel {id}"));
+    let mut c = tool("slurm-watch");
+    c.env("SLURM_TOOLS_STATE_DIR", &j.state)
+        .args(["--interval", "1"]);
+    let done = run_raw(c, running.to_string().as_bytes());
+    assert_eq!(done.doc["report"]["status"], "CANCELLED", "{}", done.stderr);
+    let w = run(&j.state, &other);
+    assert_eq!(w["report"]["container"]["cache"], "hit", "{}", w["report"]);
+    let err = on_modern(
+        "modern-login",
+        &format!("cat {}", w["job"]["stderr_path"].as_str().unwrap()),
+    );
+    assert!(
+        err.contains(&format!("removed the cached image {cache}/{}", sif(&dx))),
+        "{err}"
+    );
+    let now = listing();
+    assert!(!now.contains(&sif(&dx)) && now.contains(&sif(&dy)), "{now}");
+    on_modern("modern-login", &format!("rm -rf {cache}"));
 }

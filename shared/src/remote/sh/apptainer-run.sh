@@ -8,7 +8,7 @@
 #          directory), cache (the image cache directory), binds (src:dst[:opts],... or empty),
 #          workdir (empty: the directory it is started in), gpus (1: --nv), packages (a
 #          directory of Python packages installed with pip --target, bound at the same path and
-#          put on PYTHONPATH and PATH; empty: none)
+#          put on PYTHONPATH and PATH; empty: none), keep (how many images the cache keeps)
 # Reads:   SLURM_TOOLS_CONTAINER_WRITABLE (1: a writable tmpfs over the image, gone with the
 #          command)
 # Arguments: the command to run in the container, and its arguments.
@@ -18,10 +18,11 @@
 #   slurm-tools: container: waited SECONDS s for another job's pull of IMAGE DIGEST into FILE
 #   slurm-tools: container: cache hit IMAGE DIGEST at FILE
 #   slurm-tools: container: uncached IMAGE (REASON)
+#   slurm-tools: container: removed the cached image FILE (REASON)
 #   slurm-tools: container: could not pull IMAGE DIGEST (apptainer's reason above)
 #   slurm-tools: container: could not pull IMAGE (the registry has no such image: URL answered 404)
 # Exits: the command's exit code; 125 when the image cannot be pulled or the runtime is missing.
-: "${image:?}" "${cache:?}" "${workdir?}" "${gpus?}" "${binds?}" "${packages?}"
+: "${image:?}" "${cache:?}" "${workdir?}" "${gpus?}" "${binds?}" "${packages?}" "${keep:?}"
 say() { printf 'slurm-tools: container: %s\n' "$*" >&2; }
 first_task() { [ "${SLURM_PROCID:-0}" = 0 ]; }
 if command -v apptainer >/dev/null 2>&1; then prog=apptainer
@@ -79,6 +80,36 @@ resolve_digest() {
   why="the registry $host answers neither https nor http"
   return 1
 }
+# The cache keeps the `keep` most recently used images; older ones go, never one a job Slurm
+# still has uses (each job that runs an image leaves its id in FILE.users/), nor the one in use.
+prune_images() {
+  n=0
+  for f in "$cache"/*.sif; do [ -e "$f" ] && n=$((n + 1)); done
+  [ "$n" -gt "$keep" ] || return 0
+  live=$(squeue -h -u "$(id -un)" -o '%i' 2>/dev/null) || return 0
+  n=0
+  # Newest use first (each use touches its file); the names are digests (no blanks).
+  # shellcheck disable=SC2045
+  for f in $(ls -1t -- "$cache" 2>/dev/null); do
+    case $f in *.sif) ;; *) continue ;; esac
+    n=$((n + 1))
+    used=''
+    for u in "$cache/$f.users"/*; do
+      [ -e "$u" ] || continue
+      if printf '%s\n' "$live" | grep -qx -- "${u##*/}"; then used=1; else rm -f -- "$u"; fi
+    done
+    [ "$n" -gt "$keep" ] || continue
+    [ "$cache/$f" = "$file" ] && continue
+    [ -n "$used" ] && continue
+    # Not while another job pulls or waits for it.
+    [ -d "$cache/$f.lock" ] && continue
+    rm -rf -- "${cache:?}/$f" "$cache/$f.ref" "$cache/$f.users"
+    say "removed the cached image $cache/$f (least recently used; the cache keeps $keep)"
+  done
+  # What a killed pull left, a day on.
+  find "$cache" -maxdepth 1 -name '*.part.*' -mmin +1440 -exec rm -f -- {} + 2>/dev/null
+  return 0
+}
 file=$image
 case $image in
   docker://*)
@@ -123,8 +154,12 @@ case $image in
       else
         first_task && say "cache hit $image $digest at $file"
       fi
-      # Its last use, for the cache's cleaning.
+      # Its last use and its user, for the cache's cleaning.
       touch -c -- "$file" 2>/dev/null
+      if first_task; then
+        mkdir -p -- "$file.users" 2>/dev/null && : >"$file.users/${SLURM_JOB_ID:-0}" 2>/dev/null
+        prune_images
+      fi
     elif [ -n "$no_https" ]; then
       export APPTAINER_NOHTTPS=1 SINGULARITY_NOHTTPS=1
     fi
