@@ -477,7 +477,15 @@ exit "$E_NO_JOB_ID"
     let container = format!("slurm-tools-{job}");
     if st.on_apptainer() {
         let img = image.as_deref().unwrap_or_default();
-        let (launcher, packages_dir) = apptainer_up(ctx, &a, &st, &job, &packages, set_up_before)?;
+        let (launcher, packages_dir) =
+            match apptainer_up(ctx, &a, &st, &job, &packages, set_up_before) {
+                Ok(done) => done,
+                Err(e) => {
+                    // The allocation stays held: `down` on the document releases it.
+                    ctx.doc.set_section("allocation", &sec);
+                    return Err(e);
+                }
+            };
         sec.container_launcher = Some(launcher);
         sec.packages_dir = packages_dir;
         ctx.note(format!(
@@ -529,31 +537,8 @@ exit "$E_NO_JOB_ID"
         ));
         let out = run(&a, &s, 3600)?;
         if !out.success() {
-            let pyxis_says = shared::slurm::pyxis::failure(
-                &out.stderr_tail
-                    .lines()
-                    .map(str::to_string)
-                    .collect::<Vec<_>>(),
-            );
-            let (what, field) = match Exit::from_status(out.code) {
-                Some(Exit::Packages) => ("installing `packages` in the container".to_string(), "packages"),
-                Some(Exit::NoPython) => (
-                    format!("installing `packages`: the image {img} has no python3, so pip cannot run in it"),
-                    "packages",
-                ),
-                _ => (
-                    pyxis_says.unwrap_or_else(|| format!("importing the container image {img} failed")),
-                    "container_image",
-                ),
-            };
             ctx.doc.set_section("allocation", &sec);
-            return Err(ToolError::remote(format!(
-                "{what} ({}); allocation {job} stays held",
-                out.exit_text()
-            ))
-            .with_field(field)
-            .with_hint(format!("fix `{field}` (the command's stderr shows the details) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document"))
-            .with_command(out.record()));
+            return Err(container_setup_error(&out, img, &job, "importing"));
         }
         ctx.note(format!(
             "container {container} {} on each node{}",
@@ -650,28 +635,42 @@ fi
     ));
     let out = run(a, &s, 3600)?;
     if !out.success() {
-        let lines: Vec<String> = out.stderr_tail.lines().map(str::to_string).collect();
-        let (what, field) = match Exit::from_status(out.code) {
-            Some(Exit::Packages) => ("installing `packages` in the container".to_string(), "packages"),
-            Some(Exit::NoPython) => (
-                format!("installing `packages`: the image {img} has no python3, so pip cannot run in it"),
-                "packages",
-            ),
-            _ => (
-                shared::slurm::container::failure(&lines)
-                    .unwrap_or_else(|| format!("starting the container image {img} failed")),
-                "container_image",
-            ),
-        };
-        return Err(ToolError::remote(format!(
-            "{what} ({}); allocation {job} stays held",
-            out.exit_text()
-        ))
-        .with_field(field)
-        .with_hint(format!("fix `{field}` (the command's stderr shows the details) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document"))
-        .with_command(out.record()));
+        return Err(container_setup_error(&out, img, job, "starting"));
     }
     Ok((launcher_path, packages_dir))
+}
+
+/// Why getting the allocation's container ready failed (`doing`: what it was doing to the image),
+/// naming the field to fix: the runtime's own words where its lines say (shared::slurm::container).
+fn container_setup_error(
+    out: &shared::process::Output,
+    img: &str,
+    job: &str,
+    doing: &str,
+) -> ToolError {
+    let lines: Vec<String> = out.stderr_tail.lines().map(str::to_string).collect();
+    let (what, field) = match Exit::from_status(out.code) {
+        Some(Exit::Packages) => (
+            "installing `packages` in the container".to_string(),
+            "packages",
+        ),
+        Some(Exit::NoPython) => (
+            format!("installing `packages`: the image {img} has no python3, so pip cannot run in it"),
+            "packages",
+        ),
+        _ => (
+            shared::slurm::container::failure(&lines)
+                .unwrap_or_else(|| format!("{doing} the container image {img} failed")),
+            "container_image",
+        ),
+    };
+    ToolError::remote(format!(
+        "{what} ({}); allocation {job} stays held",
+        out.exit_text()
+    ))
+    .with_field(field)
+    .with_hint(format!("fix `{field}` (the command's stderr shows the details) and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down` on the same input document"))
+    .with_command(out.record())
 }
 
 /// The login node this connection reached, as preflight saw it.

@@ -217,7 +217,7 @@ pub fn submission_error(stderr: &str) -> ToolError {
         )
     } else if let Some(opt) = unrecognized_option(stderr) {
         if opt.starts_with("--container") {
-            pick("container_image", "this cluster's srun does not take container flags (no pyxis); remove `container_image`")
+            pick("container_image", "this cluster's srun does not take container flags (no pyxis): run slurm-ssh-preflight before slurm-submit (it picks Apptainer where the cluster has it), set `container_runtime` to \"apptainer\", or remove `container_image`")
         } else {
             ToolError::field(
                 ErrorKind::BadInput,
@@ -227,7 +227,7 @@ pub fn submission_error(stderr: &str) -> ToolError {
             .with_hint(format!("remove {opt} from `slurm_options` (sbatch, srun and salloc each take every entry; some options exist for one of them only)"))
         }
     } else if lower.contains("container") {
-        pick("container_image", "this cluster's srun does not take container flags (no pyxis); remove `container_image`")
+        pick("container_image", "this cluster's srun does not take container flags (no pyxis): run slurm-ssh-preflight before slurm-submit (it picks Apptainer where the cluster has it), set `container_runtime` to \"apptainer\", or remove `container_image`")
     } else if lower.contains("invalid qos") || lower.contains("qos") {
         pick("qos", "set `qos` to a QoS your association may use (`sacctmgr show assoc user=$USER format=account,qos`)")
     } else if lower.contains("memory specification") || lower.contains("mem-per") {

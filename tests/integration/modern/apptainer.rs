@@ -41,6 +41,18 @@ fn push_salted_image(tag: &str, salt: &str) -> String {
     reference
 }
 
+/// A word no earlier run used: images salted with it have a content digest of their own.
+fn fresh_salt() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
 /// The registry's content digest of `reference` (`host/path:tag`).
 fn digest_of(reference: &str) -> String {
     let (host, rest) = reference.split_once('/').unwrap();
@@ -167,14 +179,7 @@ fn the_main_job_runs_in_the_same_image_on_apptainer_and_on_pyxis() {
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
     crate::needs_cluster!();
-    let salt = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
+    let salt = fresh_salt();
     let tag = format!("cache-{salt}");
     let reference = push_salted_image(&tag, &format!("{salt}-a"));
     let first = digest_of(&reference);
@@ -588,14 +593,7 @@ fn every_recipe_runs_in_apptainer_with_the_documents_settings() {
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_image_cache_keeps_its_bound_and_never_removes_an_image_a_running_job_uses() {
     crate::needs_cluster!();
-    let salt = format!(
-        "{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
+    let salt = fresh_salt();
     let x = push_salted_image(&format!("keep-x-{salt}"), &format!("{salt}-x"));
     let y = push_salted_image(&format!("keep-y-{salt}"), &format!("{salt}-y"));
     let (dx, dy) = (digest_of(&x), digest_of(&y));
@@ -662,4 +660,48 @@ fn the_image_cache_keeps_its_bound_and_never_removes_an_image_a_running_job_uses
     let now = listing();
     assert!(!now.contains(&sif(&dx)) && now.contains(&sif(&dy)), "{now}");
     on_modern("modern-login", &format!("rm -rf {cache}"));
+}
+
+/// slurm-alloc on Apptainer says what went wrong, naming the field, and keeps the allocation
+/// for `down`: `packages` asked of an image without python3.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
+    crate::needs_cluster!();
+    let images = "/var/lib/slurm-tools-images";
+    let on_host = format!("{}{images}", testbed().s("modern_root"));
+    std::fs::create_dir_all(&on_host).unwrap();
+    std::fs::copy(
+        testbed().s("container_image_without_python"),
+        format!("{on_host}/nopython.sqsh"),
+    )
+    .unwrap();
+    let j = ModernJob::new("ctr-alloc-nopy");
+    let mut a = j.doc.clone();
+    a["job_name"] = json!(format!("st-ctr-nopy-{}", std::process::id()));
+    a["container_image"] = json!(format!("{images}/nopython.sqsh"));
+    a["packages"] = json!(["anything"]);
+    let mut c = tool("slurm-alloc");
+    c.env("SLURM_TOOLS_STATE_DIR", &j.state).arg("up");
+    let up = run_raw(c, a.to_string().as_bytes());
+    assert_eq!(up.code, 4, "{}", up.stderr);
+    assert_eq!(up.doc["error"]["field"], "packages", "{}", up.doc["error"]);
+    assert!(
+        up.doc["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no python3"),
+        "{}",
+        up.doc["error"]
+    );
+    let down = step(&j.state, "slurm-alloc", &["down"], &up.doc);
+    assert!(
+        down.doc["allocation"]["released"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap_or("").starts_with("CANCELLED")),
+        "{}",
+        down.doc["allocation"]
+    );
 }
