@@ -528,7 +528,7 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
     let mut a = j.doc.clone();
     a["job_name"] = json!(format!("st-modern-alloc-{}", std::process::id()));
     a["node_count"] = json!(2);
-    let up = step(&j.state, "slurm-alloc", &["up"], &a);
+    let up = step(&j.state, "slurm-alloc", &["up", "--wait"], &a);
     assert!(
         up.doc["allocation"]["job_id"].as_str().is_some(),
         "{}",

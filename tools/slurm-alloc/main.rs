@@ -655,7 +655,9 @@ fn container_setup_error(
             "packages",
         ),
         Some(Exit::NoPython) => (
-            format!("installing `packages`: the image {img} has no python3, so pip cannot run in it"),
+            format!(
+                "installing `packages`: the image {img} has no python3, so pip cannot run in it"
+            ),
             "packages",
         ),
         _ => (

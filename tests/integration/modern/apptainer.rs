@@ -82,6 +82,26 @@ fn cache_dir(doc: &Value) -> String {
         .to_string()
 }
 
+/// A synced document on the modern site for one container test: one GPU per job (the site's
+/// nodes have four, so several tests' jobs share a node instead of queueing behind each other)
+/// and time to wait in the queue while the other tests' jobs run.
+fn container_job(name: &str) -> ModernJob {
+    let mut j = ModernJob::new(name);
+    j.doc["gpus_per_node"] = json!(1);
+    j.doc["monitor_timeout_seconds"] = json!(900);
+    j
+}
+
+/// Cancels the allocation of this job name when dropped, so a test that fails half-way never
+/// leaves a node held for the tests after it.
+struct Release(String);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        on_modern("modern-login", &format!("scancel -n '{}' || true", self.0));
+    }
+}
+
 /// One job of `doc` submitted and watched; its document.
 fn run(state: &Path, doc: &Value) -> Value {
     let s = step(state, "slurm-submit", &[], doc);
@@ -183,7 +203,7 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
     let tag = format!("cache-{salt}");
     let reference = push_salted_image(&tag, &format!("{salt}-a"));
     let first = digest_of(&reference);
-    let j = ModernJob::new("image-cache");
+    let j = container_job("image-cache");
     let mut d = j.doc.clone();
     d["container_image"] = json!(reference);
     d["recipe"] = json!("batch");
@@ -283,7 +303,7 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_runtime_or_image_the_cluster_cannot_run_is_refused_and_failures_are_named() {
     crate::needs_cluster!();
-    let j = ModernJob::new("ctr-errors");
+    let j = container_job("ctr-errors");
     let mut d = j.doc.clone();
     d["container_image"] = json!(testbed().s("container_image"));
     // pyxis on a cluster without it: exit 2 before anything is sent.
@@ -336,7 +356,7 @@ fn a_runtime_or_image_the_cluster_cannot_run_is_refused_and_failures_are_named()
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn two_node_recipes_run_in_apptainer_on_both_nodes_with_mounts() {
     crate::needs_cluster!();
-    let j = ModernJob::new("ctr-nodes");
+    let j = container_job("ctr-nodes");
     let mut d = j.doc.clone();
     d["container_image"] = json!(testbed().s("container_image"));
     d["node_count"] = json!(2);
@@ -379,14 +399,15 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     std::fs::copy(&wheel, std::path::Path::new(&dir).join(&name)).unwrap();
     let on_site = format!("{home}/wheelhouse/{}", name.to_string_lossy());
 
-    let j = ModernJob::new("ctr-alloc");
+    let j = container_job("ctr-alloc");
     let mut a = j.doc.clone();
     a["job_name"] = json!(format!("st-ctr-alloc-{}", std::process::id()));
+    let _release = Release(a["job_name"].as_str().unwrap().to_string());
     a["node_count"] = json!(2);
     a["container_image"] = json!(testbed().s("container_image"));
     a["packages"] = json!([on_site]);
     a["mounts"] = json!(["/etc:/host-etc:ro"]);
-    let up = step(&j.state, "slurm-alloc", &["up"], &a);
+    let up = step(&j.state, "slurm-alloc", &["up", "--wait"], &a);
     let sec = &up.doc["allocation"];
     let packages = sec["packages_dir"]
         .as_str()
@@ -504,7 +525,7 @@ fn every_recipe_runs_in_apptainer_with_the_documents_settings() {
         std::fs::copy(&source, format!("{target}.tmp")).unwrap();
         std::fs::rename(format!("{target}.tmp"), &target).unwrap();
     }
-    let j = ModernJob::new("ctr-recipes");
+    let j = container_job("ctr-recipes");
     let torchrun = "/usr/local/bin/torchrun:/usr/local/bin/torchrun:ro";
     let probe = "cat /etc/slurm-tools-image; echo pwd=$(pwd); test -f README.md && echo code-visible; ls /mnt/images";
     let cases = [
@@ -598,7 +619,7 @@ fn the_image_cache_keeps_its_bound_and_never_removes_an_image_a_running_job_uses
     let y = push_salted_image(&format!("keep-y-{salt}"), &format!("{salt}-y"));
     let (dx, dy) = (digest_of(&x), digest_of(&y));
     let sif = |d: &str| format!("{}.sif", d.trim_start_matches("sha256:"));
-    let j = ModernJob::new("ctr-keep");
+    let j = container_job("ctr-keep");
     let cache = format!(
         "{}/st-image-cache-{salt}",
         testbed().s("modern_remote_root")
@@ -676,13 +697,15 @@ fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
         format!("{on_host}/nopython.sqsh"),
     )
     .unwrap();
-    let j = ModernJob::new("ctr-alloc-nopy");
+    let j = container_job("ctr-alloc-nopy");
     let mut a = j.doc.clone();
     a["job_name"] = json!(format!("st-ctr-nopy-{}", std::process::id()));
+    let _release = Release(a["job_name"].as_str().unwrap().to_string());
     a["container_image"] = json!(format!("{images}/nopython.sqsh"));
     a["packages"] = json!(["anything"]);
     let mut c = tool("slurm-alloc");
-    c.env("SLURM_TOOLS_STATE_DIR", &j.state).arg("up");
+    c.env("SLURM_TOOLS_STATE_DIR", &j.state)
+        .args(["up", "--wait"]);
     let up = run_raw(c, a.to_string().as_bytes());
     assert_eq!(up.code, 4, "{}", up.stderr);
     assert_eq!(up.doc["error"]["field"], "packages", "{}", up.doc["error"]);
@@ -694,14 +717,9 @@ fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
         "{}",
         up.doc["error"]
     );
-    let down = step(&j.state, "slurm-alloc", &["down"], &up.doc);
-    assert!(
-        down.doc["allocation"]["released"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|r| r.as_str().unwrap_or("").starts_with("CANCELLED")),
-        "{}",
-        down.doc["allocation"]
-    );
+    // The allocation stayed held for `down`, which releases it.
+    let id = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    step(&j.state, "slurm-alloc", &["down"], &up.doc);
+    let state = on_modern("modern-login", &format!("squeue -h -j {id} -o %T"));
+    assert!(!state.contains("RUNNING"), "released: {state}");
 }
