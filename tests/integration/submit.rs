@@ -25,17 +25,9 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
         .unwrap()
         .display()
         .to_string();
-    // The image has no torchrun: the testbed's stand-in is mounted in for the launcher recipe.
-    let torchrun = "/usr/local/bin/torchrun:/usr/local/bin/torchrun:ro";
-    let probe = "cat /etc/slurm-tools-image; echo pwd=$(pwd); test -f README.md && echo code-visible; ls /mnt/images";
-    let cases = [
-        ("single", "echo task $SLURM_PROCID of $SLURM_NTASKS", 1, 1),
-        ("mpi", "echo task $SLURM_PROCID of $SLURM_NTASKS pmix=${PMIX_RANK:-none}", 1, 4),
-        ("distributed", "echo rank $RANK local $LOCAL_RANK world $WORLD_SIZE master $MASTER_ADDR", 1, 4),
-        // The launcher's command is what torchrun starts, so the probe goes inside it.
-        ("launcher", "sh -c 'echo launched rank $RANK of $WORLD_SIZE; cat /etc/slurm-tools-image; ls /mnt/images'", 1, 1),
-        ("batch", "echo batch on $SLURM_JOB_NUM_NODES node", 1, 1),
-    ];
+    let torchrun = TORCHRUN_MOUNT;
+    let probe = RECIPE_PROBE;
+    let cases = RECIPE_CASES.map(|(recipe, command, tasks)| (recipe, command, 1, tasks));
     let registry = testbed().s("container_image");
     let file = testbed().s("container_image_file");
     let mut jobs = Vec::new();
@@ -128,34 +120,58 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
             (nodes * tasks).to_string(),
             "{recipe}: nodes x tasks per node"
         );
-        match recipe {
-            "mpi" => {
-                assert_eq!(out.matches("task ").count(), tasks, "{out}");
-                assert!(out.contains("pmix=0") && out.contains("pmix=3"), "{out}");
-                assert!(job["command"].as_str().unwrap().contains("--mpi=pmix"));
-            }
-            "distributed" => {
-                // No scontrol in the image: MASTER_ADDR comes from the node list itself.
-                let node = scontrol(id)["NodeList"].clone();
-                for r in 0..4 {
-                    assert!(
-                        out.contains(&format!("rank {r} local {r} world 4 master {node}")),
-                        "{out}"
-                    );
-                }
-            }
-            "launcher" => {
-                assert!(
-                    out.contains("torchrun stand-in: 4 process(es) per node"),
-                    "{out}"
-                );
-                assert!(out.contains("launched rank 3 of 4"), "{out}");
-            }
-            _ => assert!(
-                out.contains("of 1") || out.contains("batch on 1 node"),
-                "{out}"
-            ),
+        if recipe == "mpi" {
+            assert!(job["command"].as_str().unwrap().contains("--mpi=pmix"));
         }
+        // No scontrol in the image: MASTER_ADDR comes from the node list itself.
+        assert_recipe_output(recipe, &out, tasks, &scontrol(id)["NodeList"], &out);
+    }
+}
+
+/// The image has no torchrun: the test bed's stand-in is mounted in for the launcher recipe.
+pub const TORCHRUN_MOUNT: &str = "/usr/local/bin/torchrun:/usr/local/bin/torchrun:ro";
+
+/// What a job in a container prints to show where it runs: the image's marker, its directory,
+/// its code, the mounted images directory (`/mnt/images`).
+pub const RECIPE_PROBE: &str = "cat /etc/slurm-tools-image; echo pwd=$(pwd); test -f README.md && echo code-visible; ls /mnt/images";
+
+/// Each recipe with a command that shows its launch, and the tasks per node it runs.
+pub const RECIPE_CASES: [(&str, &str, usize); 5] = [
+    ("single", "echo task $SLURM_PROCID of $SLURM_NTASKS", 1),
+    ("mpi", "echo task $SLURM_PROCID of $SLURM_NTASKS pmix=${PMIX_RANK:-none}", 4),
+    ("distributed", "echo rank $RANK local $LOCAL_RANK world $WORLD_SIZE master $MASTER_ADDR", 4),
+    // The launcher's command is what torchrun starts, so the probe goes inside it.
+    ("launcher", "sh -c 'echo launched rank $RANK of $WORLD_SIZE; cat /etc/slurm-tools-image; ls /mnt/images'", 1),
+    ("batch", "echo batch on $SLURM_JOB_NUM_NODES node", 1),
+];
+
+/// What each of [`RECIPE_CASES`] printed, on one node: every MPI task with its pmix rank, every
+/// distributed rank with `master` (the node name, or its start), torchrun's processes.
+pub fn assert_recipe_output(recipe: &str, out: &str, tasks: usize, master: &str, ctx: &str) {
+    match recipe {
+        "mpi" => {
+            assert_eq!(out.matches("task ").count(), tasks, "{ctx}");
+            assert!(out.contains("pmix=0") && out.contains("pmix=3"), "{ctx}");
+        }
+        "distributed" => {
+            for r in 0..4 {
+                assert!(
+                    out.contains(&format!("rank {r} local {r} world 4 master {master}")),
+                    "{ctx}"
+                );
+            }
+        }
+        "launcher" => {
+            assert!(
+                out.contains("torchrun stand-in: 4 process(es) per node"),
+                "{ctx}"
+            );
+            assert!(out.contains("launched rank 3 of 4"), "{ctx}");
+        }
+        _ => assert!(
+            out.contains("of 1") || out.contains("batch on 1 node"),
+            "{ctx}"
+        ),
     }
 }
 

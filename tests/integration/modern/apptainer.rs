@@ -526,15 +526,9 @@ fn every_recipe_runs_in_apptainer_with_the_documents_settings() {
         std::fs::rename(format!("{target}.tmp"), &target).unwrap();
     }
     let j = container_job("ctr-recipes");
-    let torchrun = "/usr/local/bin/torchrun:/usr/local/bin/torchrun:ro";
-    let probe = "cat /etc/slurm-tools-image; echo pwd=$(pwd); test -f README.md && echo code-visible; ls /mnt/images";
-    let cases = [
-        ("single", "echo task $SLURM_PROCID of $SLURM_NTASKS", 1),
-        ("mpi", "echo task $SLURM_PROCID of $SLURM_NTASKS pmix=${PMIX_RANK:-none}", 4),
-        ("distributed", "echo rank $RANK local $LOCAL_RANK world $WORLD_SIZE master $MASTER_ADDR", 4),
-        ("launcher", "sh -c 'echo launched rank $RANK of $WORLD_SIZE; cat /etc/slurm-tools-image; ls /mnt/images'", 1),
-        ("batch", "echo batch on $SLURM_JOB_NUM_NODES node", 1),
-    ];
+    let torchrun = crate::submit::TORCHRUN_MOUNT;
+    let probe = crate::submit::RECIPE_PROBE;
+    let cases = crate::submit::RECIPE_CASES;
     let registry = testbed().s("container_image");
     let mut jobs = Vec::new();
     for (image, list) in [(registry.as_str(), true), (sqsh.as_str(), false)] {
@@ -577,31 +571,7 @@ fn every_recipe_runs_in_apptainer_with_the_documents_settings() {
             );
             assert!(out.contains("code-visible"), "{ctx}");
         }
-        match recipe {
-            "mpi" => {
-                assert_eq!(out.matches("task ").count(), tasks, "{ctx}");
-                assert!(out.contains("pmix=0") && out.contains("pmix=3"), "{ctx}");
-            }
-            "distributed" => {
-                for r in 0..4 {
-                    assert!(
-                        out.contains(&format!("rank {r} local {r} world 4 master gn")),
-                        "{ctx}"
-                    );
-                }
-            }
-            "launcher" => {
-                assert!(
-                    out.contains("torchrun stand-in: 4 process(es) per node"),
-                    "{ctx}"
-                );
-                assert!(out.contains("launched rank 3 of 4"), "{ctx}");
-            }
-            _ => assert!(
-                out.contains("of 1") || out.contains("batch on 1 node"),
-                "{ctx}"
-            ),
-        }
+        crate::submit::assert_recipe_output(recipe, &out, tasks, "gn", &ctx);
         if image == sqsh {
             assert_eq!(r["container"], Value::Null, "a file is run as it is: {ctx}");
         }
