@@ -619,17 +619,7 @@ fn apptainer_up(
     s.assign("launcher_text", &text)?;
     s.assign("packages_dir", packages_dir.as_deref().unwrap_or(""))?;
     s.raw(ALL_NODES);
-    s.raw(
-        r#"mkdir -p -- "$dir" ${packages_dir:+"$packages_dir"} && printf '%s' "$launcher_text" >"$launcher" || exit "$E_IMPORT"
-# Every node runs the image once: the first pulls it into the cache, the others wait for it.
-srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 /bin/sh "$launcher" true || exit "$E_IMPORT"
-if [ -n "$packages_dir" ]; then
-  # One install on one node: the directory is on the shared filesystem every node sees.
-  srun $ov --jobid="$job" --nodes=1 --ntasks=1 /bin/sh "$launcher" sh -c 'command -v python3 >/dev/null 2>&1 || exit 97; t=$1; shift; exec python3 -m pip install --target "$t" "$@"' sh "$packages_dir" "$@"
-  case $? in 0) ;; 97) exit "$E_NO_PYTHON" ;; *) exit "$E_PACKAGES" ;; esac
-fi
-"#,
-    );
+    s.raw(shared::remote::ALLOC_APPTAINER_UP);
     ctx.note(format!(
         "getting the container image {img} ready on each node of allocation {job} (Apptainer pulls it once into the image cache {cache}; a large image takes minutes)"
     ));

@@ -23,6 +23,10 @@ pub const FETCH_COPY: &str = include_str!("sh/fetch-copy.sh");
 /// lock), then `apptainer exec` of the arguments.
 pub const APPTAINER_RUN: &str = include_str!("sh/apptainer-run.sh");
 
+/// slurm-alloc up on Apptainer: the launcher written, the image started on every node, the
+/// packages installed once (the packages are the script's arguments).
+pub const ALLOC_APPTAINER_UP: &str = include_str!("sh/alloc-apptainer-up.sh");
+
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 
