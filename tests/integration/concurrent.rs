@@ -119,3 +119,62 @@ fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_cod
         );
     }
 }
+
+/// Sessions started on the login node while others end: a tmux server exits with its last
+/// session, and a client that meets it exiting fails ("server exited unexpectedly"; one of eight
+/// pipelines at once met it in CI). Short sessions started four at a time, round after round, in
+/// a tmux socket directory of their own: every one starts through `tmux_start`, each leaves its
+/// mark. How often a bare `tmux new-session` failed the same way is printed, for comparison.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn tmux_sessions_started_while_the_server_exits_all_start() {
+    crate::needs_cluster!();
+    let d = doc_for("direct_host");
+    let ssh = shared::ssh::Ssh::from_doc(
+        &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
+    )
+    .unwrap();
+    let mut s = shared::quote::Script::new();
+    s.raw(shared::remote::TMUX_START);
+    s.raw(
+        r#"dir=$(mktemp -d) && export TMUX_TMPDIR="$dir" || exit 9
+mkdir "$dir/marks"
+try() { # $1: tmux_start or bare; $2: the session's name
+  if [ "$1" = bare ]; then tmux new-session -d -s "$2" "touch $dir/marks/$2" 2>/dev/null || echo "FAILED $1 $2"
+  else tmux_start "$2" "touch $dir/marks/$2" 2>/dev/null || echo "FAILED $1 $2"; fi
+}
+for how in bare tmux_start; do
+  r=0
+  while [ "$r" -lt 40 ]; do
+    for i in 1 2 3 4; do try "$how" "$how-$r-$i" & done
+    sleep "0.0$((r % 5))" 2>/dev/null || :
+    r=$((r + 1))
+  done
+  wait
+done
+sleep 1
+echo "MARKS $(ls "$dir/marks" | grep -c '^tmux_start-')"
+tmux kill-server 2>/dev/null
+rm -rf -- "$dir"
+"#,
+    );
+    let out = ssh
+        .run_script(&s, None, std::time::Duration::from_secs(120))
+        .unwrap();
+    let text = out.stdout_text();
+    assert!(out.success(), "{text}\n{}", out.stderr_tail);
+    let bare = text
+        .lines()
+        .filter(|l| l.starts_with("FAILED bare "))
+        .count();
+    eprintln!("a bare tmux new-session failed {bare} times of 160");
+    let failed: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("FAILED tmux_start "))
+        .collect();
+    assert!(failed.is_empty(), "tmux_start failed: {failed:?}\n{text}");
+    assert!(
+        text.contains("MARKS 160"),
+        "every session ran its command: {text}"
+    );
+}

@@ -291,6 +291,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     s.assign("tag", &a.tag)?;
     s.assign("part", st.partition.as_deref().unwrap_or(""))?;
     s.raw(TMUX_EXACT);
+    s.raw(shared::remote::TMUX_START);
     s.raw(
         r#"me=$(id -un)
 echo "LOGIN $(hostname 2>/dev/null)"
@@ -323,7 +324,7 @@ hold="sh -c 'trap \"kill \\\$! 2>/dev/null; exit 0\" TERM HUP; while :; do sleep
 # login shell may be tcsh or fish, which read this quoting differently); the file removes itself.
 hold_file="$HOME/.slurm-tools/$session.hold.sh"
 (umask 077 && mkdir -p -- "$HOME/.slurm-tools" && printf 'rm -f -- "$0"\nexec %s %s %s\n' "$salloc_words" "$limit" "$hold" >"$hold_file") || exit "$E_TMUX_START"
-tmux new-session -d -s "$session" "exec /bin/sh \"\$HOME/.slurm-tools/$session.hold.sh\"" || exit "$E_TMUX_START"
+tmux_start "$session" "exec /bin/sh \"\$HOME/.slurm-tools/$session.hold.sh\"" || exit "$E_TMUX_START"
 echo "SESSION $session"
 i=0
 while [ "$i" -lt 300 ]; do

@@ -727,13 +727,14 @@ cd -- "$tree" || exit "$E_TREE"
             // `exec /bin/sh FILE`: the same words in sh, bash, zsh, tcsh and fish (tmux runs its
             // command with the person's login shell).
             s.assign("wrapper_cmd", &format!("exec /bin/sh {}", quote(wrapper)?))?;
+            s.raw(shared::remote::TMUX_START);
             s.raw(
                 r#"command -v tmux >/dev/null 2>&1 || exit "$E_NO_TMUX"
 if tmux ls -F '#{session_name}' 2>/dev/null | grep -Fqx -- "$session"; then
   echo "RESUMED"
 else
   rm -f -- "$exit_file" "$srun_log"
-  tmux new-session -d -s "$session" "$wrapper_cmd" || exit "$E_TMUX_START"
+  tmux_start "$session" "$wrapper_cmd" || exit "$E_TMUX_START"
 fi
 echo "TMUX $session"
 # A minute, by the clock: a sleep without fractions (not GNU) naps a whole second instead.

@@ -27,6 +27,10 @@ pub const APPTAINER_RUN: &str = include_str!("sh/apptainer-run.sh");
 /// packages installed once (the packages are the script's arguments).
 pub const ALLOC_APPTAINER_UP: &str = include_str!("sh/alloc-apptainer-up.sh");
 
+/// A detached tmux session, its start tried again when it meets a tmux server that is exiting:
+/// `tmux_start SESSION COMMAND`.
+pub const TMUX_START: &str = include_str!("sh/tmux-start.sh");
+
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 
