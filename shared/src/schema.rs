@@ -68,11 +68,13 @@ pub struct JobDocument {
     pub container_image: Option<String>,
     /// `auto` (default: pyxis where srun has it, else Apptainer), `pyxis`, or `apptainer`.
     pub container_runtime: Option<String>,
-    /// Where registry images are kept once per content digest on the cluster (Apptainer);
-    /// default `<default_user_root_dir>/slurm-tools-images`. A shared filesystem every node sees.
+    /// Where registry images are kept once per content digest on the cluster (Apptainer's SIF
+    /// files, enroot's squashfs files for pyxis); default
+    /// `<default_user_root_dir>/slurm-tools-images`. A shared filesystem every node sees.
     pub image_cache_dir: Option<String>,
-    /// How many images the cache keeps (the least recently used beyond it are removed, never
-    /// one a running job uses); default 8.
+    /// How many images of each runtime the cache keeps (the least recently used beyond it are
+    /// removed, never one a queued or running job uses); default 8; 0: no cache (each job
+    /// imports or pulls its image itself).
     pub image_cache_keep: Option<i64>,
     /// Packages installed in the allocation's container (slurm-alloc), exact names.
     pub packages: Option<Vec<String>>,
@@ -573,9 +575,14 @@ pub struct Job {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_runtime: Option<String>,
     /// Where a registry image is kept once per content digest on the cluster (Apptainer: SIF
-    /// files), shared by every later job of this user.
+    /// files; pyxis: squashfs files enroot imported on the login node), shared by every later
+    /// job of this user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_cache: Option<String>,
+    /// On pyxis: the cached image the job runs from, as slurm-submit found or imported it
+    /// before submitting (copied to the report's `container`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_use: Option<ContainerUse>,
     /// On Apptainer: the job's container launcher on the cluster, which slurm-attach runs its
     /// shell through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -699,8 +706,9 @@ pub struct Report {
     pub polls: u64,
     pub bytes_scanned: u64,
     pub watch_seconds: f64,
-    /// The image the job's container ran from, as the job's log says (Apptainer's image
-    /// cache); absent for jobs without one, and for pyxis.
+    /// The image the job's container ran from: on Apptainer as the job's log says, on pyxis as
+    /// slurm-submit's import says (the image cache); absent for jobs without a container, and
+    /// for an image file given as such.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerUse>,
 }

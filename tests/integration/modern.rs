@@ -4,7 +4,7 @@
 //! one person's two clusters used together: one document moved between them by changing only
 //! `slurm_cluster`, `slurm-resolve` choosing each by GPU type, `slurm-runs` following both.
 
-mod apptainer;
+pub(crate) mod apptainer;
 
 use crate::harness::*;
 use crate::watch::submit_and_watch;

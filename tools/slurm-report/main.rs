@@ -181,10 +181,21 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 
 /// "ran in IMAGE (apptainer; cached sha256:8c89fd10dff8 pulled for this job in 22 s)".
 fn container_row(job: &Job, used: Option<&shared::schema::ContainerUse>) -> String {
-    let image = job.container_image.as_deref().unwrap_or_default();
+    // The image as written when it ran from the cache (the job section has the cached file).
+    let image = used
+        .filter(|u| u.file.is_some())
+        .map(|u| u.image.as_str())
+        .or(job.container_image.as_deref())
+        .unwrap_or_default();
+    let pyxis = matches!(job.container_runtime.as_deref(), None | Some("pyxis"));
     let runtime = match job.container_runtime.as_deref() {
         None | Some("pyxis") => "pyxis/enroot",
         Some(other) => other,
+    };
+    let pulled = if pyxis {
+        "imported on the login node into the image cache"
+    } else {
+        "pulled into the image cache"
     };
     let cache = used.map(|u| {
         let digest = u
@@ -198,7 +209,7 @@ fn container_row(job: &Job, used: Option<&shared::schema::ContainerUse>) -> Stri
             .unwrap_or_default();
         match u.cache.as_str() {
             "hit" => format!("; image cache hit, {digest}"),
-            "pulled" => format!("; pulled into the image cache{secs}, {digest}"),
+            "pulled" => format!("; {pulled}{secs}, {digest}"),
             "waited" => {
                 format!("; waited{secs} for another job's pull into the image cache, {digest}")
             }

@@ -106,6 +106,8 @@ struct Job {
     err: String,
     end_marker: Option<String>,
     container_image: Option<String>,
+    /// On pyxis: the cached image slurm-submit found or imported for the job.
+    container_use: Option<schema::ContainerUse>,
 }
 
 fn job_of(ctx: &Context) -> Result<Option<Job>> {
@@ -141,6 +143,7 @@ fn job_of(ctx: &Context) -> Result<Option<Job>> {
         err,
         end_marker: job.end_marker,
         container_image: job.container_image,
+        container_use: job.container_use,
     }))
 }
 
@@ -830,7 +833,11 @@ fn finish_report(
         polls: st.polls,
         bytes_scanned: st.bytes,
         watch_seconds: (started.elapsed().as_secs_f64() * 10.0).round() / 10.0,
-        container: st.findings.container_use.clone(),
+        container: st
+            .findings
+            .container_use
+            .clone()
+            .or_else(|| job.container_use.clone()),
     })
 }
 

@@ -19,9 +19,16 @@ pub const FETCH_LIST: &str = include_str!("sh/fetch-list.sh");
 /// slurm-fetch's copy: the NUL-separated paths on stdin, a tar stream on stdout.
 pub const FETCH_COPY: &str = include_str!("sh/fetch-copy.sh");
 
+/// The image cache of both runtimes: `resolve_digest`, `fill_cache`, `mark_use`, `prune_images`.
+pub const IMAGE_CACHE: &str = include_str!("sh/image-cache.sh");
+
 /// A job's container on Apptainer: the image cache (one SIF per content digest, pulled under a
-/// lock), then `apptainer exec` of the arguments.
+/// lock), then `apptainer exec` of the arguments. Sent after [`IMAGE_CACHE`].
 pub const APPTAINER_RUN: &str = include_str!("sh/apptainer-run.sh");
+
+/// slurm-submit on pyxis: a registry image imported with enroot on the login node once per
+/// content digest into the image cache. Sent after [`IMAGE_CACHE`].
+pub const PYXIS_IMPORT: &str = include_str!("sh/pyxis-import.sh");
 
 /// slurm-alloc up on Apptainer: the launcher written, the image started on every node, the
 /// packages installed once (the packages are the script's arguments).

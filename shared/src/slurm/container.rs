@@ -247,9 +247,9 @@ pub fn image_cache(doc: &crate::Document) -> Result<String> {
     Ok(crate::layout::join(&user_root(doc)?, "slurm-tools-images"))
 }
 
-/// `image_cache_keep`: how many images the cache keeps (default 8).
+/// `image_cache_keep`: how many images the cache keeps (default 8; 0: no cache).
 pub fn image_cache_keep(doc: &crate::Document) -> Result<i64> {
-    Ok(doc.int_opt("image_cache_keep", 1, 10_000)?.unwrap_or(8))
+    Ok(doc.int_opt("image_cache_keep", 0, 10_000)?.unwrap_or(8))
 }
 
 /// An allocation's container files on Apptainer (its launcher and its `packages`), removed by
@@ -378,7 +378,7 @@ pub fn failure(lines: &[String]) -> Option<String> {
                 let reason = rest
                     .split_once(" (")
                     .map(|(_, r)| r.trim_end_matches(')'))
-                    .filter(|r| !r.starts_with("apptainer's"));
+                    .filter(|r| !r.starts_with("apptainer's") && !r.starts_with("the pull's"));
                 pull.get_or_insert_with(|| match reason {
                     Some(r) => format!("the container image {image} could not be pulled: {r}"),
                     None => format!("the container image {image} could not be pulled"),

@@ -475,6 +475,7 @@ impl Settings {
         s.assign("gpus", if gpus { "1" } else { "0" })?;
         s.assign("packages", packages.unwrap_or(""))?;
         s.assign("keep", &self.image_cache_keep.to_string())?;
+        s.raw(crate::remote::IMAGE_CACHE);
         s.raw(crate::remote::APPTAINER_RUN);
         Ok(Some(s.into_string()))
     }

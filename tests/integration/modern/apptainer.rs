@@ -13,7 +13,7 @@ fn registry() -> String {
 /// (`SLURM_TOOLS_SALT=salt`), so its config and manifest, and so its content digest, are new,
 /// while its layers are the ones the registry already has (the push sends two small blobs).
 /// Pushed as `testbed/devbox:TAG`; returns the reference.
-fn push_salted_image(tag: &str, salt: &str) -> String {
+pub(crate) fn push_salted_image(tag: &str, salt: &str) -> String {
     let dir = tempdir();
     let layout = dir.path().join("oci");
     let source = std::path::Path::new("/var/cache/slurm-tools-testbed/images/devbox.oci");
@@ -42,7 +42,7 @@ fn push_salted_image(tag: &str, salt: &str) -> String {
 }
 
 /// A word no earlier run used: images salted with it have a content digest of their own.
-fn fresh_salt() -> String {
+pub(crate) fn fresh_salt() -> String {
     format!(
         "{}-{}",
         std::process::id(),
@@ -54,7 +54,7 @@ fn fresh_salt() -> String {
 }
 
 /// The registry's content digest of `reference` (`host/path:tag`).
-fn digest_of(reference: &str) -> String {
+pub(crate) fn digest_of(reference: &str) -> String {
     let (host, rest) = reference.split_once('/').unwrap();
     let (name, tag) = rest.rsplit_once(':').unwrap();
     let out = Command::new("curl")
@@ -169,9 +169,14 @@ fn the_main_job_runs_in_the_same_image_on_apptainer_and_on_pyxis() {
         on_modern["job"]["container_image"],
         format!("docker://{}", testbed().s("container_image"))
     );
+    // pyxis runs the file the first site's login node imported the image into once.
+    let local_file = on_local["job"]["container_image"].as_str().unwrap();
+    assert!(local_file.ends_with(".sqsh"), "{}", on_local["job"]);
     assert_eq!(
-        on_local["job"]["container_image"],
-        testbed().s("container_image").replacen('/', "#", 1)
+        on_local["report"]["container"]["digest"],
+        digest_of(&testbed().s("container_image")),
+        "{}",
+        on_local["report"]
     );
     // The report says which cached image the modern job ran from.
     let used = &on_modern["report"]["container"];
