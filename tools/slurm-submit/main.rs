@@ -39,10 +39,12 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// Containers: `container_image` runs on pyxis (srun's --container-* flags) or on Apptainer
 /// (every task runs the command through a launcher: `apptainer exec` with `mounts` as --bind,
 /// the job's tree as the working directory, --nv with GPUs), as `container_runtime` says (auto:
-/// pyxis where srun has it, else Apptainer). On Apptainer a registry image is pulled once per
-/// content digest into <default_user_root_dir>/slurm-tools-images/ under a lock (jobs that start
-/// together wait for one pull), and every later job runs that file; slurm-watch says the pull and
-/// reports the cached image the job used.
+/// pyxis where srun has it, else Apptainer). A registry image is made ready once per content
+/// digest in <default_user_root_dir>/slurm-tools-images/ (`image_cache_dir`) under a lock, and
+/// every later job runs that file: on pyxis this tool imports it with enroot on the login node
+/// before submitting (a second submission waits for the first's import; no node imports); on
+/// Apptainer the job's first task pulls it (slurm-watch says the pull). The report names the
+/// cached image the job used; `image_cache_keep: 0` turns the cache off.
 ///
 /// --build submits the build job, when the document asks for one: `build_command` (shell text
 /// that builds the project in its code tree), or a repository that carries TensorRT-LLM's
@@ -304,7 +306,7 @@ fn pyxis_image_cache(
             file = Some(f.trim().to_string());
         } else if let Some((_, said)) = line.split_once("slurm-tools: container: ") {
             if said.starts_with("removed ") {
-                ctx.note(said.to_string());
+                ctx.note(said);
             }
         }
     }
