@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 pub use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::collections::BTreeMap;
 
 /// One job document: the input fields (all optional; each tool needs only those of its step),
 /// the sections the tools add, and any other field, kept as it came.
@@ -125,6 +126,13 @@ pub struct JobDocument {
     pub refresh_paths: Option<Vec<String>>,
     /// Default `hang detected`, case-insensitive.
     pub hang_pattern: Option<String>,
+    /// slurm-watch: a running job whose log gains nothing for this many seconds (or, where its
+    /// lines name their rank, one rank silent that long while others go on) is a hang, decided
+    /// `stalled`; off when absent (10 to 86400; 600 suits most training jobs).
+    pub stall_seconds: Option<i64>,
+    /// slurm-watch: before a hung job is cancelled, collect its evidence (every task's state and
+    /// Python stacks, per node) into the `forensics` section; default true.
+    pub collect_forensics: Option<bool>,
     pub poll_interval_seconds: Option<u64>,
     /// slurm-alloc: how long the work needs, `[D-]HH:MM:SS`.
     pub expected_duration: Option<String>,
@@ -153,6 +161,7 @@ pub struct JobDocument {
     pub attach: Option<Attach>,
     pub forward: Option<Forward>,
     pub fetch: Option<Fetch>,
+    pub forensics: Option<Forensics>,
     pub error: Option<ErrorSection>,
 
     /// Any other field: kept exactly as it came.
@@ -692,6 +701,10 @@ pub struct Report {
     pub success_patterns_missing: Option<Vec<String>>,
     pub failure_patterns_found: Vec<String>,
     pub hang_line: Option<String>,
+    /// How a hang was decided: `pattern` (`hang_pattern` in a line) or `stalled`
+    /// (`stall_seconds` without output); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excerpt_lines: Option<u32>,
     pub remote_log: String,
@@ -711,6 +724,78 @@ pub struct Report {
     /// for an image file given as such.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerUse>,
+}
+
+/// Hang forensics (slurm-watch): what every task of a hung job was doing, per node, collected
+/// before the cancel, and what it says.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Forensics {
+    pub job_id: String,
+    /// Why it was collected: `pattern` or `stalled` (the hang's reason).
+    pub reason: String,
+    /// Seconds the collection took (bounded; the cancel follows it).
+    pub collected_seconds: f64,
+    /// The collection hit its time limit: what it had then is here.
+    pub cut: bool,
+    /// Ranks whose output stopped while other ranks went on (from lines that name their rank:
+    /// srun's `--label` form `N: `, or `[rankN]:`), with the seconds since each one's last line.
+    pub silent_ranks: Vec<SilentRank>,
+    /// The rank that stopped making progress first, as the evidence says, and its node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stalled_node: Option<String>,
+    /// The diagnosis, in sentences: the stalled rank and where it is, what the others wait in,
+    /// and the classic multi-node mistakes found (ranks that disagree on the world size or the
+    /// master address, a master address a node cannot resolve).
+    pub diagnosis: Vec<String>,
+    /// What could not be collected, and where (`py-spy on mn1`).
+    pub missing: Vec<String>,
+    pub nodes: Vec<ForensicsNode>,
+    /// The whole collection as the nodes printed it, in the local folder (`local_dir`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SilentRank {
+    pub rank: u32,
+    pub silent_seconds: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForensicsNode {
+    pub node: String,
+    /// nvidia-smi's index, utilization and memory used per GPU, where it exists.
+    pub gpus: Vec<String>,
+    /// Each master address the node's tasks were given, and whether it resolves there.
+    pub master_resolves: BTreeMap<String, bool>,
+    pub processes: Vec<ForensicsProcess>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForensicsProcess {
+    pub pid: u32,
+    /// `RANK`, else `SLURM_PROCID`, from the process's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    pub command: String,
+    /// The kernel's state letter (`R`, `S`, `D`, `Z`, ...).
+    pub state: String,
+    /// The kernel function it sleeps in (`/proc/PID/wchan`).
+    pub wchan: String,
+    pub sockets: u32,
+    /// `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`, `SLURM_NTASKS` as the process got them.
+    pub env: BTreeMap<String, String>,
+    /// py-spy's frames of each thread, innermost first: `Thread N (state): "name"` then
+    /// `function (file:line)` lines; empty where the process is not Python or py-spy is missing.
+    pub python_stack: Vec<String>,
 }
 
 /// Which cached image a job used and whether it was pulled for it.
@@ -976,6 +1061,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
             "attach" => one::<Attach>(name, v),
             "forward" => one::<Forward>(name, v),
             "fetch" => one::<Fetch>(name, v),
+            "forensics" => one::<Forensics>(name, v),
             "error" => one::<ErrorSection>(name, v),
             _ => unreachable!("every section name has its type"),
         }?;
@@ -989,7 +1075,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
 }
 
 /// The sections the tools write.
-pub const SECTION_NAMES: [&str; 12] = [
+pub const SECTION_NAMES: [&str; 13] = [
     "resolve",
     "preflight",
     "sync_tracked",
@@ -1001,6 +1087,7 @@ pub const SECTION_NAMES: [&str; 12] = [
     "attach",
     "forward",
     "fetch",
+    "forensics",
     "error",
 ];
 
@@ -1030,6 +1117,7 @@ pub fn sections() -> Vec<(&'static str, Vec<String>)> {
         ("attach", section_fields::<Attach>()),
         ("forward", section_fields::<Forward>()),
         ("fetch", section_fields::<Fetch>()),
+        ("forensics", section_fields::<Forensics>()),
         ("error", section_fields::<ErrorSection>()),
     ]
 }

@@ -6,6 +6,7 @@
 mod concurrent;
 mod document;
 pub mod fixture;
+mod forensics;
 mod harness;
 mod install;
 mod modern;

@@ -1,6 +1,7 @@
 //! slurm-watch: follow a job to an honest verdict, with hang detection ("Watching a job",
 //! "Recovering" and "The report" in the manual procedure, docs/migrating.md).
 
+mod forensics;
 mod poll;
 mod retry;
 mod scan;
@@ -25,8 +26,12 @@ use verdict::{final_verdict, Verdict};
 /// interval starts short and backs off to --interval; the job's end marker (job.end_marker,
 /// written by slurm-submit's wrapper when the command ends) cuts a wait short, so the verdict
 /// follows the job's end within about a second without extra slurmctld calls. `hang_pattern` (default
-/// "hang detected", case-insensitive) in a complete log line cancels the job at once:
-/// HANG_DETECTED, with the last 200 lines. When the job leaves squeue, sacct's State and
+/// "hang detected", case-insensitive) in a complete log line is a hang; so is silence with
+/// `stall_seconds` (the logs gain nothing that long, or one rank's labelled lines stop while the
+/// others go on). On a hang the job's evidence is collected first (`collect_forensics`, default
+/// true: every task's state, kernel wait and Python stacks (py-spy) per node, in the `forensics`
+/// section with a diagnosis naming the rank that stopped; at most 20 s), then the job is
+/// cancelled: HANG_DETECTED, with the last 200 lines. When the job leaves squeue, sacct's State and
 /// ExitCode give the verdict (scontrol when accounting is disabled), refined by the logs:
 /// PASSED, FAILED, TIMEOUT, OUT_OF_MEMORY, CANCELLED (and by whom), ERROR (node failures and
 /// other infrastructure ends, Slurm's state kept), BUILD_FAILED for a build job.
@@ -40,6 +45,7 @@ use verdict::{final_verdict, Verdict};
 /// slurm-watch on the same document resumes.
 ///
 /// Reads: job (from slurm-submit), monitor_timeout_seconds, poll_interval_seconds, hang_pattern,
+/// stall_seconds, collect_forensics,
 /// failure_patterns, success_patterns, local_dir (local folder for a copy of the log; a relative
 /// work_dir puts it in the state directory, never in the repository), and the
 /// connection fields.
@@ -92,7 +98,7 @@ impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
-    const SECTIONS: &'static [&'static str] = &["report"];
+    const SECTIONS: &'static [&'static str] = &["report", "forensics"];
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -284,6 +290,16 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             return Ok(outcome(report.status));
         }
     }
+    // Forensics of an earlier job (a pipeline run again) would describe the wrong job.
+    if ctx
+        .doc
+        .section_as::<schema::Forensics>("forensics")
+        .ok()
+        .flatten()
+        .is_some_and(|f| f.job_id != job.id)
+    {
+        ctx.doc.remove("forensics");
+    }
     let doc = &ctx.doc;
     let ssh = Ssh::from_doc(doc)?;
     let monitor_timeout = doc.int_opt("monitor_timeout_seconds", 1, 365 * 86_400)?;
@@ -340,6 +356,12 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     events.send("submitted", |_| {});
     let mut last_reason = String::new();
     let mut progress_said: Option<u8> = None;
+    let stall = doc
+        .int_opt("stall_seconds", 10, 86_400)?
+        .map(|s| Duration::from_secs(s as u64));
+    let collect_forensics = doc.bool_opt("collect_forensics")?.unwrap_or(true);
+    let mut silence = forensics::Silence::default();
+    let mut evidence: Option<schema::Forensics> = None;
     ctx.note(format!(
         "watching {} job {} (logs: {})",
         job.kind.name(),
@@ -447,6 +469,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             st.bytes += c.data.len() as u64;
             capped |= c.offset + (c.data.len() as u64) < c.size;
             let lines = st.streams[i].take(c.offset, &c.data);
+            silence.saw(c.data.len(), &lines, Instant::now());
             if cli.follow {
                 for l in &lines {
                     progress.finish();
@@ -459,7 +482,20 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             progress.finish();
             events.send("hang", |e| e.line = Some(line.clone()));
             link.close();
-            break hang_detected(ctx, &ssh, &job, &st, &line);
+            let (v, e) = hang_detected(
+                ctx,
+                &ssh,
+                &job,
+                &st,
+                Hang {
+                    reason: "pattern",
+                    what: line,
+                    silent: Vec::new(),
+                    collect: collect_forensics,
+                },
+            );
+            evidence = e;
+            break v;
         }
 
         if let Some(q) = reply.queue.as_deref().and_then(slurm::parse_squeue) {
@@ -520,6 +556,33 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 }
                 s
             });
+            if q.state == "RUNNING" {
+                // Output counts from the start, and not while a container image is imported
+                // (which prints nothing while it works).
+                if !silence.running() || st.findings.importing.is_some() {
+                    silence.restart(Instant::now());
+                } else if let (Some(limit), false) = (stall, marker_seen) {
+                    if let Some((why, silent)) = silence.stalled(limit, Instant::now()) {
+                        progress.finish();
+                        events.send("hang", |e| e.line = Some(why.clone()));
+                        link.close();
+                        let (v, e) = hang_detected(
+                            ctx,
+                            &ssh,
+                            &job,
+                            &st,
+                            Hang {
+                                reason: "stalled",
+                                what: why,
+                                silent,
+                                collect: collect_forensics,
+                            },
+                        );
+                        evidence = e;
+                        break v;
+                    }
+                }
+            }
             let completing = q.state == "COMPLETING";
             st.last_queue = Some(q);
             if completing && !capped {
@@ -630,6 +693,9 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     progress.finish();
     shared::testhook::pause("watch:verdict");
 
+    if let Some(f) = &evidence {
+        ctx.doc.set_section("forensics", f);
+    }
     let report = finish_report(ctx, &job, &st, verdict, started)?;
     ctx.note(format!("{}: {}", report.status, report.summary));
     let status = report.status;
@@ -712,17 +778,61 @@ fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {
     Ok(())
 }
 
-fn hang_detected(ctx: &Context, ssh: &Ssh, job: &Job, st: &State, line: &str) -> Verdict {
+/// A hang was decided (`reason`: `pattern` or `stalled`, `what`: the line or the silence):
+/// the evidence first (unless `collect_forensics` is false; bounded, so the cancel follows within
+/// forensics::LIMIT_SECONDS and a few), then the cancel.
+fn hang_detected(
+    ctx: &Context,
+    ssh: &Ssh,
+    job: &Job,
+    st: &State,
+    hang: Hang,
+) -> (Verdict, Option<schema::Forensics>) {
+    let evidence = hang.collect.then(|| {
+        ctx.note(format!(
+            "hang decided ({}): collecting every task's state and stacks on the job's nodes before cancelling job {} (at most {} s)",
+            hang.what,
+            job.id,
+            forensics::LIMIT_SECONDS
+        ));
+        let mut f = match forensics::collect(ssh, &job.id) {
+            Ok((text, secs)) => {
+                let mut f = forensics::parse(&job.id, hang.reason, &text);
+                f.collected_seconds = (secs * 10.0).round() / 10.0;
+                f.file = save_forensics(ctx, job, &text);
+                f
+            }
+            Err(e) => schema::Forensics {
+                job_id: job.id.clone(),
+                reason: hang.reason.to_string(),
+                missing: vec![format!("the collection: {}", e.message)],
+                ..Default::default()
+            },
+        };
+        f.silent_ranks = hang.silent.clone();
+        forensics::diagnose(&mut f);
+        for d in &f.diagnosis {
+            ctx.note(format!("forensics: {d}"));
+        }
+        f
+    });
     let cancelled = cancel(ssh, job);
-    let mut summary = format!("hang pattern found: {line:?}; job {} cancelled", job.id);
+    let what = match hang.reason {
+        "pattern" => format!("hang pattern found: {:?}", hang.what),
+        _ => format!("stalled: {}", hang.what),
+    };
+    let mut summary = format!("{what}; job {} cancelled", job.id);
+    if let Some(d) = evidence.as_ref().and_then(|f| f.diagnosis.first()) {
+        summary.push_str(&format!("; {d}"));
+    }
     if let Err(e) = &cancelled {
         ctx.warn(format!(
             "the hang was detected but scancel failed: {}",
             e.message
         ));
-        summary = format!("hang pattern found: {line:?}; scancel FAILED, the job may still run");
+        summary = format!("{what}; scancel FAILED, the job may still run");
     }
-    Verdict {
+    let verdict = Verdict {
         status: Status::HangDetected,
         slurm_state: if cancelled.is_ok() {
             "CANCELLED"
@@ -740,8 +850,34 @@ fn hang_detected(ctx: &Context, ssh: &Ssh, job: &Job, st: &State, line: &str) ->
         source: Source::Watch,
         cancelled_by: None,
         success_patterns_missing: None,
-        hang_line: Some(line.to_string()),
+        hang_line: (hang.reason == "pattern").then(|| hang.what.clone()),
+        hang_reason: Some(hang.reason.to_string()),
         excerpt_lines: Some(200),
+    };
+    (verdict, evidence)
+}
+
+/// A hang as decided: how, the line or the silence, the silent ranks, whether to collect.
+struct Hang {
+    reason: &'static str,
+    what: String,
+    silent: Vec<schema::SilentRank>,
+    collect: bool,
+}
+
+/// The whole collection, as the nodes printed it, into the local folder; its path.
+fn save_forensics(ctx: &Context, job: &Job, text: &str) -> Option<String> {
+    let dir = shared::local_dirs::local_dir(&ctx.doc).ok().flatten()?;
+    let path = dir.join(format!("forensics-{}.txt", job.id));
+    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
+        Ok(()) => Some(path.display().to_string()),
+        Err(e) => {
+            ctx.warn(format!(
+                "could not write the forensics to {}: {e}",
+                path.display()
+            ));
+            None
+        }
     }
 }
 
@@ -786,6 +922,7 @@ fn monitor_timed_out(
         cancelled_by: None,
         success_patterns_missing: None,
         hang_line: None,
+        hang_reason: None,
         excerpt_lines: None,
     }
 }
@@ -818,6 +955,7 @@ fn finish_report(
         success_patterns_missing: v.success_patterns_missing,
         failure_patterns_found: st.findings.failures.clone(),
         hang_line: v.hang_line,
+        hang_reason: v.hang_reason,
         excerpt_lines: v.excerpt_lines,
         remote_log: job.out.clone(),
         remote_err_log: job.err.clone(),

@@ -18,6 +18,8 @@ pub struct Verdict {
     pub cancelled_by: Option<String>,
     pub success_patterns_missing: Option<Vec<String>>,
     pub hang_line: Option<String>,
+    /// `pattern` or `stalled` for a hang.
+    pub hang_reason: Option<String>,
     pub excerpt_lines: Option<u32>,
 }
 
@@ -98,6 +100,7 @@ pub fn final_verdict(
         cancelled_by,
         success_patterns_missing: Some(missing),
         hang_line: None,
+        hang_reason: None,
         excerpt_lines: None,
     }
 }
@@ -134,6 +137,7 @@ pub fn purged_verdict(
                 cancelled_by: None,
                 success_patterns_missing: None,
                 hang_line: None,
+                hang_reason: None,
                 excerpt_lines: None,
             }
         }

@@ -38,6 +38,12 @@ pub const ALLOC_APPTAINER_UP: &str = include_str!("sh/alloc-apptainer-up.sh");
 /// `tmux_start SESSION COMMAND`.
 pub const TMUX_START: &str = include_str!("sh/tmux-start.sh");
 
+/// Hang forensics on one node of a running job: its task processes, their stacks.
+pub const FORENSICS_COLLECT: &str = include_str!("sh/forensics-collect.sh");
+
+/// Hang forensics from the login node: the collector on every node of the job, bounded.
+pub const FORENSICS_RUN: &str = include_str!("sh/forensics-run.sh");
+
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 

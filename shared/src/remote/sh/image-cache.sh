@@ -84,7 +84,9 @@ fill_cache() {
   if [ -n "$fc_locked" ] && [ -s "$fc_file" ]; then rmdir -- "$fc_lock" 2>/dev/null; fc_locked=; fi
   if [ -n "$fc_locked" ]; then
     say "pulling $fc_image $digest into $fc_file"
-    ( while sleep 30; do touch -- "$fc_lock" 2>/dev/null || exit 0; done ) &
+    # Its output nowhere: a `sleep` left running after the kill must not hold the caller's
+    # stdout open (an ssh session, a job step), which would wait for it.
+    ( while sleep 30; do touch -- "$fc_lock" 2>/dev/null || exit 0; done ) </dev/null >/dev/null 2>&1 &
     fc_keeper=$!
     fc_part="$fc_file.part.$$"
     if "$fc_pull" "$fc_part" </dev/null >&2 && mv -f -- "$fc_part" "$fc_file"; then

@@ -1,0 +1,202 @@
+//! Hang forensics on the real cluster: a 2-node, 4-rank job (plain Python with sockets) where
+//! rank 3 blocks; silent hangs decided by stall detection; the evidence (every rank's state and
+//! Python stacks, per node, with real py-spy) collected before the cancel; the diagnosis names
+//! the rank and node that stopped, and the classic multi-node mistakes.
+
+use crate::fixture::{synced, wait_done};
+use crate::harness::*;
+use serde_json::{json, Value};
+
+/// Ranks 0-3 (RANK, MASTER_ADDR from the distributed recipe). `barrier`: every step each rank
+/// sends to rank 0 and waits for its answer (a collective); rank 3 blocks at step 3, so every
+/// rank goes silent, waiting for it. `free`: no communication; rank 3 blocks, the others go on.
+const PROGRAM: &str = r#"import os, socket, threading, time
+rank = int(os.environ["RANK"])
+mode = os.environ["HANG_MODE"]
+port = 20000 + int(os.environ["SLURM_JOB_ID"]) % 20000
+def say(m):
+    print(f"{rank}: {m}", flush=True)
+def block_forever():
+    threading.Event().wait()
+if mode == "free":
+    for step in range(10**6):
+        say(f"step {step}")
+        if rank == 3 and step == 3:
+            block_forever()
+        time.sleep(1)
+if rank == 0:
+    srv = socket.create_server(("", port))
+    peers = [srv.accept()[0] for _ in range(3)]
+    for step in range(10**6):
+        say(f"step {step}")
+        for p in peers:
+            p.recv(1)
+        for p in peers:
+            p.sendall(b"y")
+        time.sleep(1)
+while True:
+    try:
+        c = socket.create_connection((os.environ["MASTER_ADDR"], port))
+        break
+    except OSError:
+        time.sleep(0.2)
+for step in range(10**6):
+    say(f"step {step}")
+    if rank == 3 and step == 3:
+        block_forever()
+    c.sendall(b"x")
+    c.recv(1)
+    time.sleep(1)
+"#;
+
+/// Hides the cluster user's py-spy while it lives (the nodes share the home directory).
+struct HiddenPySpy(std::path::PathBuf);
+
+impl Drop for HiddenPySpy {
+    fn drop(&mut self) {
+        let _ = std::fs::rename(self.0.with_extension("hidden"), &self.0);
+    }
+}
+
+fn hung_job(base: &Value, mode: &str) -> Run {
+    let mut d = base.clone();
+    d["recipe"] = json!("distributed");
+    d["node_count"] = json!(2);
+    d["required_devices_per_node"] = json!(2);
+    d["gpus_per_node"] = json!(2);
+    d["stall_seconds"] = json!(12);
+    // Rank 2 is given another world size: a classic mistake the diagnosis names.
+    d["command"] = json!(format!(
+        "cat > hang-$RANK.py <<'PY'\n{PROGRAM}PY\nif [ \"$RANK\" = 2 ]; then export WORLD_SIZE=3; fi\nHANG_MODE={mode} exec python3 hang-$RANK.py"
+    ));
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    run("slurm-watch", &["--interval", "1"], &s.doc)
+}
+
+/// The node each rank's processes were found on.
+fn node_of(f: &Value, rank: u64) -> String {
+    f["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| {
+            n["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["rank"] == rank)
+        })
+        .map(|n| n["node"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("rank {rank} not found: {f}"))
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from_its_stacks() {
+    crate::needs_cluster!();
+    let (_fx, mut base) = synced("forensics");
+    let local = tempdir();
+    base["local_dir"] = json!(local.path());
+
+    // A collective that never completes: nothing is printed, every rank waits for rank 3.
+    let w = hung_job(&base, "barrier");
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let r = &w.doc["report"];
+    assert_eq!(r["status"], "HANG_DETECTED", "{r}");
+    assert_eq!(r["hang_reason"], "stalled", "{r}");
+    assert!(r["hang_line"].is_null(), "{r}");
+    let f = &w.doc["forensics"];
+    assert_eq!(f["job_id"], r["job_id"]);
+    assert_eq!(f["reason"], "stalled");
+    assert_eq!(f["cut"], false, "{f}");
+    assert!(f["collected_seconds"].as_f64().unwrap() <= 20.0, "{f}");
+    // Every rank's Python stack, from real py-spy, per node.
+    for rank in 0..4u64 {
+        let stack: Vec<String> = f["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|n| n["processes"].as_array().unwrap().clone())
+            .filter(|p| p["rank"] == rank && !p["python_stack"].as_array().unwrap().is_empty())
+            .flat_map(|p| serde_json::from_value::<Vec<String>>(p["python_stack"].clone()).unwrap())
+            .collect();
+        assert!(
+            stack.iter().any(|l| l.contains("hang-")),
+            "rank {rank} has its stack: {stack:?}\n{f}"
+        );
+    }
+    // Rank 3 (on the second node) is named; the others wait for it.
+    assert_eq!(f["stalled_rank"], 3, "{f}");
+    let node3 = node_of(f, 3);
+    assert_eq!(f["stalled_node"], node3.as_str());
+    assert_ne!(node_of(f, 0), node3, "two nodes");
+    let id = r["job_id"].as_str().unwrap();
+    let diagnosis = f["diagnosis"].to_string();
+    assert!(
+        diagnosis.contains(&format!("rank 3 on {node3} stopped first: it is in ")),
+        "{diagnosis}"
+    );
+    assert!(
+        diagnosis.contains("< block_forever (hang-3.py:")
+            && diagnosis.contains("ranks 0, 1 and 2 wait in"),
+        "the frames that called it, what the others wait in: {diagnosis}"
+    );
+    assert!(
+        diagnosis.contains(
+            "the ranks disagree on the world size: rank 2 has 3; ranks 0, 1 and 3 have 4"
+        ),
+        "{diagnosis}"
+    );
+    assert!(r["summary"].as_str().unwrap().contains("rank 3 on"), "{r}");
+    // The whole collection, locally.
+    let file = f["file"].as_str().unwrap();
+    assert!(file.starts_with(local.path().to_str().unwrap()), "{file}");
+    let text = std::fs::read_to_string(file).unwrap();
+    assert!(
+        text.contains("@@stack") && text.contains("block_forever"),
+        "{text}"
+    );
+    // Then cancelled.
+    assert_eq!(wait_done(id, 120).0, "CANCELLED");
+    assert_schema(&w.doc);
+
+    // Rank 3 silent while the others go on; py-spy missing: the kernel's state still tells.
+    let pyspy = std::path::PathBuf::from("/home")
+        .join(testbed().s("cluster_user"))
+        .join(".local/bin/py-spy");
+    assert!(
+        pyspy.exists(),
+        "the test bed installs py-spy for the cluster user"
+    );
+    std::fs::rename(&pyspy, pyspy.with_extension("hidden")).unwrap();
+    let _restore = HiddenPySpy(pyspy);
+    let w = hung_job(&base, "free");
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let r = &w.doc["report"];
+    assert_eq!(r["hang_reason"], "stalled", "{r}");
+    assert!(
+        r["summary"]
+            .as_str()
+            .unwrap()
+            .contains("rank 3 printed nothing for 12 s while the other ranks went on"),
+        "{r}"
+    );
+    let f = &w.doc["forensics"];
+    assert_eq!(f["silent_ranks"].as_array().unwrap().len(), 1, "{f}");
+    assert_eq!(f["silent_ranks"][0]["rank"], 3, "{f}");
+    assert_eq!(f["stalled_rank"], 3, "{f}");
+    assert_eq!(f["stalled_node"], node_of(f, 3).as_str());
+    assert!(
+        f["missing"].to_string().contains("py-spy"),
+        "what is missing is said: {f}"
+    );
+    for n in f["nodes"].as_array().unwrap() {
+        for p in n["processes"].as_array().unwrap() {
+            assert!(p["python_stack"].as_array().unwrap().is_empty(), "{p}");
+            assert!(!p["wchan"].as_str().unwrap().is_empty(), "{p}");
+        }
+    }
+    let id = r["job_id"].as_str().unwrap();
+    assert_eq!(wait_done(id, 120).0, "CANCELLED");
+}
