@@ -42,6 +42,7 @@ pub mod doc;
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod forensics;
 pub mod git;
 pub mod index_file;
 pub mod journal;

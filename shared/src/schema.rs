@@ -741,6 +741,8 @@ pub struct Forensics {
     /// Ranks whose output stopped while other ranks went on (from lines that name their rank:
     /// srun's `--label` form `N: `, or `[rankN]:`), with the seconds since each one's last line.
     pub silent_ranks: Vec<SilentRank>,
+    /// Each rank's last line (from lines that name their rank) and the seconds since it came.
+    pub rank_output: Vec<RankOutput>,
     /// The rank that stopped making progress first, as the evidence says, and its node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stalled_rank: Option<u32>,
@@ -763,6 +765,14 @@ pub struct Forensics {
 pub struct SilentRank {
     pub rank: u32,
     pub silent_seconds: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RankOutput {
+    pub rank: u32,
+    pub last_line: String,
+    pub seconds_ago: u64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -170,7 +170,7 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
         "the test bed installs py-spy for the cluster user"
     );
     std::fs::rename(&pyspy, pyspy.with_extension("hidden")).unwrap();
-    let _restore = HiddenPySpy(pyspy);
+    let restore = HiddenPySpy(pyspy);
     let w = hung_job(&base, "free");
     assert_eq!(w.code, 1, "{}", w.stderr);
     let r = &w.doc["report"];
@@ -187,6 +187,18 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
     assert_eq!(f["silent_ranks"][0]["rank"], 3, "{f}");
     assert_eq!(f["stalled_rank"], 3, "{f}");
     assert_eq!(f["stalled_node"], node_of(f, 3).as_str());
+    // Each rank's last line: rank 3 stopped at its step 3, the others went on.
+    let out = f["rank_output"].as_array().unwrap();
+    assert_eq!(out.len(), 4, "{f}");
+    let three = out.iter().find(|o| o["rank"] == 3).unwrap();
+    assert_eq!(three["last_line"], "3: step 3", "{f}");
+    assert!(three["seconds_ago"].as_u64().unwrap() >= 12, "{f}");
+    assert!(
+        out.iter()
+            .filter(|o| o["rank"] != 3)
+            .all(|o| o["seconds_ago"].as_u64().unwrap() < 12),
+        "{f}"
+    );
     assert!(
         f["missing"].to_string().contains("py-spy"),
         "what is missing is said: {f}"
@@ -199,4 +211,92 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
     }
     let id = r["job_id"].as_str().unwrap();
     assert_eq!(wait_done(id, 120).0, "CANCELLED");
+    drop(restore);
+
+    // The same hang inside the job's pyxis container: the evidence is read from the node's side
+    // of it (the processes, py-spy's stacks through their mount namespace).
+    let mut inside = base.clone();
+    inside["container_image"] = json!(testbed().s("container_image"));
+    let w = hung_job(&inside, "barrier");
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let f = &w.doc["forensics"];
+    assert_eq!(f["stalled_rank"], 3, "{f}");
+    assert!(
+        f["diagnosis"][0]
+            .as_str()
+            .unwrap()
+            .contains("< block_forever (hang-3.py:"),
+        "{f}"
+    );
+    assert_eq!(
+        wait_done(w.doc["report"]["job_id"].as_str().unwrap(), 120).0,
+        "CANCELLED"
+    );
+}
+
+/// On request: `slurm-attach --stacks` collects a running job's evidence and leaves it running;
+/// a job that has ended is said as such (exit 4).
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn slurm_attach_stacks_reads_a_running_job_and_leaves_it_running() {
+    crate::needs_cluster!();
+    let (_fx, base) = synced("stacks");
+    let mut d = base.clone();
+    d["recipe"] = json!("distributed");
+    d["node_count"] = json!(2);
+    d["required_devices_per_node"] = json!(2);
+    d["gpus_per_node"] = json!(2);
+    d["command"] = json!(format!(
+        "cat > hang-$RANK.py <<'PY'\n{PROGRAM}PY\nHANG_MODE=free exec python3 hang-$RANK.py"
+    ));
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    // Until every rank runs its program (rank 3 blocks at its step 3).
+    let out = s.doc["job"]["stdout_path"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read_to_string(&out).is_ok_and(|t| t.contains("3: step 3")) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let a = run("slurm-attach", &["--stacks"], &s.doc);
+    assert_eq!(a.code, 0, "{}", a.stderr);
+    let f = &a.doc["forensics"];
+    assert_eq!(f["reason"], "requested", "{f}");
+    assert_eq!(f["job_id"], id.as_str());
+    assert_eq!(f["nodes"].as_array().unwrap().len(), 2, "{f}");
+    let ranks: std::collections::BTreeSet<u64> = f["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|n| n["processes"].as_array().unwrap().clone())
+        .filter_map(|p| p["rank"].as_u64())
+        .collect();
+    assert_eq!(ranks, [0, 1, 2, 3].into(), "{f}");
+    assert_eq!(f["stalled_rank"], 3, "rank 3 is somewhere else: {f}");
+    assert_eq!(
+        crate::fixture::scontrol(&id)["JobState"],
+        "RUNNING",
+        "the job keeps running"
+    );
+    on_cluster_scancel(&id);
+    assert_eq!(wait_done(&id, 120).0, "CANCELLED");
+    let gone = run("slurm-attach", &["--stacks"], &s.doc);
+    assert_eq!(gone.code, 4, "{}", gone.stderr);
+}
+
+fn on_cluster_scancel(id: &str) {
+    let d = doc_for("direct_host");
+    let ssh = shared::ssh::Ssh::from_doc(
+        &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
+    )
+    .unwrap();
+    let mut s = shared::quote::Script::new();
+    s.raw("scancel ").glued(id).unwrap();
+    s.raw("\n");
+    ssh.run_script(&s, None, std::time::Duration::from_secs(30))
+        .unwrap();
 }

@@ -4,6 +4,7 @@
 mod ide;
 
 use clap::Parser;
+use shared::forensics;
 use shared::quote::Script;
 use shared::running::{check_running, not_running_error, target, Target};
 use shared::schema::Attach;
@@ -40,6 +41,7 @@ use std::time::Duration;
 /// Example:
 ///   slurm-attach alloc.json                        # a shell in the allocation's container
 ///   slurm-attach --command 'nvidia-smi' run.json   # one command in the running job
+///   slurm-attach --stacks run.json | jq -r '.forensics.diagnosis[]'   # what every rank is doing
 #[derive(Parser, Debug)]
 #[command(name = "slurm-attach", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
@@ -68,17 +70,47 @@ struct Cli {
     /// you, no root), which accepts only a key made for this; the nodes need the sshd binary.
     #[arg(long, value_name = "FILE", conflicts_with = "command")]
     ssh_config: Option<std::path::PathBuf>,
+
+    /// Instead of a shell: collect what every task of the running job is doing, on every node
+    /// (rank, kernel state and wait channel, sockets, WORLD_SIZE/MASTER_ADDR, each thread's Python
+    /// stack where py-spy is there), with a diagnosis naming a rank that is somewhere else than
+    /// all the others, into the `forensics` section (the whole collection into local_dir); at
+    /// most 20 s, and the job keeps running. slurm-watch does the same before it cancels a hang.
+    #[arg(long, conflicts_with_all = ["command", "ssh_config"])]
+    stacks: bool,
 }
 
 impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
-    const SECTIONS: &'static [&'static str] = &["attach"];
+    const SECTIONS: &'static [&'static str] = &["attach", "forensics"];
 }
 
 pub fn main() -> std::process::ExitCode {
     shared::driver::run::<Cli>("slurm-attach", attach)
+}
+
+/// `--stacks`: the running job's forensics, the job untouched.
+fn stacks(ctx: &mut Context, job_id: &str) -> Result<Outcome> {
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    ctx.note(format!(
+        "collecting what every task of job {job_id} is doing, on its nodes (at most {} s); the job keeps running",
+        forensics::LIMIT_SECONDS
+    ));
+    let (text, secs) = forensics::collect(&ssh, job_id, true)?;
+    let mut f = forensics::parse(job_id, "requested", &text);
+    f.collected_seconds = (secs * 10.0).round() / 10.0;
+    f.file = forensics::save(&ctx.doc, job_id, &text);
+    forensics::diagnose(&mut f);
+    for d in &f.diagnosis {
+        ctx.note(format!("forensics: {d}"));
+    }
+    for m in &f.missing {
+        ctx.warn(format!("not collected: {m}"));
+    }
+    ctx.doc.set_section("forensics", &f);
+    Ok(Outcome::Done)
 }
 
 /// The step script: check the job runs, then go in (without --command: `--pty` and a login shell).
@@ -128,6 +160,9 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         if c.contains('\0') {
             return Err(ToolError::bad_input("--command contains a NUL byte"));
         }
+    }
+    if cli.stacks {
+        return stacks(ctx, &t.job_id);
     }
     if let Some(file) = &cli.ssh_config {
         let ssh = Ssh::from_doc(&ctx.doc)?;

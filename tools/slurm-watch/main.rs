@@ -1,7 +1,6 @@
 //! slurm-watch: follow a job to an honest verdict, with hang detection ("Watching a job",
 //! "Recovering" and "The report" in the manual procedure, docs/migrating.md).
 
-mod forensics;
 mod poll;
 mod retry;
 mod scan;
@@ -9,6 +8,7 @@ mod verdict;
 
 use clap::Parser;
 use scan::{Findings, Patterns, Stream};
+use shared::forensics;
 use shared::quote::Script;
 use shared::schema::{self, JobKind, Report, Source, Status};
 use shared::slurm::{self, AccountingEntry};
@@ -480,7 +480,6 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
         if let Some(line) = st.findings.hang.clone() {
             progress.finish();
-            events.send("hang", |e| e.line = Some(line.clone()));
             link.close();
             let (v, e) = hang_detected(
                 ctx,
@@ -489,11 +488,16 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 &st,
                 Hang {
                     reason: "pattern",
-                    what: line,
+                    what: line.clone(),
                     silent: Vec::new(),
+                    rank_output: silence.rank_output(Instant::now()),
                     collect: collect_forensics,
                 },
             );
+            events.send("hang", |ev| {
+                ev.line = Some(line.clone());
+                ev.summary = Some(v.summary.clone());
+            });
             evidence = e;
             break v;
         }
@@ -564,7 +568,6 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 } else if let (Some(limit), false) = (stall, marker_seen) {
                     if let Some((why, silent)) = silence.stalled(limit, Instant::now()) {
                         progress.finish();
-                        events.send("hang", |e| e.line = Some(why.clone()));
                         link.close();
                         let (v, e) = hang_detected(
                             ctx,
@@ -573,11 +576,16 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                             &st,
                             Hang {
                                 reason: "stalled",
-                                what: why,
+                                what: why.clone(),
                                 silent,
+                                rank_output: silence.rank_output(Instant::now()),
                                 collect: collect_forensics,
                             },
                         );
+                        events.send("hang", |ev| {
+                            ev.line = Some(why.clone());
+                            ev.summary = Some(v.summary.clone());
+                        });
                         evidence = e;
                         break v;
                     }
@@ -795,22 +803,13 @@ fn hang_detected(
             job.id,
             forensics::LIMIT_SECONDS
         ));
-        let mut f = match forensics::collect(ssh, &job.id) {
-            Ok((text, secs)) => {
-                let mut f = forensics::parse(&job.id, hang.reason, &text);
-                f.collected_seconds = (secs * 10.0).round() / 10.0;
-                f.file = save_forensics(ctx, job, &text);
-                f
-            }
-            Err(e) => schema::Forensics {
-                job_id: job.id.clone(),
-                reason: hang.reason.to_string(),
-                missing: vec![format!("the collection: {}", e.message)],
-                ..Default::default()
-            },
-        };
-        f.silent_ranks = hang.silent.clone();
-        forensics::diagnose(&mut f);
+        let f = forensics::gather(
+            ssh,
+            &ctx.doc,
+            &job.id,
+            hang.reason,
+            Some((hang.silent.clone(), hang.rank_output.clone())),
+        );
         for d in &f.diagnosis {
             ctx.note(format!("forensics: {d}"));
         }
@@ -862,23 +861,8 @@ struct Hang {
     reason: &'static str,
     what: String,
     silent: Vec<schema::SilentRank>,
+    rank_output: Vec<schema::RankOutput>,
     collect: bool,
-}
-
-/// The whole collection, as the nodes printed it, into the local folder; its path.
-fn save_forensics(ctx: &Context, job: &Job, text: &str) -> Option<String> {
-    let dir = shared::local_dirs::local_dir(&ctx.doc).ok().flatten()?;
-    let path = dir.join(format!("forensics-{}.txt", job.id));
-    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
-        Ok(()) => Some(path.display().to_string()),
-        Err(e) => {
-            ctx.warn(format!(
-                "could not write the forensics to {}: {e}",
-                path.display()
-            ));
-            None
-        }
-    }
 }
 
 fn monitor_timed_out(

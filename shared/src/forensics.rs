@@ -1,11 +1,11 @@
-//! Hang forensics: silence per rank (stall detection: a hang that prints nothing), and the
-//! evidence of a hung job collected before it is cancelled (shared/src/remote/sh/
-//! forensics-run.sh starts forensics-collect.sh on every node of the job), read into the
-//! `forensics` section with a diagnosis.
+//! Hang forensics: silence per rank (slurm-watch's stall detection: a hang that prints nothing),
+//! and the evidence of a running job's tasks (shared/src/remote/sh/forensics-run.sh starts
+//! forensics-collect.sh on every node of the job), read into the `forensics` section with a
+//! diagnosis: by slurm-watch before it cancels a hung job, by `slurm-attach --stacks` on request.
 
-use shared::quote::Script;
-use shared::schema::{Forensics, ForensicsNode, ForensicsProcess, SilentRank};
-use shared::ssh::Ssh;
+use crate::quote::Script;
+use crate::schema::{Forensics, ForensicsNode, ForensicsProcess, RankOutput, SilentRank};
+use crate::ssh::Ssh;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,8 @@ pub fn rank_of(line: &str) -> Option<u32> {
 #[derive(Debug, Default)]
 pub struct Silence {
     last_any: Option<Instant>,
-    ranks: BTreeMap<u32, Instant>,
+    /// Each rank's last line and when it came.
+    ranks: BTreeMap<u32, (Instant, String)>,
 }
 
 impl Silence {
@@ -36,7 +37,7 @@ impl Silence {
     /// prints nothing while it works).
     pub fn restart(&mut self, now: Instant) {
         self.last_any = Some(now);
-        for t in self.ranks.values_mut() {
+        for (t, _) in self.ranks.values_mut() {
             *t = now;
         }
     }
@@ -52,7 +53,7 @@ impl Silence {
         }
         for l in lines {
             if let Some(r) = rank_of(l) {
-                self.ranks.insert(r, now);
+                self.ranks.insert(r, (now, l.clone()));
             }
         }
     }
@@ -65,13 +66,16 @@ impl Silence {
         let silent: Vec<SilentRank> = self
             .ranks
             .iter()
-            .filter(|(_, t)| quiet(t))
-            .map(|(r, t)| SilentRank {
+            .filter(|(_, (t, _))| quiet(t))
+            .map(|(r, (t, _))| SilentRank {
                 rank: *r,
                 silent_seconds: now.duration_since(*t).as_secs(),
             })
             .collect();
-        if self.ranks.len() >= 2 && !silent.is_empty() && self.ranks.values().any(|t| !quiet(t)) {
+        if self.ranks.len() >= 2
+            && !silent.is_empty()
+            && self.ranks.values().any(|(t, _)| !quiet(t))
+        {
             let names: Vec<u32> = silent.iter().map(|s| s.rank).collect();
             return Some((
                 format!(
@@ -95,28 +99,100 @@ impl Silence {
     }
 }
 
+impl Silence {
+    /// Each rank's last line, and the seconds since it came.
+    pub fn rank_output(&self, now: Instant) -> Vec<RankOutput> {
+        self.ranks
+            .iter()
+            .map(|(r, (t, line))| RankOutput {
+                rank: *r,
+                last_line: line.clone(),
+                seconds_ago: now.duration_since(*t).as_secs(),
+            })
+            .collect()
+    }
+}
+
 /// The seconds the whole collection may take: the cancel follows it.
 pub const LIMIT_SECONDS: u64 = 20;
 
 /// Run the collection on every node of the running job; its output (nodes' lines with srun's
-/// task label) and the seconds it took.
-pub fn collect(ssh: &Ssh, job_id: &str) -> shared::Result<(String, f64)> {
+/// task label) and the seconds it took. With `check`, a job that is not running is an error
+/// that says so (pending, ended) and nothing is started.
+pub fn collect(ssh: &Ssh, job_id: &str, check: bool) -> crate::Result<(String, f64)> {
     let mut collector = Script::new();
     collector.assign("job", job_id)?;
     collector.assign("pyspy_timeout", "8")?;
-    collector.raw(shared::remote::FORENSICS_COLLECT);
+    collector.raw(crate::remote::FORENSICS_COLLECT);
     let mut s = Script::new();
-    s.assign("job", job_id)?;
+    if check {
+        crate::running::check_running(&mut s, job_id)?;
+    } else {
+        s.assign("job", job_id)?;
+    }
     s.assign("limit", &LIMIT_SECONDS.to_string())?;
     s.assign("collector", collector.as_str())?;
-    s.raw(shared::remote::FORENSICS_RUN);
+    s.raw(crate::remote::FORENSICS_RUN);
     let started = Instant::now();
     let out = ssh.run_script(&s, None, Duration::from_secs(LIMIT_SECONDS + 15))?;
+    if check {
+        if let Some(e) = crate::running::not_running_error(job_id, &out) {
+            return Err(e);
+        }
+    }
     let mut text = out.stdout_text();
     if !out.stderr_tail.trim().is_empty() {
         text.push_str(&format!("@@stderr {}\n", out.stderr_tail.trim()));
     }
     Ok((text, started.elapsed().as_secs_f64()))
+}
+
+/// The whole of it: collected, read, saved in the local folder (`local_dir`), diagnosed. A
+/// collection that failed is said in `missing`, never an error (a hung job is cancelled anyway).
+pub fn gather(
+    ssh: &Ssh,
+    doc: &crate::Document,
+    job_id: &str,
+    reason: &str,
+    silence: Option<(Vec<SilentRank>, Vec<RankOutput>)>,
+) -> Forensics {
+    let mut f = match collect(ssh, job_id, false) {
+        Ok((text, secs)) => {
+            let mut f = parse(job_id, reason, &text);
+            f.collected_seconds = (secs * 10.0).round() / 10.0;
+            f.file = save(doc, job_id, &text);
+            f
+        }
+        Err(e) => Forensics {
+            job_id: job_id.to_string(),
+            reason: reason.to_string(),
+            missing: vec![format!("the collection: {}", e.message)],
+            ..Forensics::default()
+        },
+    };
+    if let Some((silent, output)) = silence {
+        f.silent_ranks = silent;
+        f.rank_output = output;
+    }
+    diagnose(&mut f);
+    f
+}
+
+/// The whole collection, as the nodes printed it, into the local folder; its path (none without
+/// a local folder, or when it cannot be written: said on stderr).
+pub fn save(doc: &crate::Document, job_id: &str, text: &str) -> Option<String> {
+    let dir = crate::local_dirs::local_dir(doc).ok().flatten()?;
+    let path = dir.join(format!("forensics-{job_id}.txt"));
+    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
+        Ok(()) => Some(path.display().to_string()),
+        Err(e) => {
+            eprintln!(
+                "slurm-tools: warning: could not write the forensics to {}: {e}",
+                path.display()
+            );
+            None
+        }
+    }
 }
 
 /// The collection's output read into its section (the diagnosis not yet made).
