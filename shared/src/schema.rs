@@ -259,6 +259,11 @@ pub struct Resolve {
     /// The flat fields slurm-resolve filled in.
     pub derived: Vec<String>,
     pub catalog: Option<String>,
+    /// The person's defaults file it read (`defaults.json`), and the fields it filled from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_defaults: Vec<String>,
     pub candidates: Vec<Candidate>,
     pub partitions: Vec<Value>,
     pub flags: Map<String, Value>,

@@ -475,3 +475,64 @@ fn slurm_init_writes_a_catalog_entry_and_a_first_document_that_resolves_and_conn
     let again: Value = serde_json::from_slice(&std::fs::read(&cat).unwrap()).unwrap();
     assert_eq!(again["clusters"].as_array().unwrap().len(), 2);
 }
+
+/// A person's defaults file: a one-line document resolves with the cluster it names, and every
+/// other field it sets where the document is silent; the document wins, and a cluster's own
+/// defaults in the catalog win over the person's; a bad file is exit 2 naming it and the field.
+#[test]
+fn a_persons_defaults_fill_a_one_line_document() {
+    let xdg = tempdir();
+    let cfg = xdg.path().join("slurm-tools");
+    std::fs::create_dir_all(&cfg).unwrap();
+    let mut cat = sample_catalog();
+    cat["clusters"][1]["defaults"] = json!({"account": "site-acct"});
+    write(&cfg.join("clusters.json"), &cat.to_string());
+    write(
+        &cfg.join("defaults.json"),
+        &json!({"slurm_cluster": "beta", "slurm_user": "me", "account": "mine",
+                "time_limit": "01:00:00", "stall_seconds": 600, "qos": "normal"})
+        .to_string(),
+    );
+    let with = |input: Value| {
+        let mut cmd = tool("slurm-resolve");
+        cmd.env("XDG_CONFIG_HOME", xdg.path());
+        run_raw(cmd, input.to_string().as_bytes())
+    };
+    let r = with(json!({"command": "python train.py", "qos": "high"}));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let d = &r.doc;
+    assert_eq!(
+        d["slurm_cluster"], "beta",
+        "the cluster comes from the defaults"
+    );
+    assert_eq!(
+        d["ssh_host"], "beta-login",
+        "and the catalog follows from it"
+    );
+    assert_eq!(d["account"], "site-acct", "the cluster's own default wins");
+    assert_eq!(d["time_limit"], "01:00:00");
+    assert_eq!(d["stall_seconds"], 600);
+    assert_eq!(d["qos"], "high", "the document wins");
+    let from: Vec<String> = serde_json::from_value(d["resolve"]["from_defaults"].clone()).unwrap();
+    assert_eq!(
+        from,
+        ["slurm_cluster", "slurm_user", "time_limit", "stall_seconds"],
+        "{}",
+        d["resolve"]
+    );
+    assert!(d["resolve"]["defaults_file"]
+        .as_str()
+        .unwrap()
+        .ends_with("slurm-tools/defaults.json"));
+    assert!(r.stderr.contains("from your defaults"), "{}", r.stderr);
+
+    // A field no document has: exit 2, the file and the field named, nothing written.
+    write(&cfg.join("defaults.json"), r#"{"acount": "x"}"#);
+    let bad = with(json!({"command": "x"}));
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("defaults.json") && bad.stderr.contains("`acount`"),
+        "{}",
+        bad.stderr
+    );
+}

@@ -1,6 +1,7 @@
 //! slurm-resolve: pick the cluster and fill in what follows from it (docs/migrating.md, step 1).
 
 mod catalog;
+mod defaults;
 
 use catalog::{apply_pattern, Catalog, Entry};
 use clap::Parser;
@@ -30,6 +31,13 @@ use std::path::PathBuf;
 /// remote_work_dir (<remote_repo_path>/work_dirs/<basename of work_dir>); the remote paths by the
 /// rules of the contract's remote layout, and not yet when the root starts with `~/` (the
 /// cluster home is known only after slurm-ssh-preflight; slurm-sync-tracked derives them then).
+/// A catalog entry's `defaults` (a site's qos, account, mem, ...) fill what the document lacks.
+///
+/// Your own defaults: any job document fields in $XDG_CONFIG_HOME/slurm-tools/defaults.json
+/// (else ~/.config/slurm-tools/defaults.json, or the file $SLURM_TOOLS_DEFAULTS names), filled
+/// in where the document is silent, after the catalog's (a site's rule wins over a habit); the
+/// fields that choose the cluster (slurm_cluster, device_type, required_devices_per_node,
+/// total_required_devices) and slurm_user are taken first. So a job document can be `{"command": "python train.py"}`.
 ///
 /// {adds}
 ///
@@ -76,6 +84,14 @@ struct Wanted {
 }
 
 fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    // The person's own defaults: the fields that choose the cluster first, the rest after the
+    // cluster's (see defaults.rs).
+    let user = defaults::load()?;
+    let mut derived = Vec::new();
+    let mut from_defaults = Vec::new();
+    if let Some(u) = &user {
+        from_defaults.extend(u.apply(&mut ctx.doc, true, &mut derived));
+    }
     let doc = &ctx.doc;
     let wanted = Wanted {
         cluster: doc.str_opt("slurm_cluster")?.map(str::to_string),
@@ -118,8 +134,17 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ));
     }
 
-    let mut derived = Vec::new();
     derive_fields(ctx, entry, &cluster_name, &wanted, &mut derived)?;
+    if let Some(u) = &user {
+        from_defaults.extend(u.apply(&mut ctx.doc, false, &mut derived));
+        if !from_defaults.is_empty() {
+            ctx.note(format!(
+                "from your defaults {}: {}",
+                u.path.display(),
+                from_defaults.join(", ")
+            ));
+        }
+    }
     if !derived.is_empty() {
         ctx.note(format!(
             "cluster {cluster_name} ({selected_by}); filled in: {}",
@@ -135,6 +160,8 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         selected_by,
         derived,
         catalog: catalog.as_ref().map(|c| c.path.display().to_string()),
+        defaults_file: user.as_ref().map(|u| u.path.display().to_string()),
+        from_defaults,
         candidates,
         partitions: entry.map(|e| e.partitions.clone()).unwrap_or_default(),
         flags: entry.map(|e| e.flags.clone()).unwrap_or_default(),
