@@ -486,18 +486,15 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 &ssh,
                 &job,
                 &st,
+                &mut events,
                 Hang {
                     reason: "pattern",
-                    what: line.clone(),
+                    what: line,
                     silent: Vec::new(),
                     rank_output: silence.rank_output(Instant::now()),
                     collect: collect_forensics,
                 },
             );
-            events.send("hang", |ev| {
-                ev.line = Some(line.clone());
-                ev.summary = Some(v.summary.clone());
-            });
             evidence = e;
             break v;
         }
@@ -574,18 +571,15 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                             &ssh,
                             &job,
                             &st,
+                            &mut events,
                             Hang {
                                 reason: "stalled",
-                                what: why.clone(),
+                                what: why,
                                 silent,
                                 rank_output: silence.rank_output(Instant::now()),
                                 collect: collect_forensics,
                             },
                         );
-                        events.send("hang", |ev| {
-                            ev.line = Some(why.clone());
-                            ev.summary = Some(v.summary.clone());
-                        });
                         evidence = e;
                         break v;
                     }
@@ -794,6 +788,7 @@ fn hang_detected(
     ssh: &Ssh,
     job: &Job,
     st: &State,
+    events: &mut Events,
     hang: Hang,
 ) -> (Verdict, Option<schema::Forensics>) {
     let evidence = hang.collect.then(|| {
@@ -853,6 +848,10 @@ fn hang_detected(
         hang_reason: Some(hang.reason.to_string()),
         excerpt_lines: Some(200),
     };
+    events.send("hang", |ev| {
+        ev.line = Some(hang.what.clone());
+        ev.summary = Some(verdict.summary.clone());
+    });
     (verdict, evidence)
 }
 
