@@ -208,6 +208,23 @@ fn bad_flags_exit_2_and_help_and_version_exit_0() {
             !help.to_ascii_lowercase().contains("trtllm"),
             "{t} --help shows no internal default:\n{help}"
         );
+        // Examples stay whole as printed: every line starts a command, or continues one whose
+        // line ends in `\` (a line wrapped by the help's width would start mid-command).
+        let examples = help
+            .split_once("Example")
+            .map(|(_, rest)| rest.split("\nUsage:").next().unwrap_or(rest))
+            .unwrap_or("");
+        let mut continued = false;
+        for line in examples.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+            let starts_command = ["slurm-", "echo ", "jq ", "cat ", "make ", "printf "]
+                .iter()
+                .any(|w| line.trim_start().starts_with(w));
+            assert!(
+                starts_command || continued,
+                "{t} --help: an example line that is not a whole command (wrapped?): {line:?}\n{help}"
+            );
+            continued = line.trim_end().ends_with('\\');
+        }
         let out = tool(t).arg("--version").output().unwrap();
         assert_eq!(out.status.code(), Some(0));
         assert!(String::from_utf8_lossy(&out.stdout).starts_with(t));

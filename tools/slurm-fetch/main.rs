@@ -36,7 +36,8 @@ use std::time::Duration;
 ///
 /// Example:
 ///   slurm-fetch -p 'profiles/*.nsys-rep' -p 'work:*.json' report.json > fetched.json
-///   slurm-runs --json | jq -r 'select(.status=="FAILED") | .document' | xargs -n1 slurm-fetch >/dev/null
+///   slurm-runs --json | jq -r 'select(.status=="FAILED") | .document' \
+///     | xargs -n1 slurm-fetch >/dev/null
 #[derive(Parser, Debug)]
 #[command(name = "slurm-fetch", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {

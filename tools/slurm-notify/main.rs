@@ -32,7 +32,8 @@ use std::time::Duration;
 ///
 /// Example:
 ///   slurm-runs --watch --events - | slurm-notify --webhook-file ~/.config/slurm-tools/webhook
-///   slurm-notify --follow --only running,verdict --command 'notify-send "$SLURM_JOB_NAME" "$SLURM_EVENT_KIND $SLURM_STATUS"' events.jsonl
+///   slurm-notify --follow --only running,verdict \
+///     --command 'notify-send "$SLURM_JOB_NAME" "$SLURM_EVENT_KIND $SLURM_STATUS"' events.jsonl
 #[derive(Parser, Debug)]
 #[command(name = "slurm-notify", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
