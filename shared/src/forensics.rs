@@ -116,10 +116,27 @@ impl Silence {
 /// The seconds the whole collection may take: the cancel follows it.
 pub const LIMIT_SECONDS: u64 = 20;
 
+/// The same when py-spy may be installed first (`install_py_spy`): the install is cut at 10 s.
+pub const LIMIT_INSTALL_SECONDS: u64 = 28;
+
+/// The limit for a collection that may install py-spy or not.
+pub fn limit(install: bool) -> u64 {
+    if install {
+        LIMIT_INSTALL_SECONDS
+    } else {
+        LIMIT_SECONDS
+    }
+}
+
 /// Run the collection on every node of the running job; its output (nodes' lines with srun's
 /// task label) and the seconds it took. With `check`, a job that is not running is an error
 /// that says so (pending, ended) and nothing is started.
-pub fn collect(ssh: &Ssh, job_id: &str, check: bool) -> crate::Result<(String, f64)> {
+pub fn collect(
+    ssh: &Ssh,
+    job_id: &str,
+    check: bool,
+    install: bool,
+) -> crate::Result<(String, f64)> {
     let mut collector = Script::new();
     collector.assign("job", job_id)?;
     collector.assign("pyspy_timeout", "8")?;
@@ -130,11 +147,12 @@ pub fn collect(ssh: &Ssh, job_id: &str, check: bool) -> crate::Result<(String, f
     } else {
         s.assign("job", job_id)?;
     }
-    s.assign("limit", &LIMIT_SECONDS.to_string())?;
+    s.assign("limit", &limit(install).to_string())?;
+    s.assign("install", if install { "1" } else { "0" })?;
     s.assign("collector", collector.as_str())?;
     s.raw(crate::remote::FORENSICS_RUN);
     let started = Instant::now();
-    let out = ssh.run_script(&s, None, Duration::from_secs(LIMIT_SECONDS + 15))?;
+    let out = ssh.run_script(&s, None, Duration::from_secs(limit(install) + 15))?;
     if check {
         if let Some(e) = crate::running::not_running_error(job_id, &out) {
             return Err(e);
@@ -155,8 +173,9 @@ pub fn gather(
     job_id: &str,
     reason: &str,
     silence: Option<(Vec<SilentRank>, Vec<RankOutput>)>,
+    install: bool,
 ) -> Forensics {
-    let mut f = match collect(ssh, job_id, false) {
+    let mut f = match collect(ssh, job_id, false, install) {
         Ok((text, secs)) => {
             let mut f = parse(job_id, reason, &text);
             f.collected_seconds = (secs * 10.0).round() / 10.0;
@@ -215,6 +234,8 @@ pub fn parse(job_id: &str, reason: &str, text: &str) -> Forensics {
                     .missing
                     .push(format!("the collection's srun exited {arg}")),
                 "stderr" => f.missing.push(format!("the collection said: {arg}")),
+                "installed" => f.installed.push(format!("{arg} (from the login node)")),
+                "install-failed" => f.missing.push(arg.to_string()),
                 _ => {}
             }
             continue;
@@ -497,7 +518,7 @@ pub fn diagnose(f: &mut Forensics) {
     }
     if f.cut {
         said.push(format!(
-            "the collection was cut after {LIMIT_SECONDS} s: what the nodes printed until then is here"
+            "the collection was cut at its time limit: what the nodes printed until then is here"
         ));
     }
     f.diagnosis = said;

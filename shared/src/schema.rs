@@ -133,6 +133,9 @@ pub struct JobDocument {
     /// slurm-watch: before a hung job is cancelled, collect its evidence (every task's state and
     /// Python stacks, per node) into the `forensics` section; default true.
     pub collect_forensics: Option<bool>,
+    /// Forensics: where py-spy is missing, install it first from the login node (pip --target
+    /// into `~/.cache/slurm-tools/py-spy`, which the nodes see on a shared home); default false.
+    pub install_py_spy: Option<bool>,
     pub poll_interval_seconds: Option<u64>,
     /// slurm-alloc: how long the work needs, `[D-]HH:MM:SS`.
     pub expected_duration: Option<String>,
@@ -759,6 +762,9 @@ pub struct Forensics {
     pub diagnosis: Vec<String>,
     /// What could not be collected, and where (`py-spy on mn1`).
     pub missing: Vec<String>,
+    /// What was installed for the collection (`install_py_spy`), and where.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub installed: Vec<String>,
     pub nodes: Vec<ForensicsNode>,
     /// The whole collection as the nodes printed it, in the local folder (`local_dir`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

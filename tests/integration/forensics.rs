@@ -169,6 +169,12 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
         pyspy.exists(),
         "the test bed installs py-spy for the cluster user"
     );
+    // Nor one an earlier install_py_spy left in the cache.
+    let installed = pyspy
+        .parent()
+        .unwrap()
+        .join("../../.cache/slurm-tools/py-spy");
+    let _ = std::fs::remove_dir_all(&installed);
     std::fs::rename(&pyspy, pyspy.with_extension("hidden")).unwrap();
     let restore = HiddenPySpy(pyspy);
     let w = hung_job(&base, "free");
@@ -211,6 +217,30 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
     }
     let id = r["job_id"].as_str().unwrap();
     assert_eq!(wait_done(id, 120).0, "CANCELLED");
+
+    // Where the document allows, the missing py-spy is installed first (pip --target into the
+    // cluster user's cache, once for both nodes) and the stacks are there.
+    let mut allowed = base.clone();
+    allowed["install_py_spy"] = json!(true);
+    let w = hung_job(&allowed, "barrier");
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let f = &w.doc["forensics"];
+    assert!(f["installed"].to_string().contains("py-spy into"), "{f}");
+    assert!(f["missing"].as_array().unwrap().is_empty(), "{f}");
+    assert_eq!(f["stalled_rank"], 3, "{f}");
+    assert!(
+        f["diagnosis"][0]
+            .as_str()
+            .unwrap()
+            .contains("< block_forever (hang-3.py:"),
+        "{f}"
+    );
+    assert!(f["collected_seconds"].as_f64().unwrap() <= 28.0, "{f}");
+    assert_eq!(
+        wait_done(w.doc["report"]["job_id"].as_str().unwrap(), 120).0,
+        "CANCELLED"
+    );
+    let _ = std::fs::remove_dir_all(&installed);
     drop(restore);
 
     // The same hang inside the job's pyxis container: the evidence is read from the node's side

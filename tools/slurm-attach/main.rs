@@ -29,8 +29,8 @@ use std::time::Duration;
 /// entry that reaches the job's node for IDEs and ssh/scp/rsync instead (see the flag). A job that is not running is said as
 /// such: pending (exit 3, with Slurm's estimated start), or ended (exit 4).
 ///
-/// Reads: allocation or job (and their container names), remote_repo_path, remote_cwd, and the
-/// connection fields.
+/// Reads: allocation or job (and their container names), remote_repo_path, remote_cwd,
+/// install_py_spy (--stacks), and the connection fields.
 ///
 /// {adds}
 ///
@@ -94,11 +94,12 @@ pub fn main() -> std::process::ExitCode {
 /// `--stacks`: the running job's forensics, the job untouched.
 fn stacks(ctx: &mut Context, job_id: &str) -> Result<Outcome> {
     let ssh = Ssh::from_doc(&ctx.doc)?;
+    let install = ctx.doc.bool_opt("install_py_spy")?.unwrap_or(false);
     ctx.note(format!(
         "collecting what every task of job {job_id} is doing, on its nodes (at most {} s); the job keeps running",
-        forensics::LIMIT_SECONDS
+        forensics::limit(install)
     ));
-    let (text, secs) = forensics::collect(&ssh, job_id, true)?;
+    let (text, secs) = forensics::collect(&ssh, job_id, true, install)?;
     let mut f = forensics::parse(job_id, "requested", &text);
     f.collected_seconds = (secs * 10.0).round() / 10.0;
     f.file = forensics::save(&ctx.doc, job_id, &text);
@@ -108,6 +109,9 @@ fn stacks(ctx: &mut Context, job_id: &str) -> Result<Outcome> {
     }
     for m in &f.missing {
         ctx.warn(format!("not collected: {m}"));
+    }
+    for i in &f.installed {
+        ctx.note(format!("installed {i}"));
     }
     ctx.doc.set_section("forensics", &f);
     Ok(Outcome::Done)

@@ -45,7 +45,7 @@ use verdict::{final_verdict, Verdict};
 /// slurm-watch on the same document resumes.
 ///
 /// Reads: job (from slurm-submit), monitor_timeout_seconds, poll_interval_seconds, hang_pattern,
-/// stall_seconds, collect_forensics,
+/// stall_seconds, collect_forensics, install_py_spy,
 /// failure_patterns, success_patterns, local_dir (local folder for a copy of the log; a relative
 /// work_dir puts it in the state directory, never in the repository), and the
 /// connection fields.
@@ -360,6 +360,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .int_opt("stall_seconds", 10, 86_400)?
         .map(|s| Duration::from_secs(s as u64));
     let collect_forensics = doc.bool_opt("collect_forensics")?.unwrap_or(true);
+    let install_py_spy = doc.bool_opt("install_py_spy")?.unwrap_or(false);
     let mut silence = forensics::Silence::default();
     let mut evidence: Option<schema::Forensics> = None;
     ctx.note(format!(
@@ -493,6 +494,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                     silent: Vec::new(),
                     rank_output: silence.rank_output(Instant::now()),
                     collect: collect_forensics,
+                    install: install_py_spy,
                 },
             );
             evidence = e;
@@ -578,6 +580,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                                 silent,
                                 rank_output: silence.rank_output(Instant::now()),
                                 collect: collect_forensics,
+                                install: install_py_spy,
                             },
                         );
                         evidence = e;
@@ -796,7 +799,7 @@ fn hang_detected(
             "hang decided ({}): collecting every task's state and stacks on the job's nodes before cancelling job {} (at most {} s)",
             hang.what,
             job.id,
-            forensics::LIMIT_SECONDS
+            forensics::limit(hang.install)
         ));
         let f = forensics::gather(
             ssh,
@@ -804,6 +807,7 @@ fn hang_detected(
             &job.id,
             hang.reason,
             Some((hang.silent.clone(), hang.rank_output.clone())),
+            hang.install,
         );
         for d in &f.diagnosis {
             ctx.note(format!("forensics: {d}"));
@@ -862,6 +866,7 @@ struct Hang {
     silent: Vec<schema::SilentRank>,
     rank_output: Vec<schema::RankOutput>,
     collect: bool,
+    install: bool,
 }
 
 fn monitor_timed_out(

@@ -20,12 +20,15 @@
 node=${SLURMD_NODENAME:-$(hostname)}
 self_step=${SLURM_STEP_ID:--}
 echo "@@node $node"
-pyspy=$(command -v py-spy 2>/dev/null)
-if [ -z "$pyspy" ] && [ -x "$HOME/.local/bin/py-spy" ]; then pyspy="$HOME/.local/bin/py-spy"; fi
-[ -n "$pyspy" ] || echo "@@missing py-spy (no Python stacks: install it with \`python3 -m pip install --user py-spy\`)"
 bounded() { # SECONDS COMMAND...: the command, cut after SECONDS where `timeout` exists
   if command -v timeout >/dev/null 2>&1; then timeout "$@"; else shift; "$@"; fi
 }
+# On PATH, where `pip install --user` puts it, or where install_py_spy put it.
+pyspy=$(command -v py-spy 2>/dev/null)
+for p in "$HOME/.local/bin/py-spy" "$HOME/.cache/slurm-tools/py-spy/bin/py-spy"; do
+  if [ -z "$pyspy" ] && [ -x "$p" ]; then pyspy=$p; fi
+done
+[ -n "$pyspy" ] || echo "@@missing py-spy (no Python stacks: install it with \`python3 -m pip install --user py-spy\`, or set install_py_spy)"
 if command -v nvidia-smi >/dev/null 2>&1; then
   bounded 10 nvidia-smi --query-gpu=index,utilization.gpu,memory.used --format=csv,noheader 2>&1 | sed 's/^/@@gpu /'
 fi
