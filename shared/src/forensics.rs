@@ -517,9 +517,10 @@ pub fn diagnose(f: &mut Forensics) {
         }
     }
     if f.cut {
-        said.push(format!(
+        said.push(
             "the collection was cut at its time limit: what the nodes printed until then is here"
-        ));
+                .to_string(),
+        );
     }
     f.diagnosis = said;
 }
