@@ -406,7 +406,9 @@ fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
 
 /// While pyxis imports the image the job is RUNNING and silent: the watch says it imports
 /// (and the verdict is the job's); an image the registry does not have and a mount source the
-/// node does not have are FAILED with a summary that names them.
+/// node does not have are FAILED with a summary that names them. pyxis imports in the job when
+/// the tools' image cache is off (`image_cache_keep: 0`) or cannot be used (no enroot on the
+/// login node): that path, here; the cache's own is in submit.rs.
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_failed() {
@@ -415,6 +417,7 @@ fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_f
     base["recipe"] = json!("single");
     base["command"] = json!("echo in the container; cat /etc/slurm-tools-image");
     base["container_image"] = json!(testbed().s("container_image"));
+    base["image_cache_keep"] = json!(0);
     let s = run("slurm-submit", &[], &base);
     assert_eq!(s.code, 0, "{}", s.stderr);
     let w = run("slurm-watch", &["--interval", "1"], &s.doc);
