@@ -153,7 +153,9 @@ for how in bare tmux_start; do
   wait
 done
 sleep 1
-echo "MARKS $(ls "$dir/marks" | grep -c '^tmux_start-')"
+n=0
+for f in "$dir"/marks/tmux_start-*; do [ -e "$f" ] && n=$((n + 1)); done
+echo "MARKS $n"
 tmux kill-server 2>/dev/null
 rm -rf -- "$dir"
 "#,
