@@ -197,11 +197,25 @@ pub fn gather(
     f
 }
 
-/// The whole collection, as the nodes printed it, into the local folder; its path (none without
-/// a local folder, or when it cannot be written: said on stderr).
+/// The whole collection, as the nodes printed it, into the local folder (else the state
+/// directory's `forensics/`); its path (none when it cannot be written: said on stderr).
 pub fn save(doc: &crate::Document, job_id: &str, text: &str) -> Option<String> {
-    let dir = crate::local_dirs::local_dir(doc).ok().flatten()?;
-    let path = dir.join(format!("forensics-{job_id}.txt"));
+    // The document's local folder, else the state directory (as slurm-fetch's default), so a
+    // document that names no folder still keeps the evidence.
+    let path = match crate::local_dirs::local_dir(doc).ok().flatten() {
+        Some(dir) => dir.join(format!("forensics-{job_id}.txt")),
+        None => {
+            let cluster = ["slurm_cluster", "ssh_host"]
+                .iter()
+                .find_map(|k| doc.str_opt(k).ok().flatten())
+                .unwrap_or("cluster");
+            crate::journal::state_dir()?.join("forensics").join(format!(
+                "{}-{job_id}.txt",
+                crate::layout::sanitize(cluster, true)
+            ))
+        }
+    };
+    let dir = path.parent()?.to_path_buf();
     match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
         Ok(()) => Some(path.display().to_string()),
         Err(e) => {
@@ -258,7 +272,10 @@ pub fn parse(job_id: &str, reason: &str, text: &str) -> Forensics {
                 if *line == "@@end" {
                     in_stack = false;
                 } else if let Some(p) = node.processes.last_mut() {
-                    if !line.trim().is_empty() {
+                    // py-spy's own header (`Process N: ...`, `Python v3.x (...)`) is not a frame.
+                    let header = p.python_stack.is_empty()
+                        && (line.starts_with("Process ") || line.starts_with("Python v"));
+                    if !line.trim().is_empty() && !header {
                         p.python_stack.push(line.trim_end().to_string());
                     }
                 }
@@ -614,9 +631,14 @@ mod tests {
         assert_eq!(f.nodes[0].processes.len(), 2);
         assert_eq!(
             f.nodes[0].processes[0].python_stack.len(),
-            5,
-            "{:?}",
+            3,
+            "py-spy's header is not a frame: {:?}",
             f.nodes[0].processes[0]
+        );
+        assert!(f.nodes[0].processes[0].python_stack[0].starts_with("Thread 100"));
+        assert_eq!(
+            f.nodes[0].processes[0].python_stack[1],
+            "    recv_into (socket.py:700)"
         );
         assert_eq!(f.nodes[1].processes[1].wchan, "hrtimer_nanosleep");
         assert_eq!(f.missing, vec!["py-spy (no Python stacks) on mn2"]);

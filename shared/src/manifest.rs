@@ -47,6 +47,9 @@ pub struct Entry {
 /// The manifest: raw path bytes to what was sent, and the snapshot the sync belonged to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Manifest {
+    /// Which checkout wrote it ([`checkout_source`]): its stat says nothing about another
+    /// checkout's files (two checkouts syncing into one clone).
+    pub source: Option<String>,
     pub snapshot: Option<String>,
     pub entries: BTreeMap<Vec<u8>, Entry>,
 }
@@ -86,6 +89,11 @@ impl Manifest {
     /// them).
     pub fn render(&self) -> Vec<u8> {
         let mut s = HEADER.as_bytes().to_vec();
+        // The snapshot last: the cluster side reads it as everything after `snapshot=`.
+        if let Some(source) = &self.source {
+            s.extend_from_slice(b" source=");
+            s.extend_from_slice(source.as_bytes());
+        }
         if let Some(snap) = &self.snapshot {
             s.extend_from_slice(b" snapshot=");
             s.extend_from_slice(snap.as_bytes());
@@ -110,13 +118,15 @@ impl Manifest {
         let mut lines = text.split(|b| *b == b'\n').filter(|l| !l.is_empty());
         let header = std::str::from_utf8(lines.next()?).ok()?;
         let rest = header.strip_prefix(HEADER)?;
-        let snapshot = rest
-            .trim()
-            .strip_prefix("snapshot=")
-            .map(str::to_string)
-            .filter(|s| !s.is_empty());
+        let field = |key: &str| {
+            rest.split_whitespace()
+                .find_map(|w| w.strip_prefix(key))
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
         let mut m = Manifest {
-            snapshot,
+            source: field("source="),
+            snapshot: field("snapshot="),
             entries: BTreeMap::new(),
         };
         for line in lines {
@@ -198,10 +208,14 @@ pub struct Delta {
     pub delete: Vec<Vec<u8>>,
 }
 
-pub fn delta(previous: Option<&Manifest>, now: &BTreeMap<Vec<u8>, Entry>) -> Delta {
+/// `source` is this checkout's ([`checkout_source`]): a file counts as unchanged only when the
+/// previous manifest is this checkout's own and records the same stat (another checkout's file
+/// of the same size and mtime can hold other bytes).
+pub fn delta(previous: Option<&Manifest>, now: &BTreeMap<Vec<u8>, Entry>, source: &str) -> Delta {
     let mut d = Delta::default();
+    let own = previous.filter(|p| p.source.as_deref() == Some(source));
     for (path, e) in now {
-        match previous.and_then(|p| p.entries.get(path)) {
+        match own.and_then(|p| p.entries.get(path)) {
             Some(old) if old == e => d.unchanged.push(path.clone()),
             _ => d.send.push(path.clone()),
         }
@@ -215,6 +229,39 @@ pub fn delta(previous: Option<&Manifest>, now: &BTreeMap<Vec<u8>, Entry>) -> Del
             .collect();
     }
     d
+}
+
+/// Which checkout a manifest comes from: this machine (a random id kept once in the state
+/// directory) and the checkout's path, hashed. Two clones or worktrees, here or on another
+/// machine, have different sources.
+pub fn checkout_source(root: &std::path::Path) -> String {
+    let machine = crate::journal::state_dir()
+        .map(|d| d.join("machine-id"))
+        .and_then(|f| {
+            if let Ok(id) = std::fs::read_to_string(&f) {
+                return Some(id.trim().to_string());
+            }
+            std::fs::create_dir_all(f.parent()?).ok()?;
+            let id = crate::journal::unique_tag("machine");
+            // First writer wins; a process that lost the race reads the winner's id.
+            let new = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&f)
+                .and_then(|mut w| std::io::Write::write_all(&mut w, id.as_bytes()));
+            match new {
+                Ok(()) => Some(id),
+                Err(_) => std::fs::read_to_string(&f)
+                    .ok()
+                    .map(|t| t.trim().to_string()),
+            }
+        })
+        .unwrap_or_default();
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let key = format!("{machine}\0{}", root.display());
+    git2::Oid::hash_object(git2::ObjectType::Blob, key.as_bytes())
+        .map(|o| o.to_string()[..16].to_string())
+        .unwrap_or_default()
 }
 
 /// A path as `git status --porcelain` prints it with `core.quotePath=false`: as is (bytes that
@@ -324,6 +371,7 @@ mod tests {
     #[test]
     fn a_manifest_round_trips_and_a_foreign_file_is_not_one() {
         let mut m = Manifest {
+            source: Some("0123abcd".into()),
             snapshot: Some("abc".into()),
             ..Default::default()
         };
@@ -355,13 +403,48 @@ mod tests {
         now.insert(b"same".to_vec(), entry(1, 1));
         now.insert(b"changed".to_vec(), entry(1, 2));
         now.insert(b"new".to_vec(), entry(1, 1));
-        let d = delta(Some(&old), &now);
+        old.source = Some("ours".into());
+        let d = delta(Some(&old), &now, "ours");
         assert_eq!(d.send, [b"changed".to_vec(), b"new".to_vec()]);
         assert_eq!(d.unchanged, [b"same".to_vec()]);
         assert_eq!(d.delete, [b"gone".to_vec()]);
-        let first = delta(None, &now);
+        let first = delta(None, &now, "ours");
         assert_eq!(first.send.len(), 3);
         assert!(first.delete.is_empty());
+        // Another checkout's manifest (or one that names none): its stat proves nothing about
+        // our files, so all are sent; what it has and we do not is still deleted.
+        for other in [Some("theirs".to_string()), None] {
+            old.source = other;
+            let d = delta(Some(&old), &now, "ours");
+            assert_eq!(d.send.len(), 3, "{:?}", old.source);
+            assert!(d.unchanged.is_empty());
+            assert_eq!(d.delete, [b"gone".to_vec()]);
+        }
+    }
+
+    #[test]
+    fn the_snapshot_stays_last_in_the_header_for_the_cluster_side() {
+        let m = Manifest {
+            source: Some("0123abcd".into()),
+            snapshot: Some("f00d".into()),
+            ..Default::default()
+        };
+        let text = String::from_utf8(m.render()).unwrap();
+        let first = text.lines().next().unwrap();
+        // The cluster side reads `sed -n '1s/.*snapshot=//p'`.
+        assert_eq!(first.rsplit_once("snapshot=").unwrap().1, "f00d");
+        // A header an older version wrote (no source) still parses.
+        let old = Manifest::parse(format!("{HEADER} snapshot=f00d\n").as_bytes()).unwrap();
+        assert_eq!((old.source, old.snapshot.as_deref()), (None, Some("f00d")));
+    }
+
+    #[test]
+    fn each_checkout_has_its_own_source_and_keeps_it() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        assert_eq!(checkout_source(a.path()), checkout_source(a.path()));
+        assert_ne!(checkout_source(a.path()), checkout_source(b.path()));
+        assert_eq!(checkout_source(a.path()).len(), 16);
     }
 
     #[test]

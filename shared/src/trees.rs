@@ -58,6 +58,7 @@ impl Trees {
         s.assign("is_build", if is_build { "yes" } else { "no" })?;
         s.assign("manifest", crate::manifest::MANIFEST)?;
         s.assign("paths0", crate::manifest::PATHS0)?;
+        s.raw(crate::remote::UNTRACKED_STORE);
         s.raw(TREE);
         Ok(())
     }
@@ -69,18 +70,15 @@ impl Trees {
 ///   git has no worktrees), kept from gc by `refs/slurm-tools/trees/<tag>`, with the snapshot's
 ///   submodules (nested too) as real git checkouts at their commits (`--shared` clones of the
 ///   clone's submodule repositories, registered in their parents), plus the untracked
-///   files the last untracked sync put into the clone (its manifest lists them). A run job that
+///   files synced with that snapshot (kept per snapshot by `keep_untracked`,
+///   `shared/src/remote/sh/untracked-store.sh`; else those the clone's last untracked sync put
+///   there, said when that sync was of another snapshot). A run job that
 ///   follows a build of the same commit also gets that build's outputs (everything untracked or
 ///   ignored in the warm build tree), copied. A build job's warm tree is created here when new.
 /// - `prune_trees`: removes the trees of all but the newest `$keep` jobs, never one whose job
 ///   Slurm still has (one squeue for all), never one whose submission may still be under way
 ///   (no job id yet and younger than an hour); then says how much disk the trees use.
-pub const TREE: &str = r#"gnu_tar() { tar --version 2>/dev/null | grep -q GNU; }
-copy_listed0() { # copy the NUL-separated paths on stdin from $1 to $2
-  if gnu_tar; then (cd -- "$1" && tar --null -T - -cf -) | (cd -- "$2" && tar -xf -)
-  else tr '\000' '\n' | (cd -- "$1" && tar -T - -cf -) | (cd -- "$2" && tar -xf -); fi
-}
-add_tree() { # add_tree DIR COMMIT
+pub const TREE: &str = r#"add_tree() { # add_tree DIR COMMIT
   if git worktree list >/dev/null 2>&1; then
     git worktree add -q --detach "$1" "$2" >&2
   else
@@ -119,7 +117,12 @@ make_tree() {
   add_tree "$tree" "$commit" || return 1
   fill_submodules "$PWD" "$tree" "$commit" || return 1
   : >"$trees/$token.job"
-  if [ -s "$paths0" ]; then
+  if untracked_of "$commit"; then
+    # The untracked files synced with this snapshot, whatever another checkout synced since.
+    if [ -s "$untracked_store/$commit.paths0" ]; then
+      copy_listed0 "$untracked_store/$commit" "$tree" <"$untracked_store/$commit.paths0" || return 1
+    fi
+  elif [ -s "$paths0" ]; then
     snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)
     [ "$snap" = "$commit" ] || echo "UNTRACKED_FROM ${snap:-unknown}"
     copy_listed0 . "$tree" <"$paths0" || return 1

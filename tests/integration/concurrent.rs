@@ -8,8 +8,10 @@ use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
 /// One whole pipeline (both syncs, submit, watch) on `doc`; the watch's document.
-fn whole_pipeline(doc: &Value) -> Result<Value, String> {
+/// The pipeline's last document and every tool's stderr.
+fn whole_pipeline(doc: &Value) -> Result<(Value, String), String> {
     let mut d = doc.clone();
+    let mut said = String::new();
     for (tool_name, args) in [
         ("slurm-sync-tracked", &[][..]),
         ("slurm-sync-untracked", &[][..]),
@@ -20,9 +22,10 @@ fn whole_pipeline(doc: &Value) -> Result<Value, String> {
         if r.code != 0 {
             return Err(format!("{tool_name} exited {}: {}", r.code, r.stderr));
         }
+        said.push_str(&r.stderr);
         d = r.doc;
     }
-    Ok(d)
+    Ok((d, said))
 }
 
 #[test]
@@ -64,15 +67,22 @@ fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_cod
     base["partition"] = json!(testbed().s("partition"));
     base["time_limit"] = json!("00:05:00");
     base["recipe"] = json!("single");
-    base["command"] = json!("cat src/a.py");
+    base["command"] = json!("cat src/a.py notes/untracked.txt; ls only-*.txt");
     let before_refs = fx.origin_refs();
     for round in 0..3 {
-        // Each checkout's own uncommitted edit this round.
+        // Each checkout's own uncommitted edit this round, and its own untracked files: one at
+        // a path every checkout has (its content differs), one only it has.
         for (name, dir) in &checkouts {
             write(
                 &dir.join("src/a.py"),
                 &format!("print('edit of {name} in round {round}')\n"),
             );
+            std::fs::create_dir_all(dir.join("notes")).unwrap();
+            write(
+                &dir.join("notes/untracked.txt"),
+                &format!("untracked of {name} in round {round}\n"),
+            );
+            write(&dir.join(format!("only-{name}.txt")), "");
         }
         // Eight at once: three from each clone, two from the worktree (the same checkout run
         // several times with different documents too).
@@ -91,12 +101,29 @@ fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_cod
             .collect();
         for h in handles {
             let (name, result) = h.join().unwrap();
-            let d = result.unwrap_or_else(|e| panic!("round {round}, checkout {name}: {e}"));
+            let (d, said) =
+                result.unwrap_or_else(|e| panic!("round {round}, checkout {name}: {e}"));
             assert_eq!(d["report"]["status"], "PASSED", "round {round} {name}: {d}");
             let log = std::fs::read_to_string(d["job"]["stdout_path"].as_str().unwrap()).unwrap();
             assert!(
                 log.contains(&format!("edit of {name} in round {round}")),
                 "round {round}: the job from checkout {name} ran other code: {log}"
+            );
+            // Its own untracked files, whatever the other checkouts synced into the clone
+            // between its sync and its submission.
+            assert!(
+                log.contains(&format!("untracked of {name} in round {round}")),
+                "round {round}: the job from checkout {name} got other untracked files: {log}"
+            );
+            let only: Vec<&str> = log.lines().filter(|l| l.starts_with("only-")).collect();
+            assert_eq!(
+                only,
+                vec![format!("only-{name}.txt")],
+                "round {round}, checkout {name}: {log}"
+            );
+            assert!(
+                !said.contains("are from the sync of snapshot"),
+                "round {round} {name}: {said}"
             );
         }
     }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 /// Ranks 0-3 (RANK, MASTER_ADDR from the distributed recipe). `barrier`: every step each rank
 /// sends to rank 0 and waits for its answer (a collective); rank 3 blocks at step 3, so every
 /// rank goes silent, waiting for it. `free`: no communication; rank 3 blocks, the others go on.
-const PROGRAM: &str = r#"import os, socket, threading, time
+pub(crate) const PROGRAM: &str = r#"import os, socket, threading, time
 rank = int(os.environ["RANK"])
 mode = os.environ["HANG_MODE"]
 port = 20000 + int(os.environ["SLURM_JOB_ID"]) % 20000

@@ -5,19 +5,20 @@
 
 mod concurrent;
 mod document;
+mod examples;
 pub mod fixture;
-mod forensics;
+pub(crate) mod forensics;
 mod harness;
 mod install;
 mod modern;
 mod nodes;
 mod polish;
 mod preflight;
-mod readme;
+pub(crate) mod readme;
 mod remote_quoting;
 mod repos;
 mod resolve;
-mod runs;
+pub(crate) mod runs;
 mod secrets;
 pub mod submit;
 pub mod sync;

@@ -49,28 +49,10 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
         .find(|(l, _)| l == "sh")
         .expect("an sh block")
         .1;
-    let mut doc: Value = serde_json::from_str(doc_text).expect("the quickstart document is JSON");
-    // Only the cluster's own values are replaced (and the test's ssh config named, since the
-    // test cannot write ~/.ssh/config); every other field is the README's.
-    let tb = testbed();
-    let local: [(&str, Value); 4] = [
-        ("ssh_host", json!(tb.s("direct_host"))),
-        (
-            "remote_cwd",
-            json!(format!(
-                "{}/readme-{}",
-                tb.remote_root(),
-                std::process::id()
-            )),
-        ),
-        ("account", json!(tb.s("account"))),
-        ("partition", json!(tb.s("partition"))),
-    ];
-    for (k, v) in local {
-        assert!(doc.get(k).is_some(), "the quickstart document has no `{k}`");
-        doc[k] = v;
-    }
-    doc["ssh_config_file"] = json!(tb.ssh_config());
+    let doc = quickstart_doc(
+        doc_text,
+        &format!("{}/readme-{}", testbed().remote_root(), std::process::id()),
+    );
     // A repository of the person's: a fixture with an origin the cluster can clone.
     let fx = Fixture::new("readme");
     write(&fx.local.join("job.json"), &doc.to_string());
@@ -99,6 +81,36 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
     assert!(table.contains("PASSED"), "slurm-report --table: {table}");
     let log = std::fs::read_to_string(report["job"]["stdout_path"].as_str().unwrap()).unwrap();
     assert!(log.contains("Python 3"), "the README's command ran: {log}");
+}
+
+/// The README quickstart's job document (`text`) with only the local cluster's values put in:
+/// its host (and the test's ssh config, since a test cannot write ~/.ssh/config), `remote_cwd`,
+/// account and partition. Every other field is the README's.
+pub(crate) fn quickstart_doc(text: &str, remote_cwd: &str) -> Value {
+    let mut doc: Value = serde_json::from_str(text).expect("the quickstart document is JSON");
+    let tb = testbed();
+    let local: [(&str, Value); 4] = [
+        ("ssh_host", json!(tb.s("direct_host"))),
+        ("remote_cwd", json!(remote_cwd)),
+        ("account", json!(tb.s("account"))),
+        ("partition", json!(tb.s("partition"))),
+    ];
+    for (k, v) in local {
+        assert!(doc.get(k).is_some(), "the quickstart document has no `{k}`");
+        doc[k] = v;
+    }
+    doc["ssh_config_file"] = json!(tb.ssh_config());
+    doc
+}
+
+/// The README quickstart's job document as printed.
+pub(crate) fn quickstart_text() -> String {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    blocks_of(&readme, "Quickstart")
+        .into_iter()
+        .find(|(l, _)| l == "json")
+        .expect("a json block")
+        .1
 }
 
 /// The fenced blocks of the markdown file's section `heading` (any level).

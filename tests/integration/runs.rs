@@ -404,7 +404,7 @@ fn events_follow_a_run_from_pending_to_passed_and_a_hang_to_its_verdict() {
 }
 
 /// A local HTTP server that records each request's body and answers with `status`.
-fn http_server(status: u16) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+pub(crate) fn http_server(status: u16) -> (u16, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -60,6 +60,15 @@ impl Pane {
              PS1='$ ' bash --norc --noprofile",
             h = home.display()
         );
+        Pane::start(name, &shell)
+    }
+
+    /// A terminal that runs `command` (through tmux's shell) instead of an interactive shell.
+    pub(crate) fn running(test: &str, command: &str) -> Pane {
+        Pane::start(format!("st-term-{test}-{}", std::process::id()), command)
+    }
+
+    fn start(name: String, shell: &str) -> Pane {
         let ok = Command::new("tmux")
             .args([
                 "new-session",
@@ -70,7 +79,7 @@ impl Pane {
                 "250",
                 "-y",
                 "60",
-                &shell,
+                shell,
             ])
             .status()
             .unwrap();

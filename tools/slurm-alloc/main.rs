@@ -841,8 +841,16 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
         body.push_str(slurm::DISTRIBUTED_ENV);
     }
     body.push_str(&command);
+    // Where the command runs: with --sync, the clone the sync just made equal to the working
+    // tree (a document that never saw a sync, as `slurm-alloc up` writes it, names only
+    // `remote_cwd`; the sync has decided `remote_repo_path` by now).
+    let dir = if args.sync {
+        Layout::of(&ctx.doc)?.repo_path_req()?.path
+    } else {
+        a.dir.clone()
+    };
     let mut s = Script::new();
-    s.raw("exec 2>&1\ncd --").arg(&a.dir)?.raw(" || exit 126\n");
+    s.raw("exec 2>&1\ncd --").arg(&dir)?.raw(" || exit 126\n");
     let tree = if args.own_tree {
         let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
         let token = format!("exec-{}-{}", job, shared::clock::unix_now());

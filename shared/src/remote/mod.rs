@@ -44,6 +44,10 @@ pub const FORENSICS_COLLECT: &str = include_str!("sh/forensics-collect.sh");
 /// Hang forensics from the login node: the collector on every node of the job, bounded.
 pub const FORENSICS_RUN: &str = include_str!("sh/forensics-run.sh");
 
+/// Each snapshot's own untracked files, kept after an untracked sync for its jobs' trees:
+/// `keep_untracked`, `untracked_of COMMIT`, `copy_listed0 FROM TO`.
+pub const UNTRACKED_STORE: &str = include_str!("sh/untracked-store.sh");
+
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 

@@ -148,6 +148,8 @@ pub struct Plan {
     to_send: Vec<Item>,
     delete: Vec<String>,
     snapshot: Option<String>,
+    /// This checkout ([`manifest::checkout_source`]), written into the new manifest.
+    source: String,
     snapshot_moved: bool,
     stats: Arc<Mutex<Stats>>,
     /// The new manifest's tag, and the manifest as the stream wrote it (kept locally when the
@@ -180,7 +182,16 @@ impl Plan {
                 Some((it.name.as_bytes().to_vec(), Entry::of(&meta)?))
             })
             .collect();
-        let delta = manifest::delta(previous.as_ref(), &now);
+        let source = manifest::checkout_source(&root);
+        if previous
+            .as_ref()
+            .is_some_and(|p| p.source.as_deref() != Some(source.as_str()) && !p.entries.is_empty())
+        {
+            ctx.note(
+                "the untracked files in the remote clone were synced from another checkout (or an older version): sending every untracked file",
+            );
+        }
+        let delta = manifest::delta(previous.as_ref(), &now, &source);
         let unchanged_bytes: u64 = delta
             .unchanged
             .iter()
@@ -222,6 +233,7 @@ impl Plan {
             to_send,
             delete,
             snapshot,
+            source,
             snapshot_moved,
             stats: Arc::new(Mutex::new(Stats {
                 skipped: unopened,
@@ -237,8 +249,9 @@ impl Plan {
         self.to_send.is_empty() && self.delete.is_empty() && !self.snapshot_moved
     }
 
-    /// The remote part: deletions, then extraction of the stream on its stdin (it ends with
-    /// `exec tar`: run it in a subshell when something follows).
+    /// The remote part: deletions, then extraction of the stream on its stdin, then the
+    /// snapshot's set kept (it exits with tar's status: run it in a subshell when something
+    /// follows).
     pub fn script(&self) -> Result<Script> {
         extract_script(&self.repo_path, &self.to_send, &self.delete, self.gzip)
     }
@@ -278,10 +291,11 @@ impl Plan {
             }
         });
         let tail: archive::TailFn = {
-            let (previous, now, snapshot) = (
+            let (previous, now, snapshot, source) = (
                 self.previous.clone(),
                 self.now.clone(),
                 self.snapshot.clone(),
+                self.source.clone(),
             );
             let unchanged: BTreeSet<Vec<u8>> = self.unchanged.iter().cloned().collect();
             let (id, written) = (self.id.clone(), self.written.clone());
@@ -293,6 +307,7 @@ impl Plan {
                     .map(String::as_str)
                     .collect();
                 let mut m = Manifest {
+                    source: Some(source),
                     snapshot,
                     entries: BTreeMap::new(),
                 };
@@ -656,7 +671,8 @@ fn unopened_dirs(stderr: &str) -> Vec<Skipped> {
 }
 
 /// The remote side: delete what was deleted locally (never through a symlink), remove what
-/// would make tar write outside the checkout, then extract (the manifest files come last).
+/// would make tar write outside the checkout, extract (the manifest files come last), then keep
+/// the synced files for the jobs of this snapshot (`keep_untracked`).
 pub(super) fn extract_script(
     repo: &str,
     items: &[Item],
@@ -729,11 +745,17 @@ done
     // GNU tar's quieter, directory-keeping options only where tar is GNU's (asked there, not
     // guessed here: bsdtar and busybox tar refuse them).
     let z = if gzip { " -z" } else { "" };
-    s.raw("if tar --version 2>/dev/null | grep -q GNU; then\n  exec tar -x --no-same-owner --warning=no-timestamp --no-overwrite-dir");
+    s.raw("if tar --version 2>/dev/null | grep -q GNU; then\n  tar -x --no-same-owner --warning=no-timestamp --no-overwrite-dir");
     s.raw(z);
-    s.raw(" -f -\nfi\nexec tar -x --no-same-owner");
+    s.raw(" -f -\nelse\n  tar -x --no-same-owner");
     s.raw(z);
-    s.raw(" -f -\n");
+    s.raw(" -f -\nfi || exit $?\n");
+    // The files of this sync, kept for the jobs of its snapshot (another checkout's sync may
+    // replace them in the clone before this one's job is submitted).
+    s.assign("manifest", manifest::MANIFEST)?;
+    s.assign("paths0", manifest::PATHS0)?;
+    s.raw(crate::remote::UNTRACKED_STORE);
+    s.raw("keep_untracked\n");
     Ok(s)
 }
 

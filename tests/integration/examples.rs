@@ -1,0 +1,921 @@
+//! Every shell example of README.md and docs/cookbook.md, run as printed against the local
+//! cluster, in the order printed, in one person's repository and home, the way cargo and trycmd
+//! check their documentation: an example that stops working fails the build.
+//!
+//! What differs from a person's machine, and only that:
+//! - `job.json` is the README quickstart's document with the local cluster's values
+//!   (`readme::quickstart_doc`); where an example needs a document of its own (a job that serves
+//!   a port, a hang), the test writes it with the real tools before the example, as the person
+//!   would have;
+//! - a value that names another site (an image on a public registry, a site's file systems) is
+//!   replaced by the local one: `SUBSTITUTIONS`, each of which must still occur in the file;
+//! - each example runs under bash with `set -o pipefail` and an ERR trap that records every
+//!   command that failed: a failure must be one the example's table expects (with its reason),
+//!   and an expected one must happen;
+//! - where an example opens a shell, it runs in a real terminal (tmux) and a person stand-in types
+//!   in it; a `--follow` that by design never ends is ended by the test once it delivered;
+//! - `notify-send` (a desktop's notifier; there is no desktop here) is a TEST STAND-IN that
+//!   records its arguments.
+//!
+//! Examples not run here name the test that runs their commands (`ELSEWHERE`); an example in
+//! neither list fails the test, so a new one cannot be added unrun.
+
+use crate::fixture::*;
+use crate::harness::*;
+use crate::totp::Pane;
+use serde_json::{json, Value};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One ```sh block: the heading it is under and its place among that heading's sh blocks.
+#[derive(Clone)]
+struct Block {
+    file: &'static str,
+    heading: String,
+    nth: usize,
+    text: String,
+}
+
+impl Block {
+    fn name(&self) -> String {
+        format!("{} § {} #{}", self.file, self.heading, self.nth)
+    }
+}
+
+fn sh_blocks(file: &'static str) -> Vec<Block> {
+    let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
+    let mut out = Vec::new();
+    let mut heading = String::new();
+    let mut nth = 0;
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if l.starts_with('#') {
+            heading = l.trim_start_matches('#').trim().to_string();
+            nth = 0;
+        } else if let Some(lang) = l.strip_prefix("```") {
+            let mut body = String::new();
+            for b in lines.by_ref() {
+                if b.starts_with("```") {
+                    break;
+                }
+                body.push_str(b);
+                body.push('\n');
+            }
+            if lang == "sh" {
+                out.push(Block {
+                    file,
+                    heading: heading.clone(),
+                    nth,
+                    text: body,
+                });
+                nth += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Examples whose commands another test runs (file, heading, nth, that test, why not here).
+const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
+    (
+        "README.md",
+        "Install",
+        0,
+        "install::the_wheel_installs_for_a_normal_user_without_rust_and_runs_the_main_job_to_passed",
+        "the release files exist only after scripts/release; that test installs the same wheel \
+         into a fresh virtual environment with pip (uv and pipx are not installed here)",
+    ),
+    (
+        "README.md",
+        "Install",
+        1,
+        "install::the_static_binary_runs_in_a_debian_13_root_and_in_a_busybox_only_root",
+        "the archive exists only after scripts/release; that test unpacks it and runs its binaries",
+    ),
+    (
+        "README.md",
+        "Install",
+        2,
+        "polish::make_targets_run_and_rerun_single_steps_on_the_saved_document",
+        "`make install` builds the whole workspace again; scripts/install-check follows it \
+         literally in a fresh Debian 12 root",
+    ),
+    (
+        "README.md",
+        "Quickstart",
+        0,
+        "readme::the_readmes_quickstart_runs_as_printed_to_passed",
+        "its own test, with the quickstart's document",
+    ),
+    (
+        "README.md",
+        "Step by step with make",
+        0,
+        "polish::make_targets_run_and_rerun_single_steps_on_the_saved_document",
+        "make runs in this checkout (every target but release there, and `make loop` in \
+         polish::make_loop_passes_cmd_as_one_argument); `make release` is scripts/release, run by \
+         scripts/test's release group",
+    ),
+];
+
+/// Values that name another site, and the local cluster's: (file, as printed, here).
+fn substitutions() -> Vec<(&'static str, &'static str, String)> {
+    let tb = testbed();
+    vec![
+        (
+            "docs/cookbook.md",
+            "nvcr.io/nvidia/pytorch:24.01-py3",
+            tb.s("container_image"),
+        ),
+        (
+            "docs/cookbook.md",
+            "/lustre/fsw/me:/lustre/fsw/me",
+            format!("{0}:{0}", tb.s("scratch_dir")),
+        ),
+        (
+            "docs/cookbook.md",
+            "/datasets:/datasets:ro",
+            "/usr/share/doc:/datasets:ro".to_string(),
+        ),
+    ]
+}
+
+/// What a finished example left: its stdout and its stderr.
+struct Outcome {
+    out: String,
+    err: String,
+}
+
+impl Outcome {
+    fn both(&self) -> String {
+        format!("{}\n{}", self.out, self.err)
+    }
+}
+
+/// A person's repository (a fixture with an origin the cluster clones) and home directory.
+struct Session {
+    fx: Fixture,
+    home: tempfile::TempDir,
+    remote: String,
+}
+
+impl Session {
+    fn new(name: &str) -> Session {
+        let fx = Fixture::new(name);
+        let home = tempdir();
+        let remote = format!(
+            "{}/examples-{name}-{}",
+            testbed().remote_root(),
+            std::process::id()
+        );
+        let s = Session { fx, home, remote };
+        for d in [".config/slurm-tools", "stand-ins", "examples", ".ssh"] {
+            std::fs::create_dir_all(s.home().join(d)).unwrap();
+        }
+        // TEST STAND-IN for a desktop's notifier: records its arguments.
+        let stand_in = s.home().join("stand-ins/notify-send");
+        write(
+            &stand_in,
+            "#!/bin/sh\n# TEST STAND-IN for notify-send (no desktop here): records its arguments.\n\
+             printf '%s\\n' \"$*\" >> \"$HOME/notify-send.calls\"\n",
+        );
+        chmod_x(&stand_in);
+        let doc = crate::readme::quickstart_doc(&crate::readme::quickstart_text(), &s.remote);
+        s.write_doc("job.json", &doc);
+        s
+    }
+
+    fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn dir(&self) -> &Path {
+        &self.fx.local
+    }
+
+    fn write_doc(&self, name: &str, doc: &Value) {
+        write(&self.dir().join(name), &doc.to_string());
+    }
+
+    fn read_doc(&self, name: &str) -> Value {
+        let text = std::fs::read_to_string(self.dir().join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{name}: {e}: {text}"))
+    }
+
+    fn job_doc(&self) -> Value {
+        self.read_doc("job.json")
+    }
+
+    /// The person's environment: the tools and the stand-ins on PATH, this home (and no XDG
+    /// variables: the tools' defaults under it, `~/.config`, `~/.local/state`).
+    fn env(&self) -> Vec<(String, String)> {
+        let bin = Path::new(bin("slurm-resolve")).parent().unwrap();
+        let h = self.home().display().to_string();
+        let mut env = vec![
+            (
+                "PATH".to_string(),
+                format!(
+                    "{}:{h}/stand-ins:{}",
+                    bin.display(),
+                    std::env::var("PATH").unwrap_or_else(|_| "/usr/bin:/bin".into())
+                ),
+            ),
+            ("HOME".into(), h.clone()),
+            ("USER".into(), "slurm-tools-test".into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("TZ".into(), "UTC".into()),
+            ("TERM".into(), "xterm".into()),
+            ("GIT_CONFIG_GLOBAL".into(), "/dev/null".into()),
+            ("GIT_CONFIG_NOSYSTEM".into(), "1".into()),
+        ];
+        for k in ["TMPDIR", "SLURM_TOOLS_SCRIPT_DUMP"] {
+            if let Ok(v) = std::env::var(k) {
+                env.push((k.to_string(), v));
+            }
+        }
+        env
+    }
+
+    /// A tool run by the test in the person's environment (what the person did before an
+    /// example), with the document on stdin; its stdout as a document.
+    fn tool(&self, name: &str, args: &[&str], input: &Value) -> Value {
+        let mut c = Command::new(bin(name));
+        c.env_clear()
+            .envs(self.env())
+            .current_dir(self.dir())
+            .args(args);
+        let out = pipe(&mut c, input.to_string().as_bytes());
+        assert!(
+            out.status.success(),
+            "{name} {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// resolve, preflight and both syncs of `doc`: the document after the syncs.
+    fn synced(&self, doc: &Value) -> Value {
+        let mut d = doc.clone();
+        for t in [
+            "slurm-resolve",
+            "slurm-ssh-preflight",
+            "slurm-sync-tracked",
+            "slurm-sync-untracked",
+        ] {
+            d = self.tool(t, &[], &d);
+        }
+        d
+    }
+
+    /// The example as a script: the substitutions made, pipefail on, each failure recorded.
+    /// Returns the launcher, which runs it in the repository with the person's environment
+    /// and writes its output and exit status beside it.
+    fn launcher(&self, b: &Block) -> (PathBuf, PathBuf) {
+        let mut text = b.text.clone();
+        for (file, printed, here) in substitutions() {
+            if file == b.file {
+                text = text.replace(printed, &here);
+            }
+        }
+        let slug: String = b
+            .name()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let base = self.home().join("examples").join(&slug);
+        let script = base.with_extension("sh");
+        write(
+            &script,
+            &format!(
+                "set -o pipefail\n\
+                 trap 'printf \"%s\\t%s\\t%s\\n\" \"$?\" \"$((LINENO - 2))\" \"$BASH_COMMAND\" >> \"{b}.failures\"' ERR\n\
+                 {text}",
+                b = base.display()
+            ),
+        );
+        let _ = std::fs::remove_file(base.with_extension("exit"));
+        let _ = std::fs::remove_file(format!("{}.failures", base.display()));
+        let env: String = self
+            .env()
+            .into_iter()
+            .map(|(k, v)| format!(" '{k}={v}'"))
+            .collect();
+        let launcher = base.with_extension("run");
+        write(
+            &launcher,
+            &format!(
+                "cd '{dir}' || exit 99\nenv -i{env} bash --norc --noprofile '{script}' > '{b}.out' 2> '{b}.err'\necho $? > '{b}.exit'\n",
+                dir = self.dir().display(),
+                script = script.display(),
+                b = base.display()
+            ),
+        );
+        (launcher, base)
+    }
+
+    /// Start the example with no terminal (stdin empty), in a process group of its own.
+    fn spawn(&self, b: &Block) -> (Child, PathBuf) {
+        eprintln!("example: {}", b.name());
+        let (launcher, base) = self.launcher(b);
+        let child = Command::new("sh")
+            .arg(&launcher)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        (child, base)
+    }
+
+    fn run(&self, b: &Block, expected: &[(&str, i32, &str)]) -> Outcome {
+        let (mut child, base) = self.spawn(b);
+        child.wait().unwrap();
+        finish(b, &base, expected)
+    }
+
+    /// The example in a real terminal; `person` acts on it (reads `base.out`/`.err`, types).
+    fn run_in_terminal(
+        &self,
+        b: &Block,
+        expected: &[(&str, i32, &str)],
+        person: impl FnOnce(&Pane, &Path),
+    ) -> Outcome {
+        eprintln!("example (in a terminal): {}", b.name());
+        let (launcher, base) = self.launcher(b);
+        let pane = Pane::running(
+            &format!("ex-{}", b.nth),
+            &format!("sh '{}'; sleep 3600", launcher.display()),
+        );
+        person(&pane, &base);
+        wait_for_file(&base.with_extension("exit"), 600);
+        drop(pane);
+        finish(b, &base, expected)
+    }
+}
+
+fn chmod_x(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn wait_for_file(p: &Path, secs: u64) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !p.exists() {
+        assert!(Instant::now() < deadline, "{} never appeared", p.display());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Wait until the file at `p` contains `needle`; its text then.
+fn wait_for_text(p: &Path, needle: &str, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let text = std::fs::read_to_string(p).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never showed {needle:?}:\n{text}",
+            p.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The example's output, and its failures checked against the expected ones
+/// (a substring of the command, its exit status, why).
+fn finish(b: &Block, base: &Path, expected: &[(&str, i32, &str)]) -> Outcome {
+    let read = |ext: &str| std::fs::read_to_string(format!("{}.{ext}", base.display()));
+    let o = Outcome {
+        out: read("out").unwrap_or_default(),
+        err: read("err").unwrap_or_default(),
+    };
+    let failures: Vec<(i32, String, String)> = read("failures")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.splitn(3, '\t');
+            Some((
+                f.next()?.parse().ok()?,
+                f.next()?.to_string(),
+                f.next()?.to_string(),
+            ))
+        })
+        .collect();
+    for (code, line, cmd) in &failures {
+        assert!(
+            expected
+                .iter()
+                .any(|(needle, c, _)| cmd.contains(needle) && c == code),
+            "{}: line {line} `{cmd}` exited {code}\nstdout:\n{}\nstderr:\n{}",
+            b.name(),
+            o.out,
+            o.err
+        );
+    }
+    for (needle, c, why) in expected {
+        assert!(
+            failures
+                .iter()
+                .any(|(code, _, cmd)| cmd.contains(needle) && code == c),
+            "{}: `{needle}` was expected to exit {c} ({why}); failures: {failures:?}\nstderr:\n{}",
+            b.name(),
+            o.err
+        );
+    }
+    o
+}
+
+/// The job of a submitted document serves on `port` of its node: wait until it answers there.
+fn wait_serving(doc: &Value, port: u16) {
+    let id = doc["job"]["job_id"].as_str().expect("a submitted document");
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let sc = scontrol(id);
+        let node = sc.get("BatchHost").or_else(|| sc.get("NodeList")).cloned();
+        if sc.get("JobState").map(String::as_str) == Some("RUNNING") {
+            if let Some(ip) = node.and_then(|n| {
+                testbed().info["node_addresses"][&n]
+                    .as_str()
+                    .map(String::from)
+            }) {
+                if std::net::TcpStream::connect((ip.as_str(), port)).is_ok() {
+                    return;
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "job {id} never served port {port}: {sc:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A command for a job that serves `port` until `stop` exists, then ends with 0.
+fn serving_command(port: u16, stop: &str) -> String {
+    format!(
+        "python3 -m http.server {port} >/dev/null 2>&1 & until [ -e {stop} ]; do sleep 1; done; kill $!"
+    )
+}
+
+fn stop_file(s: &Session, what: &str) -> String {
+    format!("{}/stop-{what}", s.remote)
+}
+
+fn touch_as_cluster_user(path: &str) {
+    std::fs::create_dir_all(Path::new(path).parent().unwrap()).unwrap();
+    write(Path::new(path), "");
+}
+
+/// A person in front of the terminal: once slurm-attach says it is attaching, types a line in
+/// the shell it opens, sees it run there, and leaves with `exit`.
+fn person_leaves_the_shell(pane: &Pane, base: &Path) {
+    let err = PathBuf::from(format!("{}.err", base.display()));
+    wait_for_text(&err, "attaching to job", 300);
+    pane.type_line("echo ATTACHED-$((6*7)) in $PWD; exit");
+    // The shell's output comes on slurm-attach's stderr (its stdout is the document).
+    wait_for_text(&err, "ATTACHED-42", 60);
+}
+
+fn covered_elsewhere(b: &Block) -> bool {
+    ELSEWHERE
+        .iter()
+        .any(|(f, h, n, _, _)| *f == b.file && *h == b.heading && *n == b.nth)
+}
+
+/// Every substitution still occurs in its file, every test ELSEWHERE names exists, and every
+/// example there still exists.
+#[test]
+fn every_example_is_run_here_or_by_a_named_test() {
+    for (file, printed, _) in substitutions_printed() {
+        let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
+        assert!(
+            text.contains(printed),
+            "{file} no longer shows {printed}: update SUBSTITUTIONS"
+        );
+    }
+    let mut sources = String::new();
+    for dir in ["tests/integration", "tests/integration/modern"] {
+        for e in std::fs::read_dir(repo_root().join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "rs") {
+                sources.push_str(&std::fs::read_to_string(p).unwrap());
+            }
+        }
+    }
+    for (file, heading, nth, test, _) in ELSEWHERE {
+        let name = test.rsplit("::").next().unwrap();
+        assert!(
+            sources.contains(&format!("fn {name}()")),
+            "{file} § {heading} #{nth} names {test}, which does not exist"
+        );
+        assert!(
+            sh_blocks(file)
+                .iter()
+                .any(|b| b.heading == *heading && b.nth == *nth),
+            "{file} § {heading} #{nth} is listed in ELSEWHERE but is not there"
+        );
+    }
+}
+
+/// The printed halves of the substitutions, without the test bed (for the quick tier).
+fn substitutions_printed() -> Vec<(&'static str, &'static str, ())> {
+    vec![
+        ("docs/cookbook.md", "nvcr.io/nvidia/pytorch:24.01-py3", ()),
+        ("docs/cookbook.md", "/lustre/fsw/me:/lustre/fsw/me", ()),
+        ("docs/cookbook.md", "/datasets:/datasets:ro", ()),
+    ]
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn the_readmes_examples_run_as_printed() {
+    crate::needs_cluster!();
+    let s = Session::new("readme-ex");
+    for b in sh_blocks("README.md") {
+        if covered_elsewhere(&b) {
+            continue;
+        }
+        match (b.heading.as_str(), b.nth) {
+            ("More than one job", 0) => {
+                // The project's own test target, as `make test` in a repository.
+                write(
+                    &s.dir().join("Makefile"),
+                    "test:\n\t@echo tests-ran-$$((6 * 7)) on $$(hostname)\n",
+                );
+                let o = s.run_in_terminal(&b, &[], person_leaves_the_shell);
+                assert!(
+                    o.err.contains("tests-ran-42"),
+                    "make test ran in the allocation:\n{}",
+                    o.err
+                );
+                let alloc = s.read_doc("alloc.json");
+                let id = alloc["allocation"]["job_id"].as_str().unwrap().to_string();
+                let cfg = std::fs::read_to_string(s.home().join(".ssh/slurm-jobs")).unwrap();
+                assert!(cfg.contains("Host slurm-"), "{cfg}");
+                let (state, _) = wait_done(&id, 60);
+                assert!(
+                    state.starts_with("CANCELLED") || state == "COMPLETED",
+                    "down released it: {state}"
+                );
+            }
+            ("More than one job", 1) => {
+                let stop = stop_file(&s, "8888");
+                let mut d = s.job_doc();
+                d["command"] = json!(serving_command(8888, &stop));
+                let synced = s.synced(&d);
+                s.write_doc("synced.json", &synced);
+                let submitted = s.tool("slurm-submit", &[], &synced);
+                s.write_doc("submitted.json", &submitted);
+                wait_serving(&submitted, 8888);
+                let o = s.run(&b, &[]);
+                let fwd = s.read_doc("fwd.json");
+                assert_eq!(fwd["forward"]["local_port"], 8888, "{}", o.err);
+                assert!(
+                    o.out.contains("\"forensics\""),
+                    "the stacks document: {}",
+                    o.out
+                );
+                touch_as_cluster_user(&stop);
+                let id = submitted["job"]["job_id"].as_str().unwrap();
+                assert_eq!(wait_done(id, 120).0, "COMPLETED");
+            }
+            ("More than one job", 2) => {
+                let (port, got) = crate::runs::http_server(200);
+                let hook = s.home().join(".config/slurm-tools/webhook");
+                write(&hook, &format!("http://127.0.0.1:{port}/hook\n"));
+                std::fs::set_permissions(
+                    &hook,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o600),
+                )
+                .unwrap();
+                let o = s.run(&b, &[]);
+                let report = s.read_doc("report.json");
+                assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
+                let events = std::fs::read_to_string(s.dir().join("events.jsonl")).unwrap();
+                assert!(events.contains("\"verdict\""), "{events}");
+                assert!(
+                    s.read_doc("fetched.json").get("fetch").is_some(),
+                    "{}",
+                    o.err
+                );
+                let served = s.read_doc("submitted.json");
+                let id = served["job"]["job_id"].as_str().unwrap();
+                assert!(
+                    o.out.contains(id),
+                    "slurm-runs lists the earlier job {id}:\n{}",
+                    o.out
+                );
+                drop(got);
+            }
+            ("More than one job", 3) => {
+                let o = s.run(&b, &[]);
+                let report = s.read_doc("report.json");
+                assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
+                assert!(
+                    o.err.contains("build_command"),
+                    "--build says why it submits nothing:\n{}",
+                    o.err
+                );
+                assert_eq!(report["job"]["kind"], "run", "{report}");
+            }
+            ("One tool inside an existing script", 0) => {
+                let o = s.run(&b, &[]);
+                assert!(
+                    o.out.contains("JOBID"),
+                    "squeue's table through the master:\n{}\n{}",
+                    o.out,
+                    o.err
+                );
+            }
+            _ => panic!(
+                "{} is neither run here nor listed in ELSEWHERE with the test that runs it:\n{}",
+                b.name(),
+                b.text
+            ),
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn the_cookbooks_examples_run_as_printed() {
+    crate::needs_cluster!();
+    let s = Session::new("cookbook-ex");
+    // `slurm-runs --name 'train-*'` below finds this job's runs.
+    let mut job = s.job_doc();
+    job["job_name"] = json!(format!("train-cookbook-{}", std::process::id()));
+    s.write_doc("job.json", &job);
+    let mut container_job: Option<(Child, PathBuf, Block)> = None;
+    for b in sh_blocks("docs/cookbook.md") {
+        if covered_elsewhere(&b) {
+            continue;
+        }
+        match (b.heading.as_str(), b.nth) {
+            ("The whole flow in one pipeline", 0) => {
+                let o = s.run(&b, &[]);
+                assert_eq!(
+                    s.read_doc("report.json")["report"]["status"],
+                    "PASSED",
+                    "{}",
+                    o.err
+                );
+            }
+            ("The inner loop: edit, run again in a held allocation", 0) => {
+                std::fs::create_dir_all(s.dir().join("tests")).unwrap();
+                write(
+                    &s.dir().join("tests/test_model.py"),
+                    "def test_model():\n    assert 6 * 7 == 42\n",
+                );
+                let o = s.run(&b, &[]);
+                assert!(
+                    o.both().contains("1 passed"),
+                    "pytest ran in the allocation:\n{}",
+                    o.both()
+                );
+                // Not part of the example: release the allocation.
+                s.tool("slurm-alloc", &["down"], &s.read_doc("alloc.json"));
+            }
+            ("Containers, code outside the home directory, and getting into a running job", 0) => {
+                // The job serves TensorBoard's port until told to stop, so the next example finds it running.
+                let stop = stop_file(&s, "6006");
+                let mut d = s.job_doc();
+                d["command"] = json!(serving_command(6006, &stop));
+                s.write_doc("job.json", &d);
+                let (child, base) = s.spawn(&b);
+                wait_for_file(&s.dir().join("submitted.json"), 300);
+                let submitted = wait_for_doc(&s.dir().join("submitted.json"));
+                wait_serving(&submitted, 6006);
+                container_job = Some((child, base, b.clone()));
+                s.write_doc("job.json", &job);
+            }
+            ("Containers, code outside the home directory, and getting into a running job", 1) => {
+                let o = s.run_in_terminal(
+                    &b,
+                    &[("nvidia-smi", 127, "no GPU driver on the test nodes")],
+                    person_leaves_the_shell,
+                );
+                let tb = s.read_doc("tb.json");
+                assert_eq!(tb["forward"]["local_port"], 6006, "{}", o.err);
+                let cfg = std::fs::read_to_string(s.home().join(".ssh/slurm-jobs")).unwrap();
+                assert!(cfg.contains("Host slurm-"), "{cfg}");
+                assert!(o.err.contains("ATTACHED-42"), "{}", o.err);
+                // The job is told to stop; the first example's watch then gives its verdict.
+                touch_as_cluster_user(&stop_file(&s, "6006"));
+                let (mut child, base, first) = container_job.take().expect("the container job");
+                child.wait().unwrap();
+                let o = finish(&first, &base, &[]);
+                let report = s.read_doc("report.json");
+                assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
+                assert!(
+                    report["report"]["container"].is_object(),
+                    "the image the job ran in: {report}"
+                );
+            }
+            ("Dropping one tool into an existing script", 0) => {
+                let tb = testbed();
+                write(
+                    &s.dir().join("my-existing-job.slurm"),
+                    &format!(
+                        "#!/bin/sh\n#SBATCH --account={} --partition={} --time=1 --output=/dev/null\nhostname\n",
+                        tb.s("account"),
+                        tb.s("partition")
+                    ),
+                );
+                let o = s.run(&b, &[]);
+                assert!(
+                    o.out.contains("Submitted batch job"),
+                    "{}\n{}",
+                    o.out,
+                    o.err
+                );
+            }
+            (
+                "Many runs on many clusters: the ledger, events, notifications, retries, results",
+                0,
+            ) => {
+                let o = s.run(&b, &[]);
+                assert!(
+                    o.out.contains("train-cookbook"),
+                    "the table lists the runs:\n{}",
+                    o.out
+                );
+                let resumed: Value =
+                    serde_json::from_str(o.out.lines().last().unwrap_or("{}")).unwrap_or(json!({}));
+                assert_eq!(
+                    resumed["report"]["status"], "PASSED",
+                    "the resumed watch:\n{}",
+                    o.out
+                );
+            }
+            (
+                "Many runs on many clusters: the ledger, events, notifications, retries, results",
+                1,
+            ) => {
+                // A run still going when the example starts, and this person's other terminal
+                // writing its events to events.jsonl.
+                let (port, got) = crate::runs::http_server(200);
+                let hook = s.home().join(".config/slurm-tools/webhook");
+                write(&hook, &format!("http://127.0.0.1:{port}/hook\n"));
+                std::fs::set_permissions(
+                    &hook,
+                    std::os::unix::fs::PermissionsExt::from_mode(0o600),
+                )
+                .unwrap();
+                let mut d = s.job_doc();
+                d["command"] = json!("sleep 8");
+                let submitted = s.tool("slurm-submit", &[], &s.synced(&d));
+                s.write_doc("short.json", &submitted);
+                let mut watch = Command::new(bin("slurm-watch"));
+                watch
+                    .env_clear()
+                    .envs(s.env())
+                    .current_dir(s.dir())
+                    .args(["--events", "events.jsonl", "short.json"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                let mut watch = watch.spawn().unwrap();
+                let (mut child, base) = s.spawn(&b);
+                let calls = s.home().join("notify-send.calls");
+                wait_for_text(&calls, "PASSED", 300);
+                // --follow never ends on its own: the person ends it.
+                let _ = Command::new("pkill")
+                    .args([
+                        "-TERM",
+                        "-g",
+                        &child.id().to_string(),
+                        "-f",
+                        "slurm-notify --follow",
+                    ])
+                    .status();
+                child.wait().unwrap();
+                watch.wait().unwrap();
+                finish(
+                    &b,
+                    &base,
+                    &[("--follow", 143, "ended by the person: --follow never ends")],
+                );
+                let posted = got.lock().unwrap().clone();
+                let id = submitted["job"]["job_id"].as_str().unwrap();
+                assert!(
+                    posted.iter().any(|e| e["job_id"] == id),
+                    "the webhook got the run's events: {posted:?}"
+                );
+            }
+            ("My multi-node job hangs", 0) => {
+                // Two nodes, four ranks; rank 3 stops at its step 3 while the others go on, and
+                // rank 0's step 6 stands for the line a hung collective prints (a pattern
+                // decides at once: the example's 600 s of silence would take 600 s here).
+                let mut d = s.job_doc();
+                d["recipe"] = json!("distributed");
+                d["node_count"] = json!(2);
+                d["required_devices_per_node"] = json!(2);
+                d["gpus_per_node"] = json!(2);
+                d["hang_pattern"] = json!("0: step 6");
+                d["command"] = json!(format!(
+                    "cat > hang-$RANK.py <<'PY'\n{}PY\nHANG_MODE=free exec python3 hang-$RANK.py",
+                    crate::forensics::PROGRAM
+                ));
+                s.write_doc("run.json", &s.synced(&d));
+                let o = s.run(
+                    &b,
+                    &[("slurm-watch", 1, "the job hung: HANG_DETECTED is exit 1")],
+                );
+                let report = s.read_doc("report.json");
+                assert_eq!(report["report"]["status"], "HANG_DETECTED", "{}", o.err);
+                assert!(
+                    o.out.contains("rank 3"),
+                    "the diagnosis names the stopped rank:\n{}",
+                    o.out
+                );
+                assert!(o.out.contains("\"node\""), "the nodes' table:\n{}", o.out);
+                assert!(
+                    o.out.contains("block_forever"),
+                    "less showed the evidence file:\n{}",
+                    o.out
+                );
+                assert!(
+                    o.out.contains("\"top\": \"    "),
+                    "the top frame of each rank:\n{}",
+                    o.out
+                );
+            }
+            ("My multi-node job hangs", 1) => {
+                // A job that is still running: the same four ranks, rank 3 stopped, no pattern.
+                let mut d = s.job_doc();
+                d["recipe"] = json!("distributed");
+                d["node_count"] = json!(2);
+                d["required_devices_per_node"] = json!(2);
+                d["gpus_per_node"] = json!(2);
+                d["command"] = json!(format!(
+                    "cat > hang-$RANK.py <<'PY'\n{}PY\nHANG_MODE=free exec python3 hang-$RANK.py",
+                    crate::forensics::PROGRAM
+                ));
+                let submitted = s.tool("slurm-submit", &[], &s.synced(&d));
+                s.write_doc("submitted.json", &submitted);
+                let id = submitted["job"]["job_id"].as_str().unwrap().to_string();
+                let log = submitted["job"]["stdout_path"]
+                    .as_str()
+                    .unwrap()
+                    .to_string();
+                // Rank 3 has stopped once the others are past their step 3.
+                wait_for_text(Path::new(&log), "0: step 5", 180);
+                let o = s.run(&b, &[]);
+                assert!(
+                    o.out.contains("rank 3"),
+                    "the diagnosis names the stopped rank:\n{}\n{}",
+                    o.out,
+                    o.err
+                );
+                assert_eq!(
+                    scontrol(&id).get("JobState").map(String::as_str),
+                    Some("RUNNING"),
+                    "untouched"
+                );
+                let _ = Command::new("scancel").arg(&id).status();
+                wait_done(&id, 120);
+            }
+            ("Logging in behind two-factor MFA", 0) => {
+                let o = s.run(&b, &[]);
+                assert!(
+                    s.read_doc("ready.json")["preflight"].is_object(),
+                    "{}",
+                    o.err
+                );
+            }
+            _ => panic!(
+                "{} is neither run here nor listed in ELSEWHERE with the test that runs it:\n{}",
+                b.name(),
+                b.text
+            ),
+        }
+    }
+    assert!(
+        container_job.is_none(),
+        "the container example's job was never stopped"
+    );
+}
+
+/// A document file another process is writing: once it parses with a job.
+fn wait_for_doc(p: &Path) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        if let Ok(v) =
+            serde_json::from_str::<Value>(std::fs::read_to_string(p).unwrap_or_default().trim())
+        {
+            if v["job"]["job_id"].is_string() {
+                return v;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never held a submitted job",
+            p.display()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
