@@ -77,30 +77,17 @@ fn sh_blocks(file: &'static str) -> Vec<Block> {
     out
 }
 
-/// Examples whose commands another test runs (file, heading, nth, that test, why not here).
+/// Examples whose commands another test (or a script) runs: (file, heading, nth, that test or
+/// script, why not here).
 const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
     (
         "README.md",
         "Install",
-        0,
-        "install::the_wheel_installs_for_a_normal_user_without_rust_and_runs_the_main_job_to_passed",
-        "the release files exist only after scripts/release; that test installs the same wheel \
-         into a fresh virtual environment with pip (uv and pipx are not installed here)",
-    ),
-    (
-        "README.md",
-        "Install",
-        1,
-        "install::the_static_binary_runs_in_a_debian_13_root_and_in_a_busybox_only_root",
-        "the archive exists only after scripts/release; that test unpacks it and runs its binaries",
-    ),
-    (
-        "README.md",
-        "Install",
         2,
-        "polish::make_targets_run_and_rerun_single_steps_on_the_saved_document",
-        "`make install` builds the whole workspace again; scripts/install-check follows it \
-         literally in a fresh Debian 12 root",
+        "scripts/install-check",
+        "`make install` builds the whole workspace in release mode (six minutes on this \
+         machine's two cores), so scripts/test does not run it; scripts/install-check follows it \
+         literally in a fresh Debian 12 root, run by hand",
     ),
     (
         "README.md",
@@ -108,15 +95,6 @@ const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
         0,
         "readme::the_readmes_quickstart_runs_as_printed_to_passed",
         "its own test, with the quickstart's document",
-    ),
-    (
-        "README.md",
-        "Step by step with make",
-        0,
-        "polish::make_targets_run_and_rerun_single_steps_on_the_saved_document",
-        "make runs in this checkout (every target but release there, and `make loop` in \
-         polish::make_loop_passes_cmd_as_one_argument); `make release` is scripts/release, run by \
-         scripts/test's release group",
     ),
 ];
 
@@ -274,6 +252,11 @@ impl Session {
     /// Returns the launcher, which runs it in the repository with the person's environment
     /// and writes its output and exit status beside it.
     fn launcher(&self, b: &Block) -> (PathBuf, PathBuf) {
+        self.launcher_in(b, self.dir(), &[])
+    }
+
+    /// [`Session::launcher`] in another directory, with more environment.
+    fn launcher_in(&self, b: &Block, dir: &Path, more: &[(&str, String)]) -> (PathBuf, PathBuf) {
         let mut text = b.text.clone();
         for (file, printed, here) in substitutions() {
             if file == b.file {
@@ -301,6 +284,7 @@ impl Session {
         let env: String = self
             .env()
             .into_iter()
+            .chain(more.iter().map(|(k, v)| (k.to_string(), v.clone())))
             .map(|(k, v)| format!(" '{k}={v}'"))
             .collect();
         let launcher = base.with_extension("run");
@@ -308,7 +292,7 @@ impl Session {
             &launcher,
             &format!(
                 "cd '{dir}' || exit 99\nenv -i{env} bash --norc --noprofile '{script}' > '{b}.out' 2> '{b}.err'\necho $? > '{b}.exit'\n",
-                dir = self.dir().display(),
+                dir = dir.display(),
                 script = script.display(),
                 b = base.display()
             ),
@@ -327,6 +311,25 @@ impl Session {
             .spawn()
             .unwrap();
         (child, base)
+    }
+
+    /// The example run in `dir` with more environment, no terminal.
+    fn run_in(
+        &self,
+        b: &Block,
+        dir: &Path,
+        more: &[(&str, String)],
+        expected: &[(&str, i32, &str)],
+    ) -> Outcome {
+        eprintln!("example: {} (in {})", b.name(), dir.display());
+        let (launcher, base) = self.launcher_in(b, dir, more);
+        let ok = Command::new("sh")
+            .arg(&launcher)
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        finish(b, &base, expected)
     }
 
     fn run(&self, b: &Block, expected: &[(&str, i32, &str)]) -> Outcome {
@@ -471,6 +474,50 @@ fn touch_as_cluster_user(path: &str) {
     write(Path::new(path), "");
 }
 
+/// The release files (scripts/release's output, as scripts/test builds it).
+fn dist() -> PathBuf {
+    let dir = std::env::var_os("SLURM_TOOLS_DIST")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("dist"));
+    assert!(
+        dir.join("SHA256SUMS").exists(),
+        "no release files in {}: run scripts/release (scripts/test does, and sets SLURM_TOOLS_DIST)",
+        dir.display()
+    );
+    dir
+}
+
+/// The release file names an install example uses (`./NAME.whl`, `NAME.tar.gz`), full names
+/// only (the `...` of a comment is not one).
+fn release_files_named_in(text: &str) -> Vec<String> {
+    let mut names: Vec<String> = text
+        .split(|c: char| c.is_whitespace())
+        .map(|w| w.trim_start_matches("./"))
+        .filter(|w| (w.ends_with(".whl") || w.ends_with(".tar.gz")) && !w.contains("..."))
+        .map(str::to_string)
+        .collect();
+    names.dedup();
+    assert!(!names.is_empty(), "no release file named in:\n{text}");
+    names
+}
+
+/// Every tool is in `home`/.local/bin and runs there (`--version` names the version).
+fn installed_tools_work(home: &Path, o: &Outcome) {
+    for t in ["slurm-resolve", "slurm-watch", "slurm-alloc", "slurm-init"] {
+        let exe = home.join(".local/bin").join(t);
+        let out = Command::new(&exe)
+            .arg("--version")
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", exe.display(), o.both()));
+        assert!(out.status.success(), "{}", exe.display());
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(t),
+            "{}",
+            exe.display()
+        );
+    }
+}
+
 /// A person in front of the terminal: once slurm-attach says it is attaching, types a line in
 /// the shell it opens, sees it run there, and leaves with `exit`.
 fn person_leaves_the_shell(pane: &Pane, base: &Path) {
@@ -510,7 +557,7 @@ fn every_example_is_run_here_or_by_a_named_test() {
     for (file, heading, nth, test, _) in ELSEWHERE {
         let name = test.rsplit("::").next().unwrap();
         assert!(
-            sources.contains(&format!("fn {name}()")),
+            sources.contains(&format!("fn {name}()")) || repo_root().join(test).is_file(),
             "{file} § {heading} #{nth} names {test}, which does not exist"
         );
         assert!(
@@ -541,6 +588,47 @@ fn the_readmes_examples_run_as_printed() {
             continue;
         }
         match (b.heading.as_str(), b.nth) {
+            ("Install", 0) | ("Install", 1) => {
+                // In a folder holding the release's files (scripts/release's, as scripts/test
+                // builds them), under the names the README prints; a fresh home each, so
+                // nothing the other install left can help. uv and pipx from the test bed.
+                let files = tempdir();
+                for name in release_files_named_in(&b.text) {
+                    let from = dist().join(&name);
+                    assert!(from.is_file(), "{}: the release has no {name}", b.name());
+                    std::os::unix::fs::symlink(&from, files.path().join(&name)).unwrap();
+                }
+                let home = tempdir();
+                let path = format!(
+                    "{}:/usr/local/bin:/usr/bin:/bin",
+                    testbed().s("installers_bin")
+                );
+                let more = [
+                    ("HOME", home.path().display().to_string()),
+                    ("PATH", path.clone()),
+                ];
+                let o = s.run_in(&b, files.path(), &more, &[]);
+                installed_tools_work(home.path(), &o);
+                if b.nth == 0 {
+                    // The comment's alternative: pipx, the same wheel, another fresh home.
+                    let wheel = release_files_named_in(&b.text).into_iter().next().unwrap();
+                    let home = tempdir();
+                    let out = Command::new("pipx")
+                        .args(["install", &format!("./{wheel}")])
+                        .current_dir(files.path())
+                        .env_clear()
+                        .env("HOME", home.path())
+                        .env("PATH", &path)
+                        .output()
+                        .unwrap();
+                    let o = Outcome {
+                        out: String::from_utf8_lossy(&out.stdout).into_owned(),
+                        err: String::from_utf8_lossy(&out.stderr).into_owned(),
+                    };
+                    assert!(out.status.success(), "pipx install: {}", o.both());
+                    installed_tools_work(home.path(), &o);
+                }
+            }
             ("More than one job", 0) => {
                 // The project's own test target, as `make test` in a repository.
                 write(
@@ -622,6 +710,69 @@ fn the_readmes_examples_run_as_printed() {
                     o.err
                 );
                 assert_eq!(report["job"]["kind"], "run", "{report}");
+            }
+            ("Step by step with make", 0) => {
+                // make runs in this checkout: a directory standing for it, with its Makefile,
+                // scripts and test bed state (the default job, the test cluster's sample, comes
+                // from scripts/local-cluster info), the tools already built (TOOLS, as the
+                // Makefile's header says), so the example's files stay out of the checkout.
+                let checkout = s.home().join("checkout");
+                std::fs::create_dir_all(&checkout).unwrap();
+                for f in ["Makefile", "scripts", ".testbed"] {
+                    std::os::unix::fs::symlink(repo_root().join(f), checkout.join(f)).unwrap();
+                }
+                // my-job.json: this person's repository (no build script, nothing about builds
+                // in the document), repo_root set; the catalog where the example says.
+                let mut mine = s.job_doc();
+                mine["repo_root"] = json!(s.dir());
+                write(&checkout.join("my-job.json"), &mine.to_string());
+                std::fs::copy(
+                    testbed().s("catalog"),
+                    s.home().join(".config/slurm-tools/clusters.json"),
+                )
+                .unwrap();
+                std::fs::create_dir_all(s.dir().join("tests")).unwrap();
+                write(
+                    &s.dir().join("tests/test_model.py"),
+                    "def test_model():\n    assert 6 * 7 == 42\n",
+                );
+                let tools = Path::new(bin("slurm-resolve")).parent().unwrap();
+                let o = s.run_in(
+                    &b,
+                    &checkout,
+                    &[("TOOLS", tools.display().to_string())],
+                    &[],
+                );
+                let docs = checkout.join(".slurm-tools");
+                let read = |f: &str| -> Value {
+                    serde_json::from_slice(&std::fs::read(docs.join(f)).unwrap()).unwrap()
+                };
+                let report = read("report.json");
+                assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
+                assert_eq!(
+                    report["repo_root"],
+                    json!(s.dir()),
+                    "the last `all` ran my-job.json"
+                );
+                assert_eq!(report["job"]["kind"], "run");
+                assert!(o.out.contains("PASSED"), "make report:\n{}", o.out);
+                assert!(
+                    o.err.contains("no build job"),
+                    "my-job.json builds nothing, said:\n{}",
+                    o.err
+                );
+                assert_eq!(
+                    read("loop.json")["allocation"]["last_exec"]["exit_code"],
+                    0,
+                    "{}",
+                    o.err
+                );
+                assert!(
+                    o.err.contains("1 passed"),
+                    "pytest -x ran in the allocation:\n{}",
+                    o.err
+                );
+                assert_eq!(read("released.json")["allocation"]["state"], "RELEASED");
             }
             ("One tool inside an existing script", 0) => {
                 let o = s.run(&b, &[]);
