@@ -55,14 +55,7 @@ fn sh_blocks(file: &'static str) -> Vec<Block> {
             heading = l.trim_start_matches('#').trim().to_string();
             nth = 0;
         } else if let Some(lang) = l.strip_prefix("```") {
-            let mut body = String::new();
-            for b in lines.by_ref() {
-                if b.starts_with("```") {
-                    break;
-                }
-                body.push_str(b);
-                body.push('\n');
-            }
+            let body = crate::readme::fenced_body(&mut lines);
             if lang == "sh" {
                 out.push(Block {
                     file,
@@ -163,6 +156,17 @@ impl Session {
         let doc = crate::readme::quickstart_doc(&crate::readme::quickstart_text(), &s.remote);
         s.write_doc("job.json", &doc);
         s
+    }
+
+    /// A local webhook receiver, its URL in the file the examples name
+    /// (`~/.config/slurm-tools/webhook`, mode 0600); what it received.
+    fn webhook(&self) -> std::sync::Arc<std::sync::Mutex<Vec<Value>>> {
+        let (port, got) = crate::runs::http_server(200);
+        let hook = self.home().join(".config/slurm-tools/webhook");
+        write(&hook, &format!("http://127.0.0.1:{port}/hook\n"));
+        let private = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+        std::fs::set_permissions(&hook, private).unwrap();
+        got
     }
 
     fn home(&self) -> &Path {
@@ -363,29 +367,32 @@ fn chmod_x(p: &Path) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-fn wait_for_file(p: &Path, secs: u64) {
+/// Poll `f` (every 200 ms) until it gives a value; fails naming `what` after `secs`.
+fn wait_until<T>(what: &dyn Fn() -> String, secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
-    while !p.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", p.display());
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{} (after {secs} s)", what());
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
+fn wait_for_file(p: &Path, secs: u64) {
+    wait_until(&|| format!("{} never appeared", p.display()), secs, || {
+        p.exists().then_some(())
+    })
+}
+
 /// Wait until the file at `p` contains `needle`; its text then.
 fn wait_for_text(p: &Path, needle: &str, secs: u64) -> String {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        let text = std::fs::read_to_string(p).unwrap_or_default();
-        if text.contains(needle) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never showed {needle:?}:\n{text}",
-            p.display()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let read = || std::fs::read_to_string(p).unwrap_or_default();
+    wait_until(
+        &|| format!("{} never showed {needle:?}:\n{}", p.display(), read()),
+        secs,
+        || Some(read()).filter(|t| t.contains(needle)),
+    )
 }
 
 /// The example's output, and its failures checked against the expected ones
@@ -435,27 +442,19 @@ fn finish(b: &Block, base: &Path, expected: &[(&str, i32, &str)]) -> Outcome {
 /// The job of a submitted document serves on `port` of its node: wait until it answers there.
 fn wait_serving(doc: &Value, port: u16) {
     let id = doc["job"]["job_id"].as_str().expect("a submitted document");
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
+    let serving = || {
         let sc = scontrol(id);
-        let node = sc.get("BatchHost").or_else(|| sc.get("NodeList")).cloned();
-        if sc.get("JobState").map(String::as_str) == Some("RUNNING") {
-            if let Some(ip) = node.and_then(|n| {
-                testbed().info["node_addresses"][&n]
-                    .as_str()
-                    .map(String::from)
-            }) {
-                if std::net::TcpStream::connect((ip.as_str(), port)).is_ok() {
-                    return;
-                }
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "job {id} never served port {port}: {sc:?}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        let node = sc.get("BatchHost").or_else(|| sc.get("NodeList"))?;
+        let ip = testbed().info["node_addresses"][node].as_str()?.to_string();
+        (sc.get("JobState").map(String::as_str) == Some("RUNNING")
+            && std::net::TcpStream::connect((ip.as_str(), port)).is_ok())
+        .then_some(())
+    };
+    wait_until(
+        &|| format!("job {id} never served port {port}: {:?}", scontrol(id)),
+        180,
+        serving,
+    )
 }
 
 /// A command for a job that serves `port` until `stop` exists, then ends with 0.
@@ -472,19 +471,6 @@ fn stop_file(s: &Session, what: &str) -> String {
 fn touch_as_cluster_user(path: &str) {
     std::fs::create_dir_all(Path::new(path).parent().unwrap()).unwrap();
     write(Path::new(path), "");
-}
-
-/// The release files (scripts/release's output, as scripts/test builds it).
-fn dist() -> PathBuf {
-    let dir = std::env::var_os("SLURM_TOOLS_DIST")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("dist"));
-    assert!(
-        dir.join("SHA256SUMS").exists(),
-        "no release files in {}: run scripts/release (scripts/test does, and sets SLURM_TOOLS_DIST)",
-        dir.display()
-    );
-    dir
 }
 
 /// The release file names an install example uses (`./NAME.whl`, `NAME.tar.gz`), full names
@@ -594,7 +580,7 @@ fn the_readmes_examples_run_as_printed() {
                 // nothing the other install left can help. uv and pipx from the test bed.
                 let files = tempdir();
                 for name in release_files_named_in(&b.text) {
-                    let from = dist().join(&name);
+                    let from = crate::install::dist().join(&name);
                     assert!(from.is_file(), "{}: the release has no {name}", b.name());
                     std::os::unix::fs::symlink(&from, files.path().join(&name)).unwrap();
                 }
@@ -673,14 +659,7 @@ fn the_readmes_examples_run_as_printed() {
                 assert_eq!(wait_done(id, 120).0, "COMPLETED");
             }
             ("More than one job", 2) => {
-                let (port, got) = crate::runs::http_server(200);
-                let hook = s.home().join(".config/slurm-tools/webhook");
-                write(&hook, &format!("http://127.0.0.1:{port}/hook\n"));
-                std::fs::set_permissions(
-                    &hook,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o600),
-                )
-                .unwrap();
+                let got = s.webhook();
                 let o = s.run(&b, &[]);
                 let report = s.read_doc("report.json");
                 assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
@@ -909,14 +888,7 @@ fn the_cookbooks_examples_run_as_printed() {
             ) => {
                 // A run still going when the example starts, and this person's other terminal
                 // writing its events to events.jsonl.
-                let (port, got) = crate::runs::http_server(200);
-                let hook = s.home().join(".config/slurm-tools/webhook");
-                write(&hook, &format!("http://127.0.0.1:{port}/hook\n"));
-                std::fs::set_permissions(
-                    &hook,
-                    std::os::unix::fs::PermissionsExt::from_mode(0o600),
-                )
-                .unwrap();
+                let got = s.webhook();
                 let mut d = s.job_doc();
                 d["command"] = json!("sleep 8");
                 let submitted = s.tool("slurm-submit", &[], &s.synced(&d));
@@ -961,16 +933,10 @@ fn the_cookbooks_examples_run_as_printed() {
                 // Two nodes, four ranks; rank 3 stops at its step 3 while the others go on, and
                 // rank 0's step 6 stands for the line a hung collective prints (a pattern
                 // decides at once: the example's 600 s of silence would take 600 s here).
+                let _stacks = crate::forensics::py_spy_in_place();
                 let mut d = s.job_doc();
-                d["recipe"] = json!("distributed");
-                d["node_count"] = json!(2);
-                d["required_devices_per_node"] = json!(2);
-                d["gpus_per_node"] = json!(2);
+                crate::forensics::four_ranks(&mut d, "free", "");
                 d["hang_pattern"] = json!("0: step 6");
-                d["command"] = json!(format!(
-                    "cat > hang-$RANK.py <<'PY'\n{}PY\nHANG_MODE=free exec python3 hang-$RANK.py",
-                    crate::forensics::PROGRAM
-                ));
                 s.write_doc("run.json", &s.synced(&d));
                 let o = s.run(
                     &b,
@@ -997,15 +963,9 @@ fn the_cookbooks_examples_run_as_printed() {
             }
             ("My multi-node job hangs", 1) => {
                 // A job that is still running: the same four ranks, rank 3 stopped, no pattern.
+                let _stacks = crate::forensics::py_spy_in_place();
                 let mut d = s.job_doc();
-                d["recipe"] = json!("distributed");
-                d["node_count"] = json!(2);
-                d["required_devices_per_node"] = json!(2);
-                d["gpus_per_node"] = json!(2);
-                d["command"] = json!(format!(
-                    "cat > hang-$RANK.py <<'PY'\n{}PY\nHANG_MODE=free exec python3 hang-$RANK.py",
-                    crate::forensics::PROGRAM
-                ));
+                crate::forensics::four_ranks(&mut d, "free", "");
                 let submitted = s.tool("slurm-submit", &[], &s.synced(&d));
                 s.write_doc("submitted.json", &submitted);
                 let id = submitted["job"]["job_id"].as_str().unwrap().to_string();
@@ -1053,20 +1013,14 @@ fn the_cookbooks_examples_run_as_printed() {
 
 /// A document file another process is writing: once it parses with a job.
 fn wait_for_doc(p: &Path) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        if let Ok(v) =
-            serde_json::from_str::<Value>(std::fs::read_to_string(p).unwrap_or_default().trim())
-        {
-            if v["job"]["job_id"].is_string() {
-                return v;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never held a submitted job",
-            p.display()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    wait_until(
+        &|| format!("{} never held a submitted job", p.display()),
+        300,
+        || {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            serde_json::from_str::<Value>(text.trim())
+                .ok()
+                .filter(|v| v["job"]["job_id"].is_string())
+        },
+    )
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 /// Ranks 0-3 (RANK, MASTER_ADDR from the distributed recipe). `barrier`: every step each rank
 /// sends to rank 0 and waits for its answer (a collective); rank 3 blocks at step 3, so every
 /// rank goes silent, waiting for it. `free`: no communication; rank 3 blocks, the others go on.
-pub(crate) const PROGRAM: &str = r#"import os, socket, threading, time
+const PROGRAM: &str = r#"import os, socket, threading, time
 rank = int(os.environ["RANK"])
 mode = os.environ["HANG_MODE"]
 port = 20000 + int(os.environ["SLURM_JOB_ID"]) % 20000
@@ -49,6 +49,14 @@ for step in range(10**6):
     time.sleep(1)
 "#;
 
+/// The cluster user's py-spy: a test that needs its stacks holds [`py_spy_in_place`]; the test
+/// that hides it holds the write side, so no stacks test runs while it is hidden.
+static PY_SPY: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+pub(crate) fn py_spy_in_place() -> std::sync::RwLockReadGuard<'static, ()> {
+    PY_SPY.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Hides the cluster user's py-spy while it lives (the nodes share the home directory).
 struct HiddenPySpy(std::path::PathBuf);
 
@@ -58,17 +66,27 @@ impl Drop for HiddenPySpy {
     }
 }
 
-fn hung_job(base: &Value, mode: &str) -> Run {
-    let mut d = base.clone();
+/// `d` made a two-node, four-rank distributed job running [`PROGRAM`] in `mode`; `setup` is
+/// shell each rank runs first.
+pub(crate) fn four_ranks(d: &mut Value, mode: &str, setup: &str) {
     d["recipe"] = json!("distributed");
     d["node_count"] = json!(2);
     d["required_devices_per_node"] = json!(2);
     d["gpus_per_node"] = json!(2);
-    d["stall_seconds"] = json!(12);
-    // Rank 2 is given another world size: a classic mistake the diagnosis names.
     d["command"] = json!(format!(
-        "cat > hang-$RANK.py <<'PY'\n{PROGRAM}PY\nif [ \"$RANK\" = 2 ]; then export WORLD_SIZE=3; fi\nHANG_MODE={mode} exec python3 hang-$RANK.py"
+        "cat > hang-$RANK.py <<'PY'\n{PROGRAM}PY\n{setup}HANG_MODE={mode} exec python3 hang-$RANK.py"
     ));
+}
+
+fn hung_job(base: &Value, mode: &str) -> Run {
+    let mut d = base.clone();
+    // Rank 2 is given another world size: a classic mistake the diagnosis names.
+    four_ranks(
+        &mut d,
+        mode,
+        "if [ \"$RANK\" = 2 ]; then export WORLD_SIZE=3; fi\n",
+    );
+    d["stall_seconds"] = json!(12);
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
     run("slurm-watch", &["--interval", "1"], &s.doc)
@@ -95,6 +113,8 @@ fn node_of(f: &Value, rank: u64) -> String {
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from_its_stacks() {
     crate::needs_cluster!();
+    // It hides py-spy in its second part: no other stacks test meanwhile.
+    let _alone = PY_SPY.write().unwrap_or_else(|e| e.into_inner());
     let (_fx, mut base) = synced("forensics");
     let local = tempdir();
     base["local_dir"] = json!(local.path());
@@ -270,15 +290,10 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn slurm_attach_stacks_reads_a_running_job_and_leaves_it_running() {
     crate::needs_cluster!();
+    let _stacks = py_spy_in_place();
     let (_fx, base) = synced("stacks");
     let mut d = base.clone();
-    d["recipe"] = json!("distributed");
-    d["node_count"] = json!(2);
-    d["required_devices_per_node"] = json!(2);
-    d["gpus_per_node"] = json!(2);
-    d["command"] = json!(format!(
-        "cat > hang-$RANK.py <<'PY'\n{PROGRAM}PY\nHANG_MODE=free exec python3 hang-$RANK.py"
-    ));
+    four_ranks(&mut d, "free", "");
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
     let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();

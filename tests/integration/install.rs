@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 /// The local user the install test runs as: an ordinary account, not root.
 const USER: &str = "slurm-tools-user";
 
-fn dist() -> PathBuf {
+pub(crate) fn dist() -> PathBuf {
     let dir = std::env::var_os("SLURM_TOOLS_DIST")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("dist"));

@@ -9,7 +9,7 @@ mod examples;
 pub mod fixture;
 pub(crate) mod forensics;
 mod harness;
-mod install;
+pub(crate) mod install;
 mod modern;
 mod nodes;
 mod polish;

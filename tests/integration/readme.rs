@@ -19,18 +19,23 @@ fn blocks_of(readme: &str, heading: &str) -> Vec<(String, String)> {
     let mut lines = section.lines();
     while let Some(l) = lines.next() {
         if let Some(lang) = l.strip_prefix("```") {
-            let mut body = String::new();
-            for b in lines.by_ref() {
-                if b.starts_with("```") {
-                    break;
-                }
-                body.push_str(b);
-                body.push('\n');
-            }
-            out.push((lang.to_string(), body));
+            out.push((lang.to_string(), fenced_body(&mut lines)));
         }
     }
     out
+}
+
+/// The lines of a fenced block up to its closing fence (the opening one already read).
+pub(crate) fn fenced_body<'a>(lines: &mut impl Iterator<Item = &'a str>) -> String {
+    let mut body = String::new();
+    for b in lines.by_ref() {
+        if b.starts_with("```") {
+            break;
+        }
+        body.push_str(b);
+        body.push('\n');
+    }
+    body
 }
 
 #[test]
