@@ -968,6 +968,10 @@ pub struct Allocation {
     /// one install for every node); removed by `down`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packages_dir: Option<String>,
+    /// On pyxis: the image cache's file the per-node containers were created from (a registry
+    /// image imported once per digest on the login node), as `job.container_use`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_use: Option<ContainerUse>,
     /// GPUs per node as `nvidia-smi -L` counted them; null: probed, no nvidia-smi.
     #[serde(
         default,

@@ -618,6 +618,19 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         "the partition's maximum"
     );
     assert_eq!(a["container_name"], format!("slurm-tools-{job}"));
+    // The registry image came through the image cache: each node's container was created from
+    // the cache's file (imported once per digest on the login node, as for slurm-submit).
+    let used = &a["container_use"];
+    assert!(
+        ["hit", "pulled", "waited"].contains(&used["cache"].as_str().unwrap_or("")),
+        "{a}"
+    );
+    assert!(used["file"].as_str().unwrap().ends_with(".sqsh"), "{a}");
+    assert!(
+        used["digest"].as_str().unwrap().starts_with("sha256:"),
+        "{a}"
+    );
+    assert_schema(&up.doc);
     // The allocation is in the run ledger, as a submission is.
     let ledger = std::fs::read_to_string(test_home().join("state/slurm-tools/runs.jsonl")).unwrap();
     assert!(
@@ -730,7 +743,8 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     assert_eq!(again.doc["allocation"]["reused"], true);
     assert!(
         !again.stderr.contains("imported"),
-        "the container is not imported twice"
+        "the container is not imported twice: {}",
+        again.stderr
     );
 
     // --own-tree: the command runs in a code tree of its own (the synced snapshot), not in the

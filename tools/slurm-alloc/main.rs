@@ -29,9 +29,10 @@ use std::time::{Duration, Instant};
 /// to what the work needs (`expected_duration`, else by `purpose`: profiling 30 min, development
 /// 2 h, training 2 h), rounded up to the hour, with `scontrol update`, says so, and re-checks;
 /// still far: exit 3 with the estimate and what to try (a backfill partition, fewer nodes,
-/// another cluster), unless --wait. With `container_image` on pyxis, the image is imported once
-/// per node as the named container `slurm-tools-<jobid>`, and `packages` are installed in it
-/// when given. On Apptainer (`container_runtime`, or the only runtime the cluster has) the image
+/// another cluster), unless --wait. With `container_image` on pyxis, a registry image is
+/// imported once per digest into the image cache on the login node (as slurm-submit does), each
+/// node's named container `slurm-tools-<jobid>` is created from that file, and `packages` are
+/// installed in it when given. On Apptainer (`container_runtime`, or the only runtime the cluster has) the image
 /// is pulled once into the image cache and started on every node, `packages` are installed once
 /// with pip --target into a directory on the shared filesystem every node's container sees, and
 /// `exec` and slurm-attach run through the allocation's launcher; `down` removes both.
@@ -255,7 +256,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     let a = alloc_of(&ctx.doc)?;
     let doc = &ctx.doc;
     let need = need(doc)?;
-    let st = Settings::from_doc(doc)?;
+    let mut st = Settings::from_doc(doc)?;
     let gpus = st.gpus_per_node;
     let image = st.container_image.clone();
     let packages = doc.str_list_opt("packages")?.unwrap_or_default();
@@ -498,6 +499,20 @@ exit "$E_NO_JOB_ID"
             }
         ));
     } else if let (Some(img), false) = (&image, set_up_before) {
+        // A registry image is imported once per digest on the login node into the image cache
+        // (as for slurm-submit); every node's container is created from that file.
+        let held = format!(
+            "the container image {} could not be imported; allocation {job} stays held: fix `container_image` and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down`",
+            st.container_ref.as_deref().unwrap_or(img)
+        );
+        sec.container_use = shared::slurm::container::pyxis_cache(
+            ctx,
+            &mut st,
+            &a.tag,
+            "every node's container starts",
+            &held,
+        )
+        .inspect_err(|_| ctx.doc.set_section("allocation", &sec))?;
         let mut s = Script::new();
         remote_exit::assign::<Exit>(&mut s)?;
         s.raw(OVERLAP);
@@ -533,8 +548,16 @@ exit "$E_NO_JOB_ID"
             );
         }
         ctx.note(format!(
-            "{} the container image {img} on each node of allocation {job} (pyxis imports it once per node; a large image takes minutes)",
-            if set_up_before { "checking" } else { "importing" }
+            "{} the container image {img} on each node of allocation {job} ({})",
+            if set_up_before {
+                "checking"
+            } else {
+                "importing"
+            },
+            match &sec.container_use {
+                Some(_) => "from the image cache's file",
+                None => "pyxis imports it once per node; a large image takes minutes",
+            }
         ));
         let out = run(&a, &s, 3600)?;
         if !out.success() {

@@ -148,7 +148,13 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let container_use = if cli.dry_run || build_skipped {
         None
     } else {
-        pyxis_image_cache(ctx, &mut st, &token)?
+        shared::slurm::container::pyxis_cache(
+            ctx,
+            &mut st,
+            &token,
+            "the job starts",
+            "nothing was submitted",
+        )?
     };
     let plan = if cli.build {
         if let Some(reason) = no_build_reason(ctx)? {
@@ -261,97 +267,6 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     ctx.doc.set_section("job", &section);
     shared::ledger::record_submission(ctx, plan.kind.name(), &id);
     Ok(Outcome::Done)
-}
-
-/// On pyxis, a registry image with a registry host: found in the image cache by its content
-/// digest, or imported there with enroot on the login node first (other submissions of the same
-/// image wait for that import); the job then runs the file, so its nodes import nothing. `None`
-/// when the job runs uncached (another runtime, an image file, no enroot or curl on the login
-/// node, a registry that names no digest, `image_cache_keep` 0): pyxis imports it in the job.
-fn pyxis_image_cache(
-    ctx: &Context,
-    st: &mut Settings,
-    token: &str,
-) -> Result<Option<schema::ContainerUse>> {
-    use shared::slurm::container::{self, Image, Runtime};
-    let (Some(Runtime::Pyxis), Some(written)) = (st.container_runtime, st.container_image.clone())
-    else {
-        return Ok(None);
-    };
-    let image = Image::parse(&written);
-    let Image::Registry(reference) = &image else {
-        return Ok(None);
-    };
-    if st.image_cache_keep == 0 || !image.cacheable() {
-        return Ok(None);
-    }
-    let ssh = Ssh::from_doc(&ctx.doc)?;
-    let cache = container::image_cache(&ctx.doc)?;
-    let mut s = Script::new();
-    s.assign("image", reference)?;
-    s.assign("cache", &cache)?;
-    s.assign("keep", &st.image_cache_keep.to_string())?;
-    s.assign("user", token)?;
-    s.assign("E_PULL", "3")?;
-    s.raw(shared::remote::IMAGE_CACHE);
-    s.raw(shared::remote::PYXIS_IMPORT);
-    ctx.note(format!("looking for the container image {reference} in the image cache {cache} on {} (a new image is imported there once, on the login node, with enroot)", ssh.host));
-    let out = ssh.run_script(&s, None, Duration::from_secs(3600))?;
-    let text = out.stdout_text();
-    let mut used = None;
-    let mut file = None;
-    for line in text.lines() {
-        container::note_use(line, &mut used);
-        if let Some(f) = line.strip_prefix("FILE ") {
-            file = Some(f.trim().to_string());
-        } else if let Some((_, said)) = line.split_once("slurm-tools: container: ") {
-            if said.starts_with("removed ") {
-                ctx.note(said);
-            }
-        }
-    }
-    if !out.success() {
-        let lines: Vec<String> = text
-            .lines()
-            .chain(out.stderr_tail.lines())
-            .map(str::to_string)
-            .collect();
-        let why = container::failure(&lines).unwrap_or_else(|| {
-            format!(
-                "the import on {} failed ({})",
-                ssh.host,
-                shared::process::describe_exit(out.code)
-            )
-        });
-        return Err(ToolError::remote(format!("`container_image` {written}: {why}; nothing was submitted"))
-            .with_field("container_image")
-            .with_hint("check the image reference (registry host, path and tag) and that the registry answers from the login node; enroot's own output is in this error")
-            .with_command(out.record()));
-    }
-    match (used, file) {
-        (Some(u), Some(f)) => {
-            match u.cache.as_str() {
-                "hit" => ctx.note(format!("the image cache has {reference} ({}): the job starts from {f}", u.digest.as_deref().unwrap_or("?"))),
-                "waited" => ctx.note(format!("waited {} s for another submission's import of {reference}: the job starts from {f}", u.pull_seconds.unwrap_or(0))),
-                _ => ctx.note(format!("imported {reference} into {f} in {} s: this job and every later one of this image start from it", u.pull_seconds.unwrap_or(0))),
-            }
-            st.container_ref = Some(f);
-            Ok(Some(u))
-        }
-        (u, _) => {
-            let why = text
-                .lines()
-                .find_map(|l| l.split_once("slurm-tools: container: uncached "))
-                .and_then(|(_, r)| r.split_once(" ("))
-                .map(|(_, r)| r.trim_end_matches(')'));
-            if let Some(why) = why {
-                ctx.note(format!(
-                    "no image cache for this job ({why}): pyxis imports the image in the job"
-                ));
-            }
-            Ok(u)
-        }
-    }
 }
 
 /// The file that appears when the job's command has ended, for slurm-watch: the batch script's

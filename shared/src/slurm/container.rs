@@ -301,6 +301,105 @@ pub fn import_line(line: &str) -> Option<Option<(String, String)>> {
     None
 }
 
+/// On pyxis, a registry image with a registry host: found in the image cache by its content
+/// digest, or imported there with enroot on the login node first (other submissions of the same
+/// image wait for that import); the job then runs the file, so its nodes import nothing. `None`
+/// when the job runs uncached (another runtime, an image file, no enroot or curl on the login
+/// node, a registry that names no digest, `image_cache_keep` 0): pyxis imports it in the job.
+///
+/// `token` is the submission's tag (the word in its Slurm comment that keeps the file from
+/// being pruned while the job lives); `starts` says who starts from the file ("the job
+/// starts"), `nothing` what a failed import leaves ("nothing was submitted").
+pub fn pyxis_cache(
+    ctx: &crate::Context,
+    st: &mut crate::slurm::Settings,
+    token: &str,
+    starts: &str,
+    nothing: &str,
+) -> Result<Option<crate::schema::ContainerUse>> {
+    use crate::quote::Script;
+    use crate::ssh::Ssh;
+    use std::time::Duration;
+    let (Some(Runtime::Pyxis), Some(written)) = (st.container_runtime, st.container_image.clone())
+    else {
+        return Ok(None);
+    };
+    let image = Image::parse(&written);
+    let Image::Registry(reference) = &image else {
+        return Ok(None);
+    };
+    if st.image_cache_keep == 0 || !image.cacheable() {
+        return Ok(None);
+    }
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let cache = image_cache(&ctx.doc)?;
+    let mut s = Script::new();
+    s.assign("image", reference)?;
+    s.assign("cache", &cache)?;
+    s.assign("keep", &st.image_cache_keep.to_string())?;
+    s.assign("user", token)?;
+    s.assign("E_PULL", "3")?;
+    s.raw(crate::remote::IMAGE_CACHE);
+    s.raw(crate::remote::PYXIS_IMPORT);
+    ctx.note(format!("looking for the container image {reference} in the image cache {cache} on {} (a new image goes there once, by `enroot import` on the login node)", ssh.host));
+    let out = ssh.run_script(&s, None, Duration::from_secs(3600))?;
+    let text = out.stdout_text();
+    let mut used = None;
+    let mut file = None;
+    for line in text.lines() {
+        note_use(line, &mut used);
+        if let Some(f) = line.strip_prefix("FILE ") {
+            file = Some(f.trim().to_string());
+        } else if let Some((_, said)) = line.split_once("slurm-tools: container: ") {
+            if said.starts_with("removed ") {
+                ctx.note(said);
+            }
+        }
+    }
+    if !out.success() {
+        let lines: Vec<String> = text
+            .lines()
+            .chain(out.stderr_tail.lines())
+            .map(str::to_string)
+            .collect();
+        let why = failure(&lines).unwrap_or_else(|| {
+            format!(
+                "the import on {} failed ({})",
+                ssh.host,
+                crate::process::describe_exit(out.code)
+            )
+        });
+        return Err(ToolError::remote(format!("`container_image` {written}: {why}; {nothing}"))
+            .with_field("container_image")
+            .with_hint("check the image reference (registry host, path and tag) and that the registry answers from the login node; enroot's own output is in this error")
+            .with_command(out.record()));
+    }
+    match (used, file) {
+        (Some(u), Some(f)) => {
+            match u.cache.as_str() {
+                "hit" => ctx.note(format!("the image cache has {reference} ({}): {starts} from {f}", u.digest.as_deref().unwrap_or("?"))),
+                "waited" => ctx.note(format!("waited {} s for another submission's import of {reference}: {starts} from {f}", u.pull_seconds.unwrap_or(0))),
+                _ => ctx.note(format!("imported {reference} into {f} in {} s: {starts} from it, and every later job of this image", u.pull_seconds.unwrap_or(0))),
+            }
+            st.container_ref = Some(f);
+            Ok(Some(u))
+        }
+        (u, _) => {
+            let why = text
+                .lines()
+                .find_map(|l| l.split_once("slurm-tools: container: uncached "))
+                .and_then(|(_, r)| r.split_once(" ("))
+                .map(|(_, r)| r.trim_end_matches(')'));
+            if let Some(why) = why {
+                ctx.note(format!(
+                    "no image cache ({why}): pyxis imports the image on the nodes"
+                ));
+            }
+            Ok(u)
+        }
+    }
+}
+
 /// Which cached image a job used, from the launcher's lines (a pull outranks a wait, a wait a
 /// cache hit: with several tasks, one may pull while the first waits for it).
 pub fn note_use(line: &str, seen: &mut Option<crate::schema::ContainerUse>) {
