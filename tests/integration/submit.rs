@@ -599,6 +599,15 @@ fn hostile_file_names_partitions_and_accounts_arrive_literally_or_are_refused() 
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
 }
 
+/// The job's state as squeue shows it; empty once Slurm no longer lists it.
+fn squeue_state(id: &str) -> String {
+    let sq = std::process::Command::new("squeue")
+        .args(["-h", "-j", id, "-o", "%T"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&sq.stdout).trim().to_string()
+}
+
 /// The trees of one clone's jobs (names of the folders in `.trees`).
 fn trees_of(fx: &Fixture) -> Vec<String> {
     let dir = Path::new(&fx.remote_repo).join("work_dirs/.trees");
@@ -640,10 +649,18 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
     for _ in 0..2 {
         let r = submit(&d, &[]);
         assert_eq!(r.code, 0, "{}", r.stderr);
-        assert_eq!(
-            wait_done(r.doc["job"]["job_id"].as_str().unwrap(), 240).0,
-            "COMPLETED"
-        );
+        let id = r.doc["job"]["job_id"].as_str().unwrap();
+        assert_eq!(wait_done(id, 240).0, "COMPLETED");
+        // Out of the queue too: a job squeue still lists (COMPLETING, its epilog running) keeps
+        // its tree, as it should.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !squeue_state(id).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "job {id} never left the queue"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
         finished.push(tree_name(&r.doc["job"]));
     }
     assert_eq!(
@@ -653,12 +670,8 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
         trees_of(&fx)
     );
     let long_id = long.doc["job"]["job_id"].as_str().unwrap();
-    let sq = std::process::Command::new("squeue")
-        .args(["-h", "-j", long_id, "-o", "%T"])
-        .output()
-        .unwrap();
     assert!(
-        !String::from_utf8_lossy(&sq.stdout).trim().is_empty(),
+        !squeue_state(long_id).is_empty(),
         "the long job is still queued or running"
     );
 

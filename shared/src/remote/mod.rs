@@ -44,6 +44,9 @@ pub const FORENSICS_COLLECT: &str = include_str!("sh/forensics-collect.sh");
 /// Hang forensics from the login node: the collector on every node of the job, bounded.
 pub const FORENSICS_RUN: &str = include_str!("sh/forensics-run.sh");
 
+/// Each job's own code tree: `make_tree`, `prune_trees` (needs [`UNTRACKED_STORE`]).
+pub const JOB_TREE: &str = include_str!("sh/job-tree.sh");
+
 /// Each snapshot's own untracked files, kept after an untracked sync for its jobs' trees:
 /// `keep_untracked`, `untracked_of COMMIT`, `copy_listed0 FROM TO`.
 pub const UNTRACKED_STORE: &str = include_str!("sh/untracked-store.sh");
