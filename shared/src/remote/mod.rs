@@ -47,9 +47,12 @@ pub const FORENSICS_RUN: &str = include_str!("sh/forensics-run.sh");
 /// Each job's own code tree: `make_tree`, `prune_trees` (needs [`UNTRACKED_STORE`]).
 pub const JOB_TREE: &str = include_str!("sh/job-tree.sh");
 
-/// Each snapshot's own untracked files, kept after an untracked sync for its jobs' trees:
-/// `keep_untracked`, `untracked_of COMMIT`, `copy_listed0 FROM TO`.
+/// Each snapshot's own untracked files, kept for its jobs' trees: where they are
+/// (`untracked_store`) and `copy_listed0 FROM TO`.
 pub const UNTRACKED_STORE: &str = include_str!("sh/untracked-store.sh");
+
+/// After an untracked sync: `keep_untracked` (needs [`UNTRACKED_STORE`] first).
+pub const UNTRACKED_KEEP: &str = include_str!("sh/untracked-keep.sh");
 
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");

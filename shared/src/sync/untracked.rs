@@ -755,6 +755,7 @@ done
     s.assign("manifest", manifest::MANIFEST)?;
     s.assign("paths0", manifest::PATHS0)?;
     s.raw(crate::remote::UNTRACKED_STORE);
+    s.raw(crate::remote::UNTRACKED_KEEP);
     s.raw("keep_untracked\n");
     Ok(s)
 }

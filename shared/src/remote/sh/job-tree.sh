@@ -5,7 +5,7 @@
 #          tree (this job's tree), commit (the snapshot; empty: the clone's HEAD), warm (the
 #          branch's warm build tree), keep (how many finished jobs' trees to keep), is_build
 #          (yes/no), manifest and paths0 (the clone's untracked manifest files), and the
-#          functions and untracked_store of untracked-store.sh (copy_listed0, untracked_of).
+#          untracked_store and copy_listed0 of untracked-store.sh.
 # Defines: make_tree: a `git worktree` of the clone at the snapshot commit (a `--shared` clone
 #          where git has no worktrees), kept from gc by refs/slurm-tools/trees/<tag>, with the
 #          snapshot's submodules (nested too) as real git checkouts at their commits (`--shared`
@@ -62,7 +62,7 @@ make_tree() {
   add_tree "$tree" "$commit" || return 1
   fill_submodules "$PWD" "$tree" "$commit" || return 1
   : >"$trees/$token.job"
-  if untracked_of "$commit"; then
+  if [ -d "$untracked_store/$commit" ] && [ -f "$untracked_store/$commit.paths0" ]; then
     # The untracked files synced with this snapshot, whatever another checkout synced since.
     if [ -s "$untracked_store/$commit.paths0" ]; then
       copy_listed0 "$untracked_store/$commit" "$tree" <"$untracked_store/$commit.paths0" || return 1
