@@ -91,26 +91,23 @@ const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
     ),
 ];
 
-/// Values that name another site, and the local cluster's: (file, as printed, here).
-fn substitutions() -> Vec<(&'static str, &'static str, String)> {
+/// Values that name another site, as printed: (file, the printed value). The local cluster's
+/// value for each is [`local_value`].
+const SUBSTITUTIONS: [(&str, &str); 3] = [
+    ("docs/cookbook.md", "nvcr.io/nvidia/pytorch:24.01-py3"),
+    ("docs/cookbook.md", "/lustre/fsw/me:/lustre/fsw/me"),
+    ("docs/cookbook.md", "/datasets:/datasets:ro"),
+];
+
+/// The local cluster's value for a printed one of [`SUBSTITUTIONS`].
+fn local_value(printed: &str) -> String {
     let tb = testbed();
-    vec![
-        (
-            "docs/cookbook.md",
-            "nvcr.io/nvidia/pytorch:24.01-py3",
-            tb.s("container_image"),
-        ),
-        (
-            "docs/cookbook.md",
-            "/lustre/fsw/me:/lustre/fsw/me",
-            format!("{0}:{0}", tb.s("scratch_dir")),
-        ),
-        (
-            "docs/cookbook.md",
-            "/datasets:/datasets:ro",
-            "/usr/share/doc:/datasets:ro".to_string(),
-        ),
-    ]
+    match printed {
+        "nvcr.io/nvidia/pytorch:24.01-py3" => tb.s("container_image"),
+        "/lustre/fsw/me:/lustre/fsw/me" => format!("{0}:{0}", tb.s("scratch_dir")),
+        "/datasets:/datasets:ro" => "/usr/share/doc:/datasets:ro".to_string(),
+        other => panic!("no local value for {other}"),
+    }
 }
 
 /// What a finished example left: its stdout and its stderr.
@@ -123,6 +120,11 @@ impl Outcome {
     fn both(&self) -> String {
         format!("{}\n{}", self.out, self.err)
     }
+}
+
+/// A word for the launcher's shell, quoted by the project's one quoting writer.
+fn q(word: &str) -> String {
+    shared::quote::quote(word).expect("a path or variable the shell can take")
 }
 
 /// A person's repository (a fixture with an origin the cluster clones) and home directory.
@@ -262,9 +264,9 @@ impl Session {
     /// [`Session::launcher`] in another directory, with more environment.
     fn launcher_in(&self, b: &Block, dir: &Path, more: &[(&str, String)]) -> (PathBuf, PathBuf) {
         let mut text = b.text.clone();
-        for (file, printed, here) in substitutions() {
+        for (file, printed) in SUBSTITUTIONS {
             if file == b.file {
-                text = text.replace(printed, &here);
+                text = text.replace(printed, &local_value(printed));
             }
         }
         let slug: String = b
@@ -289,16 +291,18 @@ impl Session {
             .env()
             .into_iter()
             .chain(more.iter().map(|(k, v)| (k.to_string(), v.clone())))
-            .map(|(k, v)| format!(" '{k}={v}'"))
+            .map(|(k, v)| format!(" {}", q(&format!("{k}={v}"))))
             .collect();
         let launcher = base.with_extension("run");
         write(
             &launcher,
             &format!(
-                "cd '{dir}' || exit 99\nenv -i{env} bash --norc --noprofile '{script}' > '{b}.out' 2> '{b}.err'\necho $? > '{b}.exit'\n",
-                dir = dir.display(),
-                script = script.display(),
-                b = base.display()
+                "cd {dir} || exit 99\nenv -i{env} bash --norc --noprofile {script} > {out} 2> {err}\necho $? > {exit}\n",
+                dir = q(&dir.display().to_string()),
+                script = q(&script.display().to_string()),
+                out = q(&format!("{}.out", base.display())),
+                err = q(&format!("{}.err", base.display())),
+                exit = q(&format!("{}.exit", base.display())),
             ),
         );
         (launcher, base)
@@ -468,7 +472,8 @@ fn stop_file(s: &Session, what: &str) -> String {
     format!("{}/stop-{what}", s.remote)
 }
 
-fn touch_as_cluster_user(path: &str) {
+/// The stop file a serving job waits for (the test writes it; the job only looks for it).
+fn touch_stop_file(path: &str) {
     std::fs::create_dir_all(Path::new(path).parent().unwrap()).unwrap();
     write(Path::new(path), "");
 }
@@ -524,7 +529,7 @@ fn covered_elsewhere(b: &Block) -> bool {
 /// example there still exists.
 #[test]
 fn every_example_is_run_here_or_by_a_named_test() {
-    for (file, printed, _) in substitutions_printed() {
+    for (file, printed) in SUBSTITUTIONS {
         let text = std::fs::read_to_string(repo_root().join(file)).unwrap();
         assert!(
             text.contains(printed),
@@ -553,15 +558,6 @@ fn every_example_is_run_here_or_by_a_named_test() {
             "{file} § {heading} #{nth} is listed in ELSEWHERE but is not there"
         );
     }
-}
-
-/// The printed halves of the substitutions, without the test bed (for the quick tier).
-fn substitutions_printed() -> Vec<(&'static str, &'static str, ())> {
-    vec![
-        ("docs/cookbook.md", "nvcr.io/nvidia/pytorch:24.01-py3", ()),
-        ("docs/cookbook.md", "/lustre/fsw/me:/lustre/fsw/me", ()),
-        ("docs/cookbook.md", "/datasets:/datasets:ro", ()),
-    ]
 }
 
 #[test]
@@ -654,7 +650,7 @@ fn the_readmes_examples_run_as_printed() {
                     "the stacks document: {}",
                     o.out
                 );
-                touch_as_cluster_user(&stop);
+                touch_stop_file(&stop);
                 let id = submitted["job"]["job_id"].as_str().unwrap();
                 assert_eq!(wait_done(id, 120).0, "COMPLETED");
             }
@@ -835,7 +831,7 @@ fn the_cookbooks_examples_run_as_printed() {
                 assert!(cfg.contains("Host slurm-"), "{cfg}");
                 assert!(o.err.contains("ATTACHED-42"), "{}", o.err);
                 // The job is told to stop; the first example's watch then gives its verdict.
-                touch_as_cluster_user(&stop_file(&s, "6006"));
+                touch_stop_file(&stop_file(&s, "6006"));
                 let (mut child, base, first) = container_job.take().expect("the container job");
                 child.wait().unwrap();
                 let o = finish(&first, &base, &[]);
