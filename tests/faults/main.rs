@@ -10,6 +10,7 @@ mod fixture;
 mod harness;
 
 mod compat;
+mod forward;
 mod modern;
 
 use fixture::{synced, wait_done};
@@ -2407,123 +2408,6 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     assert_eq!(p.code, 3, "{}", p.stderr);
     assert!(p.stderr.contains("still pending"), "{}", p.stderr);
 
-    mfa_logout(&cp);
-    assert_eq!(
-        log_count(&log, "Accepted keyboard-interactive") - before,
-        1,
-        "one authentication for everything"
-    );
-}
-
-/// slurm-forward: a server a job started (on a random port it writes to a file) is reached from
-/// this side on 127.0.0.1 only, through the MFA master with no second login; gone after
-/// --cancel and after the job ends; a local port in use is refused.
-#[test]
-#[ignore = "needs root and the local cluster: scripts/test runs it"]
-fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_job() {
-    crate::needs_cluster!();
-    let _one = one_at_a_time();
-    let _mfa = mfa_lock();
-    let cp = control_path("forward");
-    let log = testbed().s("mfa_sshd_log");
-    let before = log_count(&log, "Accepted keyboard-interactive");
-    mfa_login(&cp);
-    let port_file = format!(
-        "{}/st-forward-{}.port",
-        testbed().remote_root(),
-        std::process::id()
-    );
-    let _ = std::fs::remove_file(&port_file);
-    let (_fx, mut d) = synced("forward");
-    d["ssh_host"] = json!(testbed().s("mfa_host"));
-    d["control_path"] = json!(cp);
-    d["recipe"] = json!("single");
-    d["command"] = json!(format!(
-        "port=$((20000 + $$ % 20000)); dir=$(mktemp -d); echo hello-from-the-job > $dir/index.html; cd $dir; echo $port > {port_file}; exec python3 -m http.server $port --bind 0.0.0.0"
-    ));
-    let sub = run("slurm-submit", &[], &d);
-    assert_eq!(sub.code, 0, "{}", sub.stderr);
-    let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
-    let mut f = forward_when_served(&sub.doc, &port_file);
-    let sec = f.doc["forward"].clone();
-    let lp = sec["local_port"].as_u64().unwrap() as u16;
-    assert_eq!(sec["local_url"], format!("http://127.0.0.1:{lp}/"));
-    assert_eq!(sec["state"], "active");
-    assert!(
-        testbed().info["nodes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|n| *n == sec["node"]),
-        "{sec}"
-    );
-    let body = http_get(lp).expect("the forward answers");
-    assert!(body.contains("hello-from-the-job"), "{body}");
-    // Loopback only.
-    let ss = Command::new("ss").args(["-Hltn"]).output().unwrap();
-    let ss = String::from_utf8_lossy(&ss.stdout).into_owned();
-    assert!(ss.contains(&format!("127.0.0.1:{lp} ")), "{ss}");
-    assert!(!ss.contains(&format!("0.0.0.0:{lp} ")), "{ss}");
-    assert!(!ss.contains(&format!("*:{lp} ")), "{ss}");
-
-    // A local port in use: refused, nothing forwarded.
-    let busy = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
-    let busy_port = busy.local_addr().unwrap().port().to_string();
-    let r = run(
-        "slurm-forward",
-        &["--port-file", &port_file, "--local-port", &busy_port],
-        &sub.doc,
-    );
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("cannot be used"), "{}", r.stderr);
-    drop(busy);
-
-    // A port nothing answers on, on the job's node: said, nothing forwarded.
-    let dead = run(
-        "slurm-forward",
-        &["--port", "1", "--local-port", "0"],
-        &sub.doc,
-    );
-    assert_eq!(dead.code, 4, "{}", dead.stderr);
-    assert!(
-        dead.stderr.contains("nothing answers on"),
-        "{}",
-        dead.stderr
-    );
-    assert!(dead.doc.get("forward").is_none());
-
-    let c = run("slurm-forward", &["--cancel"], &f.doc);
-    assert_eq!(c.code, 0, "{}", c.stderr);
-    assert_eq!(c.doc["forward"]["state"], "cancelled");
-    assert!(http_get(lp).is_none(), "gone after --cancel");
-
-    // Again, then the job ends: the forward goes with it.
-    f = run(
-        "slurm-forward",
-        &["--port-file", &port_file, "--local-port", "0"],
-        &sub.doc,
-    );
-    assert_eq!(f.code, 0, "{}", f.stderr);
-    let lp = f.doc["forward"]["local_port"].as_u64().unwrap() as u16;
-    assert!(http_get(lp).is_some());
-    let _ = Command::new("scancel").arg(&jid).status();
-    wait_done(&jid, 60);
-    let deadline = std::time::Instant::now() + Duration::from_secs(40);
-    loop {
-        let listening = Command::new("ss").args(["-Hltn"]).output().unwrap();
-        if !String::from_utf8_lossy(&listening.stdout).contains(&format!("127.0.0.1:{lp} ")) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the forward outlived the job"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    let ended = run("slurm-forward", &["--port-file", &port_file], &sub.doc);
-    assert_eq!(ended.code, 4, "{}", ended.stderr);
-    assert!(ended.stderr.contains("has ended"), "{}", ended.stderr);
-    let _ = std::fs::remove_file(&port_file);
     mfa_logout(&cp);
     assert_eq!(
         log_count(&log, "Accepted keyboard-interactive") - before,

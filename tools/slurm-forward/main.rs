@@ -130,13 +130,16 @@ fn ensure_master(ctx: &Context, ssh: &Ssh, cp: &str) -> Result<()> {
         ctx.note(format!(
             "no ControlMaster at {cp}: opening one (key login) to carry the forward"
         ));
+        // `auto`, as slurm-ssh-preflight: a socket a killed master left behind is replaced
+        // (`yes` would refuse it: "ControlSocket ... already exists, disabling multiplexing"),
+        // and a master another run opened a moment ago is used, not fought over.
         let out = Cmd::new(ssh_program())
             .args(ssh.via_control_path(Some(cp)).base_args())
             .args([
                 "-o",
                 "BatchMode=yes",
                 "-o",
-                "ControlMaster=yes",
+                "ControlMaster=auto",
                 "-o",
                 "ControlPersist=24h",
                 "-fN",
@@ -146,10 +149,10 @@ fn ensure_master(ctx: &Context, ssh: &Ssh, cp: &str) -> Result<()> {
             .deadline(Duration::from_secs(30))
             .run()
             .map_err(|e| shared::ssh::spawn_error(&ssh_program(), e))?;
-        if out.success() && alive(ssh) {
+        if alive(ssh) {
             return Ok(());
         }
-        return Err(ssh.failure_error(&out));
+        return Err(ssh.failure_error(&shared::ssh::without_client_noise(out)));
     }
     Err(ToolError::new(
         ErrorKind::NeedsPerson,
