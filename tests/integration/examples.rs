@@ -297,7 +297,8 @@ impl Session {
         write(
             &launcher,
             &format!(
-                "cd {dir} || exit 99\nenv -i{env} bash --norc --noprofile {script} > {out} 2> {err}\necho $? > {exit}\n",
+                "exec > {own} 2>&1\ncd {dir} || exit 99\nenv -i{env} bash --norc --noprofile {script} > {out} 2> {err}\necho $? > {exit}\n",
+                own = q(&format!("{}.launcher", base.display())),
                 dir = q(&dir.display().to_string()),
                 script = q(&script.display().to_string()),
                 out = q(&format!("{}.out", base.display())),
@@ -309,7 +310,7 @@ impl Session {
     }
 
     /// Start the example with no terminal (stdin empty), in a process group of its own.
-    fn spawn(&self, b: &Block) -> (Child, PathBuf) {
+    fn spawn(&self, b: &Block) -> Spawned {
         eprintln!("example: {}", b.name());
         let (launcher, base) = self.launcher(b);
         let child = Command::new("sh")
@@ -318,7 +319,7 @@ impl Session {
             .process_group(0)
             .spawn()
             .unwrap();
-        (child, base)
+        Spawned { child, base }
     }
 
     /// The example run in `dir` with more environment, no terminal.
@@ -341,9 +342,9 @@ impl Session {
     }
 
     fn run(&self, b: &Block, expected: &[(&str, i32, &str)]) -> Outcome {
-        let (mut child, base) = self.spawn(b);
-        child.wait().unwrap();
-        finish(b, &base, expected)
+        let mut started = self.spawn(b);
+        started.wait();
+        finish(b, &started.base, expected)
     }
 
     /// The example in a real terminal; `person` acts on it (reads `base.out`/`.err`, types).
@@ -363,6 +364,59 @@ impl Session {
         wait_for_file(&base.with_extension("exit"), 600);
         drop(pane);
         finish(b, &base, expected)
+    }
+}
+
+/// An example running in the background in a process group of its own. Dropped unfinished (the
+/// test failed on the way), the whole group is killed: no example outlives its test, holding a
+/// node or the test run's output (the full run once waited 22 minutes on a `--follow`).
+struct Spawned {
+    child: Child,
+    base: PathBuf,
+}
+
+impl Spawned {
+    fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait(&mut self) {
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.child.id())])
+                .status();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The session's jobs and allocations still in the queue are cancelled when it ends, so a failed
+/// example leaves no job behind to hold a node until its time limit.
+impl Drop for Session {
+    fn drop(&mut self) {
+        let user = testbed().s("cluster_user");
+        let Ok(out) = Command::new("squeue")
+            .args(["-h", "-u", &user, "-o", "%i|%Z"])
+            .output()
+        else {
+            return;
+        };
+        let ours: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('|'))
+            .filter(|(_, dir)| dir.starts_with(&self.remote))
+            .map(|(id, _)| id.to_string())
+            .collect();
+        if !ours.is_empty() {
+            eprintln!("cancelling the example session's jobs: {ours:?}");
+            let _ = Command::new("scancel").args(&ours).status();
+        }
     }
 }
 
@@ -776,7 +830,7 @@ fn the_cookbooks_examples_run_as_printed() {
     let mut job = s.job_doc();
     job["job_name"] = json!(format!("train-cookbook-{}", std::process::id()));
     s.write_doc("job.json", &job);
-    let mut container_job: Option<(Child, PathBuf, Block)> = None;
+    let mut container_job: Option<(Spawned, Block)> = None;
     for b in sh_blocks("docs/cookbook.md") {
         if covered_elsewhere(&b) {
             continue;
@@ -812,11 +866,11 @@ fn the_cookbooks_examples_run_as_printed() {
                 let mut d = s.job_doc();
                 d["command"] = json!(serving_command(6006, &stop));
                 s.write_doc("job.json", &d);
-                let (child, base) = s.spawn(&b);
+                let started = s.spawn(&b);
                 wait_for_file(&s.dir().join("submitted.json"), 300);
                 let submitted = wait_for_doc(&s.dir().join("submitted.json"));
                 wait_serving(&submitted, 6006);
-                container_job = Some((child, base, b.clone()));
+                container_job = Some((started, b.clone()));
                 s.write_doc("job.json", &job);
             }
             ("Containers, code outside the home directory, and getting into a running job", 1) => {
@@ -832,9 +886,9 @@ fn the_cookbooks_examples_run_as_printed() {
                 assert!(o.err.contains("ATTACHED-42"), "{}", o.err);
                 // The job is told to stop; the first example's watch then gives its verdict.
                 touch_stop_file(&stop_file(&s, "6006"));
-                let (mut child, base, first) = container_job.take().expect("the container job");
-                child.wait().unwrap();
-                let o = finish(&first, &base, &[]);
+                let (mut first, block) = container_job.take().expect("the container job");
+                first.wait();
+                let o = finish(&block, &first.base, &[]);
                 let report = s.read_doc("report.json");
                 assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
                 assert!(
@@ -898,7 +952,7 @@ fn the_cookbooks_examples_run_as_printed() {
                     .stdout(Stdio::null())
                     .stderr(Stdio::null());
                 let mut watch = watch.spawn().unwrap();
-                let (mut child, base) = s.spawn(&b);
+                let mut started = s.spawn(&b);
                 let calls = s.home().join("notify-send.calls");
                 wait_for_text(&calls, "PASSED", 300);
                 // --follow never ends on its own: the person ends it.
@@ -906,16 +960,16 @@ fn the_cookbooks_examples_run_as_printed() {
                     .args([
                         "-TERM",
                         "-g",
-                        &child.id().to_string(),
+                        &started.id().to_string(),
                         "-f",
                         "slurm-notify --follow",
                     ])
                     .status();
-                child.wait().unwrap();
+                started.wait();
                 watch.wait().unwrap();
                 finish(
                     &b,
-                    &base,
+                    &started.base,
                     &[("--follow", 143, "ended by the person: --follow never ends")],
                 );
                 let posted = got.lock().unwrap().clone();

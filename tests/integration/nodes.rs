@@ -43,11 +43,40 @@ fn two_node_job(
     for (k, v) in extra {
         d[*k] = v.clone();
     }
-    let r = run("slurm-submit", &[], &d);
-    assert_eq!(r.code, 0, "{recipe}: {}", r.stderr);
-    let job = r.doc["job"].clone();
-    let id = job["job_id"].as_str().unwrap();
-    let (state, code) = wait_done(id, 180);
+    let submit = || {
+        let r = run("slurm-submit", &[], &d);
+        assert_eq!(r.code, 0, "{recipe}: {}", r.stderr);
+        r.doc["job"].clone()
+    };
+    let mut job = submit();
+    let mut id = job["job_id"].as_str().unwrap().to_string();
+    let (state, code) = match finished_within(&id, 120) {
+        Some(done) => done,
+        None => {
+            // Once in many full runs the test bed's PMIx wire-up between two nodes stalls in
+            // its first fence (slurmd: "collective timeout"), under the load of the whole suite:
+            // the ranks never start, the job runs until its time limit. Said, with what the
+            // nodes logged, the job cancelled, and submitted once more; a second stall fails.
+            let out =
+                std::fs::read_to_string(job["stdout_path"].as_str().unwrap()).unwrap_or_default();
+            eprintln!(
+                "{recipe}: job {id} not finished after 120 s; its output:\n{out}\nthe nodes' log lines for it:\n{}\ncancelled and submitted once more",
+                slurmd_lines(&id)
+            );
+            let _ = std::process::Command::new("scancel").arg(&id).status();
+            wait_done(&id, 120);
+            job = submit();
+            id = job["job_id"].as_str().unwrap().to_string();
+            finished_within(&id, 120).unwrap_or_else(|| {
+                let _ = std::process::Command::new("scancel").arg(&id).status();
+                panic!(
+                    "{recipe}: job {id} did not finish in 120 s, twice; the nodes' log lines:\n{}",
+                    slurmd_lines(&id)
+                )
+            })
+        }
+    };
+    let id = id.as_str();
     let out = read(job["stdout_path"].as_str().unwrap());
     let err = std::fs::read_to_string(job["stderr_path"].as_str().unwrap()).unwrap_or_default();
     assert_eq!(
@@ -73,6 +102,35 @@ fn two_node_job(
     };
     assert_eq!(nodes, "2", "{recipe}");
     (job, out)
+}
+
+/// The job's final (State, ExitCode) if it ends within `secs`.
+fn finished_within(id: &str, secs: u64) -> Option<(String, String)> {
+    let id = id.to_string();
+    std::panic::catch_unwind(move || wait_done(&id, secs)).ok()
+}
+
+/// What the compute nodes' slurmd logged about job `id`'s steps.
+fn slurmd_lines(id: &str) -> String {
+    let dir = testbed().s("slurm_log_dir");
+    let step = format!("[{id}.");
+    std::fs::read_dir(&dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("slurmd-"))
+                .flat_map(|e| {
+                    std::fs::read_to_string(e.path())
+                        .unwrap_or_default()
+                        .lines()
+                        .filter(|l| l.contains(&step) || l.contains(&format!("JobId={id} ")))
+                        .map(|l| format!("{}: {l}", e.file_name().to_string_lossy()))
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
 }
 
 /// `host=NAME` values in the output.
