@@ -63,8 +63,8 @@ watch: run
 	$(TOOLS)/slurm-watch $(WATCH_FLAGS) $(DIR)/submitted.json > $(DIR)/report.json
 
 # The inner loop in a held allocation: `make alloc` once, then edit and `make loop` as often as
-# needed (both syncs and CMD in one ssh execution; without CMD, the job's `command`), then
-# `make release`.
+# needed (both syncs and CMD in one ssh execution; without CMD, the job's `command`; its output
+# on make's stdout and stderr, the document in loop.json), then `make release`.
 alloc: preflight
 	$(TOOLS)/slurm-alloc up $(DIR)/preflight.json > $(DIR)/alloc.json
 
@@ -73,7 +73,7 @@ alloc: preflight
 LOOP_CMD = $(value CMD)
 export LOOP_CMD
 loop: tools
-	$(TOOLS)/slurm-alloc exec --sync $(DIR)/alloc.json -- $${LOOP_CMD:+"$$LOOP_CMD"} > $(DIR)/loop.json
+	$(TOOLS)/slurm-alloc exec --sync --doc $(DIR)/loop.json $(DIR)/alloc.json -- $${LOOP_CMD:+"$$LOOP_CMD"}
 
 release: tools
 	$(TOOLS)/slurm-alloc down $(DIR)/alloc.json > $(DIR)/released.json

@@ -39,6 +39,23 @@ pub trait ToolCli: clap::Parser {
     /// what they hold where its doc comment has the line [`ADDS_MARKER`], generated from the
     /// types, so the help cannot drift from what the tool writes.
     const SECTIONS: &'static [&'static str] = &[];
+
+    /// Where the document goes. Stdout, except for a tool that runs a person's command there
+    /// (slurm-alloc exec, slurm-attach with a shell or `--command`): stdout is the command's.
+    fn document_to(&self) -> DocumentTo {
+        DocumentTo::Stdout
+    }
+}
+
+/// Where a tool writes its document (docs/contract.md, "Standard streams").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DocumentTo {
+    Stdout,
+    /// `--doc FILE`: written there when the tool ends, replacing the file in one step.
+    File(std::path::PathBuf),
+    /// A command's output has stdout, and no `--doc` was given: the document is not written
+    /// (an error is still said on stderr, and in the exit code).
+    Nowhere,
 }
 
 /// The line in a tool's doc comment that becomes its generated "Adds the `x` section: ..." text.
@@ -139,7 +156,8 @@ pub enum Outcome {
     /// `slurm-report --table`: this text goes to stdout instead of the document, with the exit
     /// code given (0 passed, 1 not passed, or the error's code).
     Text(String, u8),
-    /// `slurm-alloc exec`: the document as usual, and the exit code of the command it ran.
+    /// `slurm-alloc exec`, slurm-attach: the exit code of the command it ran (the document goes
+    /// where [`ToolCli::document_to`] says).
     Exit(u8),
 }
 
@@ -236,6 +254,7 @@ pub fn run<C: ToolCli>(
     };
     let input = cli.input().path().map(Path::to_path_buf);
     let source = source_name(input.as_deref());
+    let to = cli.document_to();
 
     let mut doc =
         match read_input(input.as_deref(), &source).and_then(|b| Document::parse(&b, &source)) {
@@ -244,7 +263,7 @@ pub fn run<C: ToolCli>(
                 // Nothing usable came in: pass on a document that says so, so a pipeline's final
                 // output still tells what failed.
                 let mut doc = Document::from_map(Default::default());
-                return finish(tool, &mut doc, Err(e));
+                return finish(tool, &to, &mut doc, Err(e));
             }
         };
 
@@ -260,12 +279,12 @@ pub fn run<C: ToolCli>(
             &format!("the document carries an error from {from}; passing it on untouched"),
         );
         doc.take_secrets();
-        return write_and_exit(tool, &doc, code);
+        return write_and_exit(tool, &to, &doc, code);
     }
 
     if let Err(e) = doc.check_contract_version() {
         doc.take_secrets();
-        return finish(tool, &mut doc, Err(e));
+        return finish(tool, &to, &mut doc, Err(e));
     }
     let secrets = doc.take_secrets();
     for path in &secrets.dropped {
@@ -286,20 +305,26 @@ pub fn run<C: ToolCli>(
     let mut doc = ctx.doc;
     // A document the step left as it was (slurm-report) passes on exactly as it came.
     let changed = doc != before || result.is_err();
-    let (code, written) = finish_written(tool, &mut doc, result, changed);
+    let (code, written) = finish_written(tool, &to, &mut doc, result, changed);
     if succeeded && written {
         ctx.after_written.into_iter().for_each(|f| f());
     }
     code
 }
 
-fn finish(tool: &'static str, doc: &mut Document, result: Result<Outcome>) -> ExitCode {
-    finish_written(tool, doc, result, true).0
+fn finish(
+    tool: &'static str,
+    to: &DocumentTo,
+    doc: &mut Document,
+    result: Result<Outcome>,
+) -> ExitCode {
+    finish_written(tool, to, doc, result, true).0
 }
 
 /// Write the outcome; the exit code, and whether the output reached stdout.
 fn finish_written(
     tool: &'static str,
+    to: &DocumentTo,
     doc: &mut Document,
     result: Result<Outcome>,
     stamp: bool,
@@ -325,15 +350,31 @@ fn finish_written(
     if stamp {
         doc.stamp_contract_version();
     }
-    write_doc(tool, doc, code)
+    write_doc(tool, to, doc, code)
 }
 
 /// Pass a document on exactly as it came (an upstream error): not even the version is stamped.
-fn write_and_exit(tool: &str, doc: &Document, code: i32) -> ExitCode {
-    write_doc(tool, doc, code).0
+fn write_and_exit(tool: &str, to: &DocumentTo, doc: &Document, code: i32) -> ExitCode {
+    write_doc(tool, to, doc, code).0
 }
 
-fn write_doc(tool: &str, doc: &Document, code: i32) -> (ExitCode, bool) {
+fn write_doc(tool: &str, to: &DocumentTo, doc: &Document, code: i32) -> (ExitCode, bool) {
+    match to {
+        DocumentTo::Stdout => {}
+        DocumentTo::Nowhere => return (ExitCode::from(code as u8), true),
+        DocumentTo::File(path) => {
+            return match crate::private_files::write_atomic(path, doc.to_line().as_bytes(), 0o644) {
+                Ok(()) => (ExitCode::from(code as u8), true),
+                Err(e) => {
+                    crate::ui::note(
+                        tool,
+                        &format!("could not write the document to {}: {e}", path.display()),
+                    );
+                    (ExitCode::from(4), false)
+                }
+            };
+        }
+    }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out
         .write_all(doc.to_line().as_bytes())

@@ -70,7 +70,7 @@ pub mod ui;
 pub mod worktree_tree;
 
 pub use doc::Document;
-pub use driver::{Context, InputArg, Outcome, ToolCli};
+pub use driver::{Context, DocumentTo, InputArg, Outcome, ToolCli};
 pub use error::{ErrorKind, Result, ToolError};
 
 /// Helpers for this crate's unit tests.

@@ -42,6 +42,7 @@ pub struct Cmd {
     input: Input,
     inherit_stdout: bool,
     inherit_stderr: bool,
+    through: bool,
     deadline: Duration,
     cwd: Option<std::path::PathBuf>,
 }
@@ -99,6 +100,7 @@ impl Cmd {
             input: Input::Null,
             inherit_stdout: false,
             inherit_stderr: false,
+            through: false,
             deadline: Duration::from_secs(60),
             cwd: None,
         }
@@ -148,6 +150,15 @@ impl Cmd {
     /// reserved for the document, so an interactive child's stdout goes to stderr.
     pub fn stdout_to_stderr(mut self) -> Self {
         self.inherit_stdout = true;
+        self
+    }
+
+    /// A person's command: its stdout straight to ours ([`Cmd::run`]; a started child's stdout
+    /// stays a pipe, handed out by [`Running::recv`]), its stderr to ours as it comes, with its
+    /// tail kept for classifying ssh's own failures. ssh's line about a stale control socket and
+    /// the project's own `@@slurm-tools ` lines are left out when they come before anything else.
+    pub fn output_through(mut self) -> Self {
+        self.through = true;
         self
     }
 
@@ -208,10 +219,16 @@ impl Cmd {
                 }
             });
         }
-        let err = child
-            .stderr
-            .take()
-            .map(|e| thread::spawn(move || read_tail(e)));
+        let through = self.through;
+        let err = child.stderr.take().map(|e| {
+            thread::spawn(move || {
+                if through {
+                    pass_tail(e, std::io::stderr())
+                } else {
+                    read_tail(e)
+                }
+            })
+        });
         Ok(Running {
             child,
             stdin,
@@ -233,7 +250,9 @@ impl Cmd {
             Input::Inherit => Stdio::inherit(),
             Input::Bytes(_) | Input::Stream(_) => Stdio::piped(),
         });
-        if self.inherit_stdout {
+        if self.through {
+            command.stdout(Stdio::inherit());
+        } else if self.inherit_stdout {
             // The tool's stdout is the document: hand the child a duplicate of stderr instead.
             command.stdout(Stdio::from(std::io::stderr().as_fd_owned()?));
         } else {
@@ -265,10 +284,16 @@ impl Cmd {
                 buf
             })
         });
-        let err_reader = child
-            .stderr
-            .take()
-            .map(|err| thread::spawn(move || read_tail(err)));
+        let through = self.through;
+        let err_reader = child.stderr.take().map(|err| {
+            thread::spawn(move || {
+                if through {
+                    pass_tail(err, std::io::stderr())
+                } else {
+                    read_tail(err)
+                }
+            })
+        });
 
         let (status, timed_out) = wait_deadline(&mut child, self.deadline);
         if let Some(w) = writer {
@@ -432,6 +457,71 @@ impl AsFdOwned for std::io::Stderr {
     }
 }
 
+/// Lines that are not the person's, when they open a passed-through stderr: ssh's note about a
+/// control socket it could not use (it then connects on its own) and the project's own protocol
+/// lines (`@@slurm-tools PENDING ...`).
+const NOT_THE_PERSONS: [&[u8]; 2] = [b"Control socket connect(", b"@@slurm-tools "];
+
+/// [`read_tail`], also writing every byte to `to` as it comes, except whole lines opening the
+/// stream that start with one of [`NOT_THE_PERSONS`]. Bytes are held back only while they could
+/// still be such a line, so the person's output arrives unchanged and without delay.
+fn pass_tail(mut r: impl Read, mut to: impl Write) -> String {
+    let mut tail: Vec<u8> = Vec::new();
+    let mut held: Vec<u8> = Vec::new();
+    let mut opening = true;
+    let mut buf = [0u8; 8192];
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        tail.extend_from_slice(&buf[..n]);
+        if tail.len() > 2 * STDERR_TAIL {
+            tail.drain(..tail.len() - STDERR_TAIL);
+        }
+        if !opening {
+            let _ = to.write_all(&buf[..n]).and_then(|()| to.flush());
+            continue;
+        }
+        held.extend_from_slice(&buf[..n]);
+        // Drop the opening lines that are not the person's; stop at the first that is (or could
+        // no longer become one of them).
+        loop {
+            let ours = |line: &[u8]| {
+                NOT_THE_PERSONS
+                    .iter()
+                    .any(|p| line.starts_with(p) || p.starts_with(line))
+            };
+            match held.iter().position(|&b| b == b'\n') {
+                Some(end) if NOT_THE_PERSONS.iter().any(|p| held.starts_with(p)) => {
+                    held.drain(..=end);
+                }
+                Some(_) => {
+                    opening = false;
+                    break;
+                }
+                None if ours(&held) => break,
+                None => {
+                    opening = false;
+                    break;
+                }
+            }
+        }
+        if !opening {
+            let _ = to.write_all(&held).and_then(|()| to.flush());
+            held.clear();
+        }
+    }
+    // An opening line cut short at the end is the person's after all.
+    if opening && !held.is_empty() && !NOT_THE_PERSONS.iter().any(|p| held.starts_with(p)) {
+        let _ = to.write_all(&held).and_then(|()| to.flush());
+    }
+    if tail.len() > STDERR_TAIL {
+        tail.drain(..tail.len() - STDERR_TAIL);
+    }
+    String::from_utf8_lossy(&tail).replace('\r', "")
+}
+
 fn read_tail(mut r: impl Read) -> String {
     let mut tail: Vec<u8> = Vec::new();
     let mut buf = [0u8; 8192];
@@ -583,6 +673,54 @@ fn trace(out: &Output) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader that hands out its bytes in the chunks given (as a pipe would).
+    struct Chunks(Vec<Vec<u8>>);
+
+    impl Read for Chunks {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.0.is_empty() {
+                return Ok(0);
+            }
+            let c = self.0.remove(0);
+            buf[..c.len()].copy_from_slice(&c);
+            Ok(c.len())
+        }
+    }
+
+    fn passed(chunks: &[&str]) -> (String, String) {
+        let mut to = Vec::new();
+        let tail = pass_tail(
+            Chunks(chunks.iter().map(|c| c.as_bytes().to_vec()).collect()),
+            &mut to,
+        );
+        (String::from_utf8(to).unwrap(), tail)
+    }
+
+    #[test]
+    fn a_passed_through_stderr_is_the_persons_byte_for_byte_without_our_opening_lines() {
+        // The person's bytes, whatever their chunks: unchanged.
+        for chunks in [
+            &["err\n", "more"][..],
+            &["e", "r", "r\n"],
+            &["50%\r", "100%\r\n"],
+            &["@", "@x\n"],
+            &["@@"],
+            &[""],
+        ] {
+            let all: String = chunks.concat();
+            assert_eq!(passed(chunks).0, all, "{chunks:?}");
+        }
+        // Our protocol lines and ssh's stale-socket line, opening the stream: left out, in any
+        // chunks; the tail keeps them for the classifiers.
+        let (out, tail) = passed(&[
+            "Control socket connect(/tmp/cm): Connection refused\r\n@@slurm-tools PEN",
+            "DING N/A\nthe person's line\n@@slurm-tools STATE later\n",
+        ]);
+        assert_eq!(out, "the person's line\n@@slurm-tools STATE later\n");
+        assert!(tail.contains("@@slurm-tools PENDING N/A"), "{tail}");
+        assert_eq!(passed(&["@@slurm-tools STATE FAILED"]).0, "");
+    }
 
     #[test]
     fn traces_redact_credentials_and_queries_in_urls() {

@@ -69,7 +69,8 @@ pub fn target(doc: &Document) -> Result<Target> {
 }
 
 /// Shell text that stops unless `$job` runs: exits with [`Exit`] codes and says the state on
-/// stderr (`PENDING <start>`, `STATE <state>`). Sets `nodelist` to its nodes (a hostlist).
+/// stderr (`@@slurm-tools PENDING <start>`, `@@slurm-tools STATE <state>`: lines a passed-through
+/// stderr leaves out, see `process::Cmd::output_through`). Sets `nodelist` to its nodes.
 pub fn check_running(s: &mut Script, job: &str) -> Result<()> {
     remote_exit::assign::<Exit>(s)?;
     s.assign("job", job)?;
@@ -77,10 +78,10 @@ pub fn check_running(s: &mut Script, job: &str) -> Result<()> {
         r#"st=$(squeue -h -j "$job" -o '%T|%S|%N' 2>/dev/null | head -n 1)
 case "$st" in
   RUNNING*) ;;
-  PENDING*) st=${st#*|}; echo "PENDING ${st%%|*}" >&2; exit "$E_PENDING" ;;
+  PENDING*) st=${st#*|}; echo "@@slurm-tools PENDING ${st%%|*}" >&2; exit "$E_PENDING" ;;
   # Ended: COMPLETING is Slurm cleaning up its nodes after the job.
   ""|COMPLETING*) exit "$E_GONE" ;;
-  *) echo "STATE ${st%%|*}" >&2; exit "$E_NOT_RUNNING" ;;
+  *) echo "@@slurm-tools STATE ${st%%|*}" >&2; exit "$E_NOT_RUNNING" ;;
 esac
 nodelist=${st##*|}
 "#,
@@ -93,7 +94,7 @@ pub fn not_running_error(job: &str, out: &Output) -> Option<ToolError> {
     let said = |prefix: &str| {
         out.stderr_tail
             .lines()
-            .find_map(|l| l.strip_prefix(prefix))
+            .find_map(|l| l.strip_prefix("@@slurm-tools ")?.strip_prefix(prefix))
             .map(str::trim)
             .map(str::to_string)
     };

@@ -387,15 +387,15 @@ impl Ssh {
         Ok(out)
     }
 
-    /// Like [`Ssh::run_script`], but the remote's stdout streams to our stderr as it comes (for
-    /// a command a person watches; the script sends its stderr there too with `exec 2>&1`).
-    /// ssh's own stderr is captured, so a failed login is still classified.
-    pub fn run_script_streaming(&self, script: &Script, deadline: Duration) -> Result<Output> {
+    /// Like [`Ssh::run_script`], for a person's command: the remote's stdout and stderr arrive
+    /// on ours as they come, byte for byte (as with ssh, srun or docker exec), and the tail of
+    /// stderr is kept, so a failed login is still classified.
+    pub fn run_script_through(&self, script: &Script, deadline: Duration) -> Result<Output> {
         let framed = framed(script);
         let out = self
             .batch(REMOTE_ENTRY)
             .input(Input::Bytes(framed))
-            .stdout_to_stderr()
+            .output_through()
             .deadline(deadline)
             .run()
             .map_err(|e| spawn_error(&ssh_program(), e))?;
@@ -442,7 +442,7 @@ impl Ssh {
             .args(["-o", "BatchMode=yes", "-tt", "--", &self.host])
             .arg(format!("/bin/sh ~/{name}"))
             .input(Input::Inherit)
-            .stdout_to_stderr()
+            .output_through()
             .inherit_stderr()
             .deadline(Duration::from_secs(30 * 86_400))
             .run()
@@ -457,6 +457,18 @@ impl Ssh {
         let framed = framed(script);
         self.batch(REMOTE_ENTRY)
             .input(Input::Bytes(framed))
+            .start()
+            .map_err(|e| spawn_error(&ssh_program(), e))
+    }
+
+    /// [`Ssh::start_script`] for a conversation that ends in a person's command: the remote's
+    /// stderr arrives on ours as it comes (its stdout is read by the caller, which hands the
+    /// command's part on to ours).
+    pub fn start_script_through(&self, script: &Script) -> Result<crate::process::Running> {
+        let framed = framed(script);
+        self.batch(REMOTE_ENTRY)
+            .input(Input::Bytes(framed))
+            .output_through()
             .start()
             .map_err(|e| spawn_error(&ssh_program(), e))
     }

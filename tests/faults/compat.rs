@@ -186,7 +186,7 @@ fn an_old_login_node_runs_every_tool_with_old_git_tmux_18_no_flock_and_busybox()
     assert_eq!(up.doc["allocation"]["login_host"], "login-old");
     let ex = alloc(&["exec", "--", "echo exec-ran-on-$(hostname)"], &up.doc);
     assert_eq!(ex.code, 0, "{}", ex.stderr);
-    assert!(ex.stderr.contains("exec-ran-on-mn"), "{}", ex.stderr);
+    assert!(ex.stdout.contains("exec-ran-on-mn"), "{}", ex.stderr);
     let down = alloc(&["down"], &ex.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert!(down.stderr.contains("SESSION_KILLED"), "{}", down.stderr);
@@ -406,8 +406,8 @@ fn slurm_alloc_works_where_salloc_would_start_an_interactive_step() {
     });
     assert_eq!(x.code, 0, "{}", x.stderr);
     assert_eq!(y.code, 0, "{}", y.stderr);
-    assert_eq!(x.stderr.matches("x-mn").count(), 2, "{}", x.stderr);
-    assert!(y.stderr.contains("y-ran"), "{}", y.stderr);
+    assert_eq!(x.stdout.matches("x-mn").count(), 2, "{}", x.stderr);
+    assert!(y.stdout.contains("y-ran"), "{}", y.stderr);
     assert!(
         started.elapsed() < Duration::from_secs(60),
         "the steps waited on each other"
@@ -498,7 +498,7 @@ fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
     assert_eq!(pf2.doc["preflight"]["remote"]["login_host"], "login-old");
     let ex = alloc(&["exec", "--", "echo still-runs"], &pf2.doc);
     assert_eq!(ex.code, 0, "{}", ex.stderr);
-    assert!(ex.stderr.contains("still-runs"), "{}", ex.stderr);
+    assert!(ex.stdout.contains("still-runs"), "{}", ex.stderr);
     for said in [
         format!("is on login node {first}"),
         "reached login-old".to_string(),

@@ -429,7 +429,7 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     assert_eq!(e1.code, 0, "{}", e1.stderr);
     assert_eq!(ssh, 1, "one ssh execution: {}", e1.stderr);
     for want in ["readme, edited but not staged", "untracked\n", "u.bin"] {
-        assert!(e1.stderr.contains(want), "{want}: {}", e1.stderr);
+        assert!(e1.stdout.contains(want), "{want}: {}", e1.stderr);
     }
     assert_eq!(fixture::local_state(&fx.local), before);
     assert_eq!(
@@ -461,9 +461,12 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     );
     assert_eq!(e2.code, 7, "{}", e2.stderr);
     assert_eq!(ssh, 1, "{}", e2.stderr);
-    for want in ["readme, second edit", "fresh untracked", "gone"] {
-        assert!(e2.stderr.contains(want), "{want}: {}", e2.stderr);
-    }
+    // The command's stdout is exactly exec's stdout (no document, no note of ours).
+    assert_eq!(
+        e2.stdout, "readme, second edit\nfresh untracked\ngone\n",
+        "{}",
+        e2.stderr
+    );
     assert_eq!(
         fixture::actual_remote(&fx.remote_repo),
         fixture::expected_remote(&fx.local)
@@ -492,6 +495,22 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         "the manifest kept from the first run is the cluster's: {}",
         e2.stderr
     );
+    // Without --sync too, as ssh gives them: the command's stdout is exec's stdout, its stderr
+    // exec's stderr (beside exec's own prefixed lines and srun's report of the task's exit, as
+    // srun itself prints it), its exit code exec's.
+    let oe = alloc(
+        &["exec", "--", "sh -c 'echo out; echo err >&2; exit 3'"],
+        &e2.doc,
+    );
+    assert_eq!(oe.code, 3, "{}", oe.stderr);
+    assert_eq!(oe.stdout, "out\n", "{}", oe.stderr);
+    let theirs: Vec<&str> = oe
+        .stderr
+        .lines()
+        .filter(|l| !l.starts_with("slurm-alloc:") && !l.starts_with("srun: "))
+        .collect();
+    assert_eq!(theirs, ["err"], "{}", oe.stderr);
+    assert_eq!(oe.doc["allocation"]["last_exec"]["exit_code"], 3);
 
     // 2b. Another machine syncs the untracked files in between (its own state directory): the
     // copy kept here is stale, the cluster says so before anything runs, and its manifest is
@@ -518,11 +537,11 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     assert!(e2b.stderr.contains("asking for it"), "{}", e2b.stderr);
     assert_eq!(ssh, 2, "{}", e2b.stderr);
     assert!(
-        e2b.stderr.contains("fresh untracked, edited"),
+        e2b.stdout.contains("fresh untracked, edited"),
         "{}",
         e2b.stderr
     );
-    assert!(e2b.stderr.contains("no-elsewhere"), "{}", e2b.stderr);
+    assert!(e2b.stdout.contains("no-elsewhere"), "{}", e2b.stderr);
     assert_eq!(
         fixture::actual_remote(&fx.remote_repo),
         fixture::expected_remote(&fx.local)
@@ -539,9 +558,9 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(e3.stderr.contains(&tree), "{}", e3.stderr);
-    assert!(e3.stderr.contains("readme, third edit"), "{}", e3.stderr);
-    assert!(e3.stderr.contains("fresh untracked"), "{}", e3.stderr);
+    assert!(e3.stdout.contains(&tree), "{}", e3.stderr);
+    assert!(e3.stdout.contains("readme, third edit"), "{}", e3.stderr);
+    assert!(e3.stdout.contains("fresh untracked"), "{}", e3.stderr);
 
     // 4. A sync the cluster refuses (another sync holds the clone's lock): the command does not
     // run, the error is the tracked sync's own, and nothing is lost.
@@ -584,8 +603,8 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         e5.stderr
     );
     assert!(ssh > 1, "{}", e5.stderr);
-    assert!(e5.stderr.contains("lib, edited locally"), "{}", e5.stderr);
-    assert!(e5.stderr.contains("inner v1"), "{}", e5.stderr);
+    assert!(e5.stdout.contains("lib, edited locally"), "{}", e5.stderr);
+    assert!(e5.stdout.contains("inner v1"), "{}", e5.stderr);
     assert_eq!(
         e5.doc["sync_tracked"]["submodules"][0]["snapshot"], true,
         "{}",
@@ -667,10 +686,10 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         "slurm_tools_probe imported",
         "devbox.sqsh",
     ] {
-        assert!(e1.stderr.contains(want), "{want}: {}", e1.stderr);
+        assert!(e1.stdout.contains(want), "{want}: {}", e1.stderr);
     }
     assert!(
-        e1.stderr
+        e1.stdout
             .contains(&format!("pwd={}", d["remote_cwd"].as_str().unwrap())),
         "--container-workdir: {}",
         e1.stderr
@@ -687,9 +706,8 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         &e1.doc,
     );
     assert_eq!(per_node.code, 0, "{}", per_node.stderr);
-    // (The note that echoes the command has `host=$(hostname)` too: only output lines count.)
     let hosts: std::collections::BTreeSet<&str> = per_node
-        .stderr
+        .stdout
         .lines()
         .filter_map(|l| l.strip_prefix("host="))
         .filter_map(|l| l.split(' ').next())
@@ -697,7 +715,7 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     assert_eq!(hosts.len() as u64, nodes, "{}", per_node.stderr);
     assert_eq!(
         per_node
-            .stderr
+            .stdout
             .matches("slurm-tools testbed image devbox")
             .count() as u64,
         nodes,
@@ -717,7 +735,7 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     assert_eq!(across.code, 0, "{}", across.stderr);
     for r in 0..nodes {
         assert!(
-            across.stderr.contains(&format!("rank={r} world={nodes} ")),
+            across.stdout.contains(&format!("rank={r} world={nodes} ")),
             "{}",
             across.stderr
         );
@@ -733,7 +751,7 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         &e1.doc,
     );
     assert_eq!(e2.code, 5, "exec exits with the command's code");
-    assert!(e2.stderr.contains(&job), "{}", e2.stderr);
+    assert!(e2.stdout.contains(&job), "{}", e2.stderr);
     assert_eq!(e2.doc["allocation"]["last_exec"]["exit_code"], 5);
     assert_schema(&e2.doc);
 
@@ -768,12 +786,12 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         .to_string();
     assert!(tree.contains("/.trees/exec-"), "{tree}");
     assert!(
-        e3.stderr.contains(&tree) && e3.stderr.contains("readme"),
+        e3.stdout.contains(&tree) && e3.stdout.contains("readme"),
         "{}",
         e3.stderr
     );
     assert!(
-        !e3.stderr.contains("edited after the sync"),
+        !e3.stdout.contains("edited after the sync"),
         "the synced snapshot, not later edits"
     );
 
@@ -1115,7 +1133,11 @@ fn an_allocation_survives_the_laptops_master_dying_and_exec_works_after_a_new_pr
     assert_eq!(p2.code, 0, "{}", p2.stderr);
     let e = alloc(&["exec", "--", "echo again in $SLURM_JOB_ID"], &p2.doc);
     assert_eq!(e.code, 0, "{}", e.stderr);
-    assert!(e.stderr.contains(&format!("again in {job}")));
+    assert!(
+        e.stdout.contains(&format!("again in {job}")),
+        "{}",
+        e.stderr
+    );
     let down = alloc(&["down"], &e.doc);
     mfa_logout(&cp);
     assert_eq!(down.code, 0, "{}", down.stderr);
@@ -1760,7 +1782,7 @@ fn alloc_killed_at_every_step_holds_one_allocation_and_a_rerun_finishes_the_work
         let e = alloc(&["exec", "--", "echo ran-$SLURM_JOB_ID"], &up.doc);
         assert_eq!(e.code, 0, "{signal}: {}", e.stderr);
         assert!(
-            e.stderr.contains(&format!("ran-{}", held[0])),
+            e.stdout.contains(&format!("ran-{}", held[0])),
             "{}",
             e.stderr
         );
@@ -2211,18 +2233,26 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     let a = attach(
         &[
             "--command",
-            "echo host=$(hostname); echo pwd=$(pwd); cat /etc/slurm-tools-image; exit 7",
+            "echo host=$(hostname); echo pwd=$(pwd); echo to-stderr >&2; cat /etc/slurm-tools-image; exit 7",
         ],
         &up.doc,
     );
     assert_eq!(a.code, 7, "exits with the command's code: {}", a.stderr);
+    // The command's stdout on stdout, its stderr on stderr, as ssh gives them.
+    assert!(!a.stdout.contains("to-stderr"), "{}", a.stdout);
+    assert!(a.stderr.contains("to-stderr\n"), "{}", a.stderr);
     assert!(
-        a.stderr.contains("slurm-tools testbed image devbox"),
+        !a.stdout.contains('{') && a.stdout.lines().count() == 3,
+        "only the command's lines: {}",
+        a.stdout
+    );
+    assert!(
+        a.stdout.contains("slurm-tools testbed image devbox"),
         "in the allocation's container: {}",
         a.stderr
     );
     assert!(
-        a.stderr
+        a.stdout
             .contains(&format!("pwd={}", d["remote_cwd"].as_str().unwrap())),
         "{}",
         a.stderr
@@ -2232,7 +2262,7 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
             .as_array()
             .unwrap()
             .iter()
-            .any(|n| a.stderr.contains(&format!("host={}", n.as_str().unwrap()))),
+            .any(|n| a.stdout.contains(&format!("host={}", n.as_str().unwrap()))),
         "on a compute node: {}",
         a.stderr
     );
@@ -2373,16 +2403,16 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     );
     assert_eq!(j.code, 0, "{}", j.stderr);
     assert!(
-        j.stderr.contains(&format!("pwd={tree}")),
+        j.stdout.contains(&format!("pwd={tree}")),
         "the job's own tree: {}",
         j.stderr
     );
     assert!(
-        j.stderr.contains("slurm-tools testbed image devbox"),
+        j.stdout.contains("slurm-tools testbed image devbox"),
         "{}",
         j.stderr
     );
-    assert!(j.stderr.contains(&format!("job={jid}")), "{}", j.stderr);
+    assert!(j.stdout.contains(&format!("job={jid}")), "{}", j.stderr);
     assert_eq!(
         j.doc["attach"]["container"], sub.doc["job"]["container_name"],
         "the job's named container"

@@ -569,8 +569,8 @@ fn person_leaves_the_shell(pane: &Pane, base: &Path) {
     let err = PathBuf::from(format!("{}.err", base.display()));
     wait_for_text(&err, "attaching to job", 300);
     pane.type_line("echo ATTACHED-$((6*7)) in $PWD; exit");
-    // The shell's output comes on slurm-attach's stderr (its stdout is the document).
-    wait_for_text(&err, "ATTACHED-42", 60);
+    // The shell's output comes on slurm-attach's stdout, as ssh's would.
+    wait_for_text(&base.with_extension("out"), "ATTACHED-42", 60);
 }
 
 fn covered_elsewhere(b: &Block) -> bool {
@@ -673,9 +673,9 @@ fn the_readmes_examples_run_as_printed() {
                 );
                 let o = s.run_in_terminal(&b, &[], person_leaves_the_shell);
                 assert!(
-                    o.err.contains("tests-ran-42"),
-                    "make test ran in the allocation:\n{}",
-                    o.err
+                    o.out.contains("tests-ran-42"),
+                    "make test ran in the allocation, its output on stdout:\n{}",
+                    o.both()
                 );
                 let alloc = s.read_doc("alloc.json");
                 let id = alloc["allocation"]["job_id"].as_str().unwrap().to_string();
@@ -797,9 +797,9 @@ fn the_readmes_examples_run_as_printed() {
                     o.err
                 );
                 assert!(
-                    o.err.contains("1 passed"),
-                    "pytest -x ran in the allocation:\n{}",
-                    o.err
+                    o.out.contains("1 passed"),
+                    "pytest -x ran in the allocation, its output on make's stdout:\n{}",
+                    o.both()
                 );
                 assert_eq!(read("released.json")["allocation"]["state"], "RELEASED");
             }
@@ -853,10 +853,19 @@ fn the_cookbooks_examples_run_as_printed() {
                 );
                 let o = s.run(&b, &[]);
                 assert!(
-                    o.both().contains("1 passed"),
-                    "pytest ran in the allocation:\n{}",
+                    o.out.contains("1 passed"),
+                    "pytest ran in the allocation, its output on stdout:\n{}",
                     o.both()
                 );
+                // The command's stdout alone in the file; the document where --doc said.
+                assert_eq!(
+                    std::fs::read_to_string(s.dir().join("answer.txt")).unwrap(),
+                    "42\n",
+                    "{}",
+                    o.err
+                );
+                let ran = s.read_doc("ran.json");
+                assert_eq!(ran["allocation"]["last_exec"]["exit_code"], 0, "{ran}");
                 // Not part of the example: release the allocation.
                 s.tool("slurm-alloc", &["down"], &s.read_doc("alloc.json"));
             }
@@ -883,7 +892,7 @@ fn the_cookbooks_examples_run_as_printed() {
                 assert_eq!(tb["forward"]["local_port"], 6006, "{}", o.err);
                 let cfg = std::fs::read_to_string(s.home().join(".ssh/slurm-jobs")).unwrap();
                 assert!(cfg.contains("Host slurm-"), "{cfg}");
-                assert!(o.err.contains("ATTACHED-42"), "{}", o.err);
+                assert!(o.out.contains("ATTACHED-42"), "{}", o.both());
                 // The job is told to stop; the first example's watch then gives its verdict.
                 touch_stop_file(&stop_file(&s, "6006"));
                 let (mut first, block) = container_job.take().expect("the container job");

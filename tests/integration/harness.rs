@@ -211,7 +211,11 @@ pub fn assert_own_sections(input: &[u8], output: &Value) {
 
 /// Run with `input` on stdin; stdout must be exactly one JSON object and a newline, and every
 /// section the tool wrote must match its type.
-pub fn run_raw(mut cmd: Command, input: &[u8]) -> Run {
+pub fn run_raw(cmd: Command, input: &[u8]) -> Run {
+    if let Some((cmd, doc_file)) = with_doc_file(&cmd) {
+        return run_with_doc_file(cmd, input, &doc_file);
+    }
+    let mut cmd = cmd;
     let out = pipe(&mut cmd, input);
     let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -221,6 +225,79 @@ pub fn run_raw(mut cmd: Command, input: &[u8]) -> Run {
     );
     let doc: Value = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{stdout}"));
+    assert!(doc.is_object());
+    assert_own_sections(input, &doc);
+    Run {
+        code: out.status.code().expect("exited"),
+        doc,
+        stdout,
+        stderr,
+    }
+}
+
+/// A tool that runs a person's command (`slurm-alloc exec`, slurm-attach with a shell or
+/// `--command`) gives the command's output on stdout and stderr and writes its document only to
+/// `--doc FILE`: the same command with a `--doc` file of its own (unless it names one), and the
+/// file. `None` for every other tool.
+fn with_doc_file(cmd: &Command) -> Option<(Command, PathBuf)> {
+    let program = Path::new(cmd.get_program())
+        .file_name()?
+        .to_str()?
+        .to_string();
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let before_dashes = |flag: &str| args.iter().take_while(|a| *a != "--").any(|a| a == flag);
+    let at = match program.as_str() {
+        "slurm-alloc" if args.first().map(String::as_str) == Some("exec") => 1,
+        "slurm-attach" if !before_dashes("--stacks") && !before_dashes("--ssh-config") => 0,
+        _ => return None,
+    };
+    if before_dashes("--doc") {
+        return None;
+    }
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let file = std::env::temp_dir().join(format!(
+        "st-doc-{}-{}.json",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    ));
+    let mut c = Command::new(cmd.get_program());
+    c.args(&args[..at])
+        .arg("--doc")
+        .arg(&file)
+        .args(&args[at..]);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    if let Some(d) = cmd.get_current_dir() {
+        c.current_dir(d);
+    }
+    Some((c, file))
+}
+
+/// [`run_raw`] for a tool that writes its document to `doc_file`: `stdout` is the command's.
+pub fn run_with_doc_file(mut cmd: Command, input: &[u8], doc_file: &Path) -> Run {
+    let out = pipe(&mut cmd, input);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let text = std::fs::read_to_string(doc_file).unwrap_or_else(|e| {
+        panic!(
+            "no document in {} ({e})\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            doc_file.display()
+        )
+    });
+    let _ = std::fs::remove_file(doc_file);
+    assert!(
+        text.ends_with('\n') && text.matches('\n').count() == 1,
+        "the document is one line:\n{text}"
+    );
+    let doc: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("the --doc file is not JSON ({e}):\n{text}"));
     assert!(doc.is_object());
     assert_own_sections(input, &doc);
     Run {

@@ -540,7 +540,7 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
         &["exec", "--", "echo exec-ran-on-$(hostname) in $(pwd)"],
         &up.doc,
     );
-    assert!(ex.stderr.contains("exec-ran-on-gn"), "{}", ex.stderr);
+    assert!(ex.stdout.contains("exec-ran-on-gn"), "{}", ex.stderr);
     // A local change, sent with the command.
     let repo = PathBuf::from(j.doc["repo_root"].as_str().unwrap());
     std::fs::write(repo.join("modern-note.txt"), "from the laptop\n").unwrap();
@@ -550,14 +550,14 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
         &["exec", "--sync", "--", "cat modern-note.txt"],
         &ex.doc,
     );
-    assert!(sx.stderr.contains("from the laptop"), "{}", sx.stderr);
+    assert_eq!(sx.stdout, "from the laptop\n", "{}", sx.stderr);
     let at = step(
         &j.state,
         "slurm-attach",
         &["--command", "echo attached-on-$(hostname)"],
         &sx.doc,
     );
-    assert!(at.stderr.contains("attached-on-gn"), "{}", at.stderr);
+    assert!(at.stdout.contains("attached-on-gn"), "{}", at.stderr);
     let down = step(&j.state, "slurm-alloc", &["down"], &at.doc);
     let id = down.doc["allocation"]["job_id"]
         .as_str()

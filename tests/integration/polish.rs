@@ -210,11 +210,16 @@ fn make_loop_hands_cmd_over_as_written() {
         std::fs::read_to_string(&args_out).unwrap()
     };
     let alloc = dir.join("alloc.json").display().to_string();
+    // The document goes to loop.json with --doc: stdout is the command's.
+    let doc = dir.join("loop.json").display().to_string();
     let cmd = r#"echo "it's $HOME"; ls $(pwd) | wc -l"#;
     assert_eq!(
         make(Some(cmd)),
-        format!("exec\n--sync\n{alloc}\n--\n{cmd}\n")
+        format!("exec\n--sync\n--doc\n{doc}\n{alloc}\n--\n{cmd}\n")
     );
     // Without CMD: the document's `command`.
-    assert_eq!(make(None), format!("exec\n--sync\n{alloc}\n--\n"));
+    assert_eq!(
+        make(None),
+        format!("exec\n--sync\n--doc\n{doc}\n{alloc}\n--\n")
+    );
 }

@@ -8,7 +8,9 @@ use shared::remote_exit::{self, Alloc as Exit, ExitCodes};
 use shared::schema::{Allocation, AllocationState, ExecMode, LastExec, Negotiation};
 use shared::slurm::{self, check_slurm_value, format_duration, Settings, OVERLAP};
 use shared::ssh::Ssh;
-use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
+use shared::{
+    Context, Document, DocumentTo, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError,
+};
 use std::time::{Duration, Instant};
 
 /// Hold an allocation on the cluster for interactive work, and run commands in it.
@@ -22,6 +24,12 @@ use std::time::{Duration, Instant};
 /// `exec --sync` is the inner loop (edit, run again): what `slurm-sync-tracked |
 /// slurm-sync-untracked | slurm-alloc exec` does, in one ssh execution instead of three, writing
 /// the same sync sections; the command runs only when both syncs succeeded.
+///
+/// `exec` gives the command's stdout on stdout and its stderr on stderr, byte for byte, and exits
+/// with its exit code, as ssh and srun do (`exec alloc.json -- python eval.py > results.txt`);
+/// the document (the `allocation` section's `last_exec`, the sync sections) goes to the file
+/// named with `--doc FILE`, and is not written without it. slurm-alloc's own lines on stderr
+/// start with `slurm-alloc:`. `up` and `down` write the document on stdout, as every tool does.
 ///
 /// `up` checks before creating: a live allocation (or tmux session) of the same name is reused.
 /// It asks for the partition's maximum walltime (from `scontrol show partition`); while the job
@@ -72,7 +80,8 @@ struct Cli {
 enum Cmd {
     /// Hold the allocation (or find the one already held), wait until it runs.
     Up(UpArgs),
-    /// Run a command in the allocation; its output streams to stderr; exit with its exit code.
+    /// Run a command in the allocation: its stdout on stdout, its stderr on stderr, its exit
+    /// code; the document only with --doc FILE.
     Exec(ExecArgs),
     /// Release it: remove the named container, kill the tmux session, cancel the allocation.
     Down(DownArgs),
@@ -127,6 +136,11 @@ struct ExecArgs {
     /// submodules or Git LFS files is synced in executions of its own first (said so).
     #[arg(long)]
     sync: bool,
+    /// Write the document (with `allocation.last_exec`, and the sync sections with --sync) to
+    /// FILE when the command ended, replacing FILE in one step (it may be the input file).
+    /// Without it no document is written: stdout is the command's.
+    #[arg(long, value_name = "FILE")]
+    doc: Option<std::path::PathBuf>,
     /// The command (shell text); without it, the document's `command`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
@@ -163,6 +177,14 @@ impl ToolCli for Cli {
     /// the document carries (e.g. `up`'s own exit 3 while the allocation pended).
     fn handles_upstream_error(&self) -> bool {
         matches!(self.cmd, Cmd::Down(_))
+    }
+
+    /// `exec`: stdout is the command's; the document goes to `--doc FILE`, if given.
+    fn document_to(&self) -> DocumentTo {
+        match &self.cmd {
+            Cmd::Exec(a) => a.doc.clone().map_or(DocumentTo::Nowhere, DocumentTo::File),
+            _ => DocumentTo::Stdout,
+        }
     }
 }
 
@@ -873,7 +895,7 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
         a.dir.clone()
     };
     let mut s = Script::new();
-    s.raw("exec 2>&1\ncd --").arg(&dir)?.raw(" || exit 126\n");
+    s.raw("cd --").arg(&dir)?.raw(" || exit 126\n");
     let tree = if args.own_tree {
         let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
         let token = format!("exec-{}-{}", job, shared::clock::unix_now());
@@ -882,7 +904,7 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
             trees.commit = f.snapshot().to_string();
         }
         trees.assign(&mut s, false)?;
-        s.raw("make_tree >/dev/null || { echo \"slurm-alloc: could not make the command's own code tree $tree\"; exit 126; }\nprune_trees >/dev/null\ncd -- \"$tree\" || exit 126\n");
+        s.raw("make_tree >/dev/null || { echo \"slurm-alloc: could not make the command's own code tree $tree\" >&2; exit 126; }\nprune_trees >/dev/null\ncd -- \"$tree\" || exit 126\n");
         ctx.note(format!(
             "the command runs in its own code tree {}",
             trees.job
@@ -915,7 +937,7 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     let deadline = Duration::from_secs(7 * 86_400);
     let out = match fused {
         Some(f) => f.run(ctx, &a.ssh, &s, deadline)?,
-        None => a.ssh.run_script_streaming(&s, deadline)?,
+        None => a.ssh.run_script_through(&s, deadline)?,
     };
     let code = out.code.unwrap_or(255);
     sec.last_exec = Some(LastExec {

@@ -10,7 +10,7 @@ use shared::running::{check_running, not_running_error, target, Target};
 use shared::schema::Attach;
 use shared::slurm;
 use shared::ssh::Ssh;
-use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
+use shared::{Context, DocumentTo, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -24,10 +24,13 @@ use std::time::Duration;
 /// the job runs in a container, joins that container (its named container: slurm-alloc's
 /// `slurm-tools-<jobid>`, slurm-submit's `slurm-tools-<tag>`; pyxis runs the step inside it).
 ///
-/// Interactive use needs a terminal; `--command` runs one command instead (its output on stderr,
-/// as slurm-alloc exec does) and exits with its exit code. `--ssh-config FILE` writes an ssh
-/// entry that reaches the job's node for IDEs and ssh/scp/rsync instead (see the flag). A job that is not running is said as
-/// such: pending (exit 3, with Slurm's estimated start), or ended (exit 4).
+/// Interactive use needs a terminal; `--command` runs one command instead and exits with its
+/// exit code. The shell's or command's stdout is on stdout and its stderr on stderr, byte for
+/// byte (as with ssh and slurm-alloc exec); the document (the `attach` section) goes to the file
+/// named with `--doc FILE`, and is not written without it. `--ssh-config FILE` writes an ssh
+/// entry that reaches the job's node for IDEs and ssh/scp/rsync instead (see the flag), and
+/// `--stacks` collects what the job is doing; both write the document on stdout. A job that is
+/// not running is said as such: pending (exit 3, with Slurm's estimated start), or ended (exit 4).
 ///
 /// Reads: allocation or job (and their container names), remote_repo_path, remote_cwd,
 /// install_py_spy (--stacks), and the connection fields.
@@ -78,6 +81,12 @@ struct Cli {
     /// most 20 s, and the job keeps running. slurm-watch does the same before it cancels a hang.
     #[arg(long, conflicts_with_all = ["command", "ssh_config"])]
     stacks: bool,
+
+    /// With a shell or --command: write the document (the `attach` section) to FILE when it
+    /// ended, replacing FILE in one step. Without it no document is written: stdout is the
+    /// shell's or the command's.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["ssh_config", "stacks"])]
+    doc: Option<std::path::PathBuf>,
 }
 
 impl ToolCli for Cli {
@@ -85,6 +94,17 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["attach", "forensics"];
+
+    /// A shell or a command has stdout; `--ssh-config` and `--stacks` write the document there.
+    fn document_to(&self) -> DocumentTo {
+        if self.ssh_config.is_some() || self.stacks {
+            DocumentTo::Stdout
+        } else {
+            self.doc
+                .clone()
+                .map_or(DocumentTo::Nowhere, DocumentTo::File)
+        }
+    }
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -149,7 +169,7 @@ fn script(t: &Target, cli: &Cli) -> Result<Script> {
         s.raw(" /bin/sh").arg(l)?;
     }
     match &cli.command {
-        Some(c) => s.raw(" bash -c").arg(c)?.raw(" 2>&1\n"),
+        Some(c) => s.raw(" bash -c").arg(c)?.raw("\n"),
         None => s.raw(" bash -l\n"),
     };
     Ok(s)
@@ -215,7 +235,7 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let out = if interactive {
         ssh.run_script_interactive(&s)?
     } else {
-        ssh.run_script_streaming(&s, Duration::from_secs(7 * 86_400))?
+        ssh.run_script_through(&s, Duration::from_secs(7 * 86_400))?
     };
     if let Some(e) = not_running_error(&t.job_id, &out) {
         return Err(e);

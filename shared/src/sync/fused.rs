@@ -81,7 +81,7 @@ impl Conversation {
         let kept = use_kept
             .then(|| untracked::kept_copy(&ssh.host, repo))
             .flatten();
-        let running = ssh.start_script(&opening(repo, kept.is_none())?)?;
+        let running = ssh.start_script_through(&opening(repo, kept.is_none())?)?;
         Ok(Conversation {
             running,
             repo: repo.to_string(),
@@ -137,9 +137,9 @@ impl Fused {
         self.tracked.snapshot()
     }
 
-    /// Finish both syncs and run `command` (a script that streams: `exec 2>&1` first) after
-    /// them in the same execution. The command's output goes to our stderr as it comes; the
-    /// output returned has its exit code.
+    /// Finish both syncs and run `command` after them in the same execution. The command's
+    /// stdout goes to ours and its stderr to ours as they come; the output returned has its
+    /// exit code.
     pub fn run(
         self: Box<Self>,
         ctx: &mut Context,
@@ -463,22 +463,22 @@ impl Reader {
         Ok(self.header().as_deref() == Some(RUN))
     }
 
-    /// The command's output to our stderr until the end; how the execution ended.
+    /// The command's output to our stdout until the end (its stderr reached ours directly); how
+    /// the execution ended.
     fn stream(mut self) -> Result<Output> {
-        let mut err = std::io::stderr();
-        let _ = err.write_all(&self.buf);
+        let mut out = std::io::stdout();
+        let _ = out.write_all(&self.buf).and_then(|()| out.flush());
         self.buf.clear();
         let mut c = self.conversation.take().expect("the conversation is open");
         loop {
             let left = self.deadline.saturating_duration_since(Instant::now());
             match c.recv(left) {
                 Received::Data(b) => {
-                    let _ = err.write_all(&b);
+                    let _ = out.write_all(&b).and_then(|()| out.flush());
                 }
                 Received::Eof | Received::TimedOut => break,
             }
         }
-        let _ = err.flush();
         Ok(c.close(Duration::from_secs(10)))
     }
 
@@ -549,7 +549,7 @@ mod tests {
             untracked::extract_script("/h/u/work/repo", &items, &["gone.txt".to_string()], false)
                 .unwrap();
         let mut c = Script::new();
-        c.raw("exec 2>&1\nsrun true\n");
+        c.raw("srun true\n");
         for kept in [None, Some("m-1")] {
             crate::script_check::assert_clean(
                 "alloc-sync-parts",

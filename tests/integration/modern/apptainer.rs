@@ -439,7 +439,7 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         &up.doc,
     );
     let mut hosts: Vec<&str> = per_node
-        .stderr
+        .stdout
         .lines()
         .filter_map(|l| l.strip_prefix("host="))
         .collect();
@@ -468,7 +468,7 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         &per_node.doc,
     );
     assert!(
-        sx.stderr.contains("from the laptop") && sx.stderr.contains("devbox:1"),
+        sx.stdout.contains("from the laptop") && sx.stdout.contains("devbox:1"),
         "{}",
         sx.stderr
     );
@@ -482,7 +482,7 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         &sx.doc,
     );
     assert!(
-        at.stderr.contains("slurm_tools_probe imported"),
+        at.stdout.contains("slurm_tools_probe imported"),
         "{}",
         at.stderr
     );
