@@ -219,16 +219,7 @@ impl Cmd {
                 }
             });
         }
-        let through = self.through;
-        let err = child.stderr.take().map(|e| {
-            thread::spawn(move || {
-                if through {
-                    pass_tail(e, std::io::stderr())
-                } else {
-                    read_tail(e)
-                }
-            })
-        });
+        let err = child.stderr.take().map(|e| stderr_reader(e, self.through));
         Ok(Running {
             child,
             stdin,
@@ -284,16 +275,10 @@ impl Cmd {
                 buf
             })
         });
-        let through = self.through;
-        let err_reader = child.stderr.take().map(|err| {
-            thread::spawn(move || {
-                if through {
-                    pass_tail(err, std::io::stderr())
-                } else {
-                    read_tail(err)
-                }
-            })
-        });
+        let err_reader = child
+            .stderr
+            .take()
+            .map(|err| stderr_reader(err, self.through));
 
         let (status, timed_out) = wait_deadline(&mut child, self.deadline);
         if let Some(w) = writer {
@@ -455,6 +440,18 @@ impl AsFdOwned for std::io::Stderr {
         use std::os::fd::AsFd;
         self.as_fd().try_clone_to_owned()
     }
+}
+
+/// The thread that reads a child's stderr: its tail, and with `through` every byte passed on to
+/// ours ([`pass_tail`]).
+fn stderr_reader(err: std::process::ChildStderr, through: bool) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        if through {
+            pass_tail(err, std::io::stderr())
+        } else {
+            read_tail(err)
+        }
+    })
 }
 
 /// Lines that are not the person's, when they open a passed-through stderr: ssh's note about a

@@ -6,7 +6,7 @@
 use crate::fixture::{synced, wait_done};
 use crate::harness::*;
 use crate::one_at_a_time;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::process::Command;
 use std::time::Duration;
 
@@ -23,21 +23,10 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
     let log = testbed().s("mfa_sshd_log");
     let before = log_count(&log, "Accepted keyboard-interactive");
     mfa_login(&cp);
-    let port_file = format!(
-        "{}/st-forward-{}.port",
-        testbed().remote_root(),
-        std::process::id()
-    );
-    let _ = std::fs::remove_file(&port_file);
     let (_fx, mut d) = synced("forward");
     d["ssh_host"] = json!(testbed().s("mfa_host"));
     d["control_path"] = json!(cp);
-    d["recipe"] = json!("single");
-    d["command"] = json!(format!(
-        "port=$((20000 + $$ % 20000)); dir=$(mktemp -d); echo hello-from-the-job > $dir/index.html; cd $dir; echo $port > {port_file}; exec python3 -m http.server $port --bind 0.0.0.0"
-    ));
-    let sub = run("slurm-submit", &[], &d);
-    assert_eq!(sub.code, 0, "{}", sub.stderr);
+    let (port_file, sub) = serving_job(d, "forward");
     let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
     let mut f = forward_when_served(&sub.doc, &port_file);
     let sec = f.doc["forward"].clone();
@@ -127,6 +116,24 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
     );
 }
 
+/// `d` submitted as a job that serves a page (`hello-from-the-job`) on a port it picks and
+/// writes to a file: the file's path, and the submission.
+fn serving_job(mut d: Value, tag: &str) -> (String, Run) {
+    let port_file = format!(
+        "{}/st-{tag}-{}.port",
+        testbed().remote_root(),
+        std::process::id()
+    );
+    let _ = std::fs::remove_file(&port_file);
+    d["recipe"] = json!("single");
+    d["command"] = json!(format!(
+        "port=$((20000 + $$ % 20000)); dir=$(mktemp -d); echo hello-from-the-job > $dir/index.html; cd $dir; echo $port > {port_file}; exec python3 -m http.server $port --bind 0.0.0.0"
+    ));
+    let sub = run("slurm-submit", &[], &d);
+    assert_eq!(sub.code, 0, "{}", sub.stderr);
+    (port_file, sub)
+}
+
 /// The pid of the master at `cp` (`ssh -O check` says "Master running (pid=N)").
 fn master_pid(host: &str, cp: &str) -> Option<String> {
     let out = Command::new("ssh")
@@ -183,24 +190,12 @@ fn a_forward_on_a_key_login_cluster_opens_its_master_over_a_stale_socket_and_bes
     let host = testbed().s("direct_host");
     let cp = format!("/tmp/st-fwd-direct-{}", std::process::id());
     let _ = std::fs::remove_file(&cp);
-    let port_file = format!(
-        "{}/st-fwd-direct-{}.port",
-        testbed().remote_root(),
-        std::process::id()
-    );
-    let _ = std::fs::remove_file(&port_file);
     let (_fx, mut d) = synced("fwd-direct");
     d["control_path"] = json!(cp);
     let p = run("slurm-ssh-preflight", &[], &d);
     assert_eq!(p.code, 0, "{}", p.stderr);
     assert_eq!(p.doc["preflight"]["ssh_path"], "direct");
-    let mut d = p.doc;
-    d["recipe"] = json!("single");
-    d["command"] = json!(format!(
-        "port=$((20000 + $$ % 20000)); dir=$(mktemp -d); echo hello-from-the-job > $dir/index.html; cd $dir; echo $port > {port_file}; exec python3 -m http.server $port --bind 0.0.0.0"
-    ));
-    let sub = run("slurm-submit", &[], &d);
-    assert_eq!(sub.code, 0, "{}", sub.stderr);
+    let (port_file, sub) = serving_job(p.doc, "fwd-direct");
     let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
     answers_then_cancel(&forward_when_served(&sub.doc, &port_file));
 

@@ -219,20 +219,27 @@ pub fn run_raw(cmd: Command, input: &[u8]) -> Run {
     let out = pipe(&mut cmd, input);
     let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(
-        stdout.ends_with('\n') && stdout.matches('\n').count() == 1,
-        "stdout must be one line:\n{stdout}\nstderr:\n{stderr}"
-    );
-    let doc: Value = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{stdout}"));
-    assert!(doc.is_object());
-    assert_own_sections(input, &doc);
+    let doc = one_document(input, &stdout, "stdout", &stderr);
     Run {
         code: out.status.code().expect("exited"),
         doc,
         stdout,
         stderr,
     }
+}
+
+/// `text` (a tool's output from `input`, read from `what`) as the one-line JSON object the
+/// contract asks for, with only the tool's own sections changed.
+fn one_document(input: &[u8], text: &str, what: &str, stderr: &str) -> Value {
+    assert!(
+        text.ends_with('\n') && text.matches('\n').count() == 1,
+        "{what} must be one line:\n{text}\nstderr:\n{stderr}"
+    );
+    let doc: Value =
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("{what} is not JSON ({e}):\n{text}"));
+    assert!(doc.is_object());
+    assert_own_sections(input, &doc);
+    doc
 }
 
 /// A tool that runs a person's command (`slurm-alloc exec`, slurm-attach with a shell or
@@ -292,14 +299,7 @@ pub fn run_with_doc_file(mut cmd: Command, input: &[u8], doc_file: &Path) -> Run
         )
     });
     let _ = std::fs::remove_file(doc_file);
-    assert!(
-        text.ends_with('\n') && text.matches('\n').count() == 1,
-        "the document is one line:\n{text}"
-    );
-    let doc: Value = serde_json::from_str(&text)
-        .unwrap_or_else(|e| panic!("the --doc file is not JSON ({e}):\n{text}"));
-    assert!(doc.is_object());
-    assert_own_sections(input, &doc);
+    let doc = one_document(input, &text, "the --doc file", &stderr);
     Run {
         code: out.status.code().expect("exited"),
         doc,
