@@ -62,6 +62,13 @@ pub struct Entry {
     pub retry_of: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// The container image the job (or allocation) ran from, as the runtime got it, and the
+    /// registry content digest of the image cache's file when it came from the cache
+    /// (`job.container_use`, `allocation.container_use`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
 }
 
 /// The ledger's path, when there is a state directory.
@@ -145,6 +152,8 @@ pub struct Run {
     pub nodes: Option<String>,
     pub retry_of: Option<String>,
     pub attempt: Option<u32>,
+    pub image: Option<String>,
+    pub image_digest: Option<String>,
     /// Unix time of the run's last entry.
     pub updated_at: u64,
 }
@@ -189,7 +198,9 @@ pub fn fold(entries: &[Entry]) -> Vec<Run> {
             slurm_state,
             nodes,
             retry_of,
-            attempt
+            attempt,
+            image,
+            image_digest
         );
         r.updated_at = r.updated_at.max(e.at);
     }
@@ -253,6 +264,15 @@ pub fn record_submission(ctx: &crate::Context, kind: &str, job_id: &str) {
     let doc = &ctx.doc;
     let cluster = cluster_of(doc);
     let job = doc.section_as::<Job>("job").ok().flatten();
+    // The image the run started from: the job's, or the held allocation's.
+    let container = match kind {
+        "allocation" => doc
+            .section_as::<crate::schema::Allocation>("allocation")
+            .ok()
+            .flatten()
+            .and_then(|a| a.container_use),
+        _ => job.as_ref().and_then(|j| j.container_use.clone()),
+    };
     let mut saved = doc.clone();
     saved.stamp_contract_version();
     let document = save_document(&path, &cluster, job_id, &saved)
@@ -293,6 +313,8 @@ pub fn record_submission(ctx: &crate::Context, kind: &str, job_id: &str) {
             .get("attempt")
             .and_then(|v| v.as_u64())
             .map(|a| a as u32),
+        image: container.as_ref().map(|c| c.image.clone()),
+        image_digest: container.and_then(|c| c.digest),
         ..Entry::default()
     };
     if let Err(e) = append_to(&path, &entry) {
@@ -323,6 +345,9 @@ pub fn record_verdict(ctx: &crate::Context, report: &Report) {
         status: Some(report.status.name().to_string()),
         slurm_state: Some(report.slurm_state.clone()).filter(|s| !s.is_empty()),
         document,
+        // On Apptainer the job pulls (or finds) its image itself: the watch learned which.
+        image: report.container.as_ref().map(|c| c.image.clone()),
+        image_digest: report.container.as_ref().and_then(|c| c.digest.clone()),
         ..Entry::default()
     };
     if let Err(e) = append_to(&path, &entry) {
@@ -336,6 +361,23 @@ pub fn record_verdict(ctx: &crate::Context, report: &Report) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runs_image_is_the_submissions_or_what_the_watch_learned() {
+        let mut submitted = entry("7", "submitted");
+        submitted.image = Some("/cache/abc.sqsh".into());
+        submitted.image_digest = Some("sha256:abc".into());
+        let verdict = entry("7", "verdict");
+        let runs = fold(&[submitted, verdict]);
+        assert_eq!(runs[0].image_digest.as_deref(), Some("sha256:abc"));
+        // On Apptainer the submission knows no digest; the verdict brings it.
+        let mut learned = entry("8", "verdict");
+        learned.image = Some("/cache/def.sif".into());
+        learned.image_digest = Some("sha256:def".into());
+        let runs = fold(&[entry("8", "submitted"), learned]);
+        assert_eq!(runs[0].image.as_deref(), Some("/cache/def.sif"));
+        assert_eq!(runs[0].image_digest.as_deref(), Some("sha256:def"));
+    }
 
     fn entry(job: &str, event: &str) -> Entry {
         Entry {

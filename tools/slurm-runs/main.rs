@@ -24,7 +24,9 @@ use std::time::Duration;
 /// back to the ledger, so later listings need not ask again.
 ///
 /// Each run's saved document (the `document` field of --json) can be handed to slurm-watch to
-/// resume watching it, to slurm-fetch for its files, or to slurm-report.
+/// resume watching it, to slurm-fetch for its files, or to slurm-report. The IMAGE column (and
+/// `image`, `image_digest` in --json) is the container image a run started from: the registry
+/// digest of the image cache's file it ran, so two runs of one tag are told apart.
 ///
 /// --watch follows every unfinished run (after the filters) until all have ended, at the same
 /// cost per poll; --events writes one JSON line per state change (pending, running, ended) to a
@@ -543,6 +545,16 @@ fn ago(now: u64, t: Option<u64>) -> String {
     }
 }
 
+/// The image a run started from: the cached image's digest, short (`sha256:0123456789ab`), else
+/// the image as the runtime got it, else `-`.
+fn image_cell(r: &Run) -> String {
+    match (&r.image_digest, &r.image) {
+        (Some(d), _) => d.chars().take(19).collect(),
+        (None, Some(i)) => i.clone(),
+        (None, None) => "-".into(),
+    }
+}
+
 fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
     if runs.is_empty() {
         return "no runs (slurm-submit and `slurm-alloc up` add theirs to the ledger)\n".into();
@@ -556,6 +568,7 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
         "VERDICT".into(),
         "SUBMITTED".into(),
         "SNAPSHOT".into(),
+        "IMAGE".into(),
     ]];
     for r in runs {
         let l = live.get(&(r.cluster.clone(), r.job_id.clone()));
@@ -575,6 +588,7 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
                 .as_deref()
                 .map(|s| s.chars().take(10).collect())
                 .unwrap_or_else(|| "-".into()),
+            image_cell(r),
         ]);
     }
     // A cell is at most 60 characters (a ledger line may hold a megabyte-long name).
@@ -585,7 +599,7 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
             }
         }
     }
-    let widths: Vec<usize> = (0..8)
+    let widths: Vec<usize> = (0..9)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut t = String::new();
