@@ -427,6 +427,11 @@ pub struct SyncTracked {
     pub stash: Option<Option<Stash>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created: Option<bool>,
+    /// true: the remote clone was at this snapshot already, as this machine's last sync from
+    /// this checkout left it, and one execution confirmed it: nothing was pushed or checked out
+    /// (`temp_ref_deleted` null: no temporary branch was made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unchanged: Option<bool>,
     /// The submodules, nested ones too, parents first (absent when there are none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub submodules: Vec<SyncedSubmodule>,

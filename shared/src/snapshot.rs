@@ -130,10 +130,22 @@ fn finish(
             });
         }
     }
+    // The same HEAD and tree as a snapshot made before: that commit again (an unchanged
+    // re-sync then has nothing new to push; a dirty submodule keeps its snapshot's id).
+    if let Some(commit) =
+        crate::sync::last_sync::snapshot_made(&repo.repo, &repo.git_dir, base, &tree)
+    {
+        return Ok(Snapshot {
+            commit,
+            tree,
+            base: base.to_string(),
+        });
+    }
     let commit = commit_in_process(repo, &tree, base, message).ok_or_else(|| {
         ToolError::remote("cannot write the snapshot commit into the local repository")
             .with_hint(hint)
     })?;
+    crate::sync::last_sync::record_snapshot(&repo.git_dir, base, &tree, &commit);
     Ok(Snapshot {
         commit,
         tree,

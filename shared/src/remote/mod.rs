@@ -54,6 +54,13 @@ pub const UNTRACKED_STORE: &str = include_str!("sh/untracked-store.sh");
 /// After an untracked sync: `keep_untracked` (needs [`UNTRACKED_STORE`] first).
 pub const UNTRACKED_KEEP: &str = include_str!("sh/untracked-keep.sh");
 
+/// Cluster-side changes in the remote clone: `cluster_changes`.
+pub const CLONE_CHANGES: &str = include_str!("sh/clone-changes.sh");
+
+/// An unchanged re-sync's one execution: is the clone as this machine's last sync left it?
+/// (needs [`CLONE_CHANGES`] and the clone's lock).
+pub const TRACKED_UNCHANGED: &str = include_str!("sh/tracked-unchanged.sh");
+
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 

@@ -3,6 +3,7 @@
 //! (see [`fused`]).
 
 pub mod fused;
+pub mod last_sync;
 mod pending;
 pub mod tracked;
 mod tracked_remote;

@@ -2,6 +2,7 @@
 //! execution): the remote checkout becomes HEAD plus the local working tree's tracked changes,
 //! as one snapshot commit; the local repository is never touched (docs/migrating.md, step 4).
 
+use super::last_sync;
 use super::pending;
 use super::tracked_remote as remote;
 use crate::git::{run_git, LocalRepo};
@@ -253,6 +254,7 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
         refresh_paths: None,
         stash: None,
         created: None,
+        unchanged: None,
         submodules: synced_subs,
         lfs: (!lfs_files.is_empty()).then_some(schema::SyncedLfs {
             files: lfs_files.len() as u64,
@@ -290,6 +292,34 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
     let roots = p.local.root_commits(&p.head_commit, 20);
     let modules = p.modules();
     let plan = p.plan(&roots, &modules);
+    if confirmed_unchanged(&p, &plan, ctx)? {
+        let Prepared {
+            started,
+            repo_path,
+            snapshot,
+            mut section,
+            warnings,
+            derived,
+            ..
+        } = p;
+        ctx.note(format!(
+            "remote {repo_path} is at {} already, as this machine's last sync left it: nothing pushed",
+            short(&snapshot)
+        ));
+        for sub in section.submodules.iter_mut().filter(|s| s.initialised) {
+            sub.stash = Some(None);
+        }
+        section.unchanged = Some(true);
+        section.temp_ref_deleted = Some(None);
+        section.refreshed = Some(Vec::new());
+        section.stash = Some(None);
+        section.created = Some(false);
+        section.warnings = warnings;
+        section.derived = derived;
+        section.seconds = seconds(started);
+        ctx.doc.set_section("sync_tracked", &section);
+        return Ok(Outcome::Done);
+    }
     let synced = match p.opts.via {
         Via::Origin => via_origin(ctx, &p.local, &p.ssh, &plan, &p.snapshot),
         Via::Direct => via_direct(&p.local, &p.ssh, &plan, &p.snapshot).map(|r| (r, None)),
@@ -317,6 +347,45 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
     }
     finish(p, ctx, report, temp_ref_deleted)?;
     Ok(Outcome::Done)
+}
+
+/// Whether the cluster's clone is at this snapshot already, as this machine's last sync from this
+/// checkout left it: then one execution confirms it and nothing is pushed or checked out. Only
+/// when there is nothing else to do (no refresh paths, no LFS content to send); a clone that
+/// changed since (another checkout's sync, an edit on the cluster) is said, and synced as usual.
+fn confirmed_unchanged(p: &Prepared, plan: &remote::Plan, ctx: &Context) -> Result<bool> {
+    let source = crate::manifest::checkout_source(&p.local.root);
+    let last = last_sync::synced(&p.ssh.host, &p.repo_path, &source);
+    if last.as_deref() != Some(p.snapshot.as_str())
+        || !p.refresh.is_empty()
+        || !p.lfs_oids.is_empty()
+    {
+        return Ok(false);
+    }
+    let out = p.ssh.run_script(
+        &remote::unchanged_script(plan, &p.snapshot)?,
+        None,
+        Duration::from_secs(30 * 60),
+    )?;
+    let text = out.stdout_text();
+    if !out.success() {
+        let report = remote::parse(&text);
+        return Err(
+            remote::failure(out.code, &report, &p.ssh.host, &p.repo_path)
+                .with_command(out.record()),
+        );
+    }
+    if text.lines().any(|l| l == "UNCHANGED") {
+        return Ok(true);
+    }
+    let what = text
+        .lines()
+        .find_map(|l| l.strip_prefix("CHANGED "))
+        .unwrap_or("it did not say");
+    ctx.note(format!(
+        "the snapshot is the one last synced, but the remote clone changed since ({what}): syncing it again"
+    ));
+    Ok(false)
 }
 
 impl Prepared {
@@ -438,6 +507,8 @@ fn finish(
 ) -> Result<()> {
     let Prepared {
         started,
+        ssh,
+        local,
         url,
         repo_path,
         temp,
@@ -515,6 +586,13 @@ fn finish(
         sub.stash = Some(stash);
     }
     ctx.note(format!("remote {repo_path} is at {}", short(&snapshot)));
+    // The next sync of this same snapshot from this checkout only confirms the clone.
+    last_sync::record_synced(
+        &ssh.host,
+        &repo_path,
+        &crate::manifest::checkout_source(&local.root),
+        &snapshot,
+    );
     section.temp_ref_deleted = Some(temp_ref_deleted);
     section.refreshed = Some(report.refreshed);
     section.stash = Some(stash);

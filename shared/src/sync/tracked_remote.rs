@@ -127,13 +127,9 @@ cd -- "$repo" || exit "$E_ENTER"
 if [ -n "$lfs_oids" ] && ! git lfs version >/dev/null 2>&1; then echo "LFS_NO_TOOL"; exit "$E_LFS"; fi
 mkdir -p .git/info
 grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
-# Cluster-side changes: tracked edits, and untracked files that no untracked sync put here (its
-# manifest lists ours, quoted as git quotes them). Submodules are looked at one by one, later. Ours are never stashed: while stashing, they
-# are excluded through the patterns the untracked sync left.
-dirty=$(git -c core.quotePath=false status --porcelain --untracked-files=all --ignore-submodules=all 2>/dev/null | LC_ALL=C awk -v ours="$ours" '
-  BEGIN { while ((getline l < ours) > 0) { i = index(l, "\t"); if (i) o[substr(l, i + 1)] = 1 } }
-  /^\?\? / { if (substr($0, 4) in o) next }
-  { print; exit }')
+# Cluster-side changes (clone-changes.sh); submodules are looked at one by one, later. Ours are
+# never stashed: while stashing, they are excluded through the patterns the untracked sync left.
+dirty=$(cluster_changes)
 if [ -n "$dirty" ]; then
   saved=.git/info/exclude.slurm-tools-saved
   cp .git/info/exclude "$saved" 2>/dev/null || : > "$saved"
@@ -196,6 +192,7 @@ pub fn origin_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
     s.raw("via=origin\ntake_lock\ntrap release_lock EXIT\n");
     s.raw(ENSURE_CLONE_OR_INIT);
+    s.raw(crate::remote::CLONE_CHANGES);
     s.raw(CHECKOUT);
     prepare_modules(&mut s, p)?;
     Ok(s)
@@ -334,8 +331,27 @@ pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
     s.raw(
         "via=direct\nif [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit \"$E_LOST_LOCK\"; fi\ntrap release_lock EXIT\n",
     );
+    s.raw(crate::remote::CLONE_CHANGES);
     s.raw(CHECKOUT);
     prepare_modules(&mut s, p)?;
+    Ok(s)
+}
+
+/// An unchanged re-sync: under the clone's lock, is the clone as this machine's last sync of
+/// `snapshot` left it (`UNCHANGED`, else `CHANGED <what>`)? `modules`: each initialised
+/// submodule's path and snapshot commit.
+pub fn unchanged_script(p: &Plan, snapshot: &str) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw("take_lock\ntrap release_lock EXIT\n");
+    s.assign("snapshot", snapshot)?;
+    s.raw(crate::remote::CLONE_CHANGES);
+    s.raw("set --");
+    for m in p.modules {
+        s.arg(&m.path)?;
+        s.arg(&m.commit)?;
+    }
+    s.raw("\n");
+    s.raw(crate::remote::TRACKED_UNCHANGED);
     Ok(s)
 }
 

@@ -1,0 +1,30 @@
+# slurm-sync-tracked when this machine's last sync into the clone was this very snapshot: is the
+# clone still as that sync left it? One execution; nothing is fetched, checked out or stashed
+# (anything else and the sync goes on as usual, which handles it).
+#
+# Expects: repo (the clone), snapshot (the commit), work (the work directory), assigned before
+#          this file; cluster_changes from clone-changes.sh; the clone's lock taken; the
+#          positional parameters: PATH COMMIT of each initialised submodule.
+# Prints:  one line: "UNCHANGED" when HEAD is the snapshot with no cluster-side change and each
+#          submodule is at its commit with no tracked edit (the work directory made if missing);
+#          else "CHANGED <what>".
+: "${repo:?}" "${snapshot:?}" "${work:?}"
+unchanged() {
+  cd -- "$repo" 2>/dev/null || { echo "CHANGED no clone at $repo"; return; }
+  at=$(git rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null)
+  if [ "$at" != "$snapshot" ]; then echo "CHANGED HEAD ${at:-none}"; return; fi
+  changed=$(cluster_changes)
+  if [ -n "$changed" ]; then echo "CHANGED $changed"; return; fi
+  while [ "$#" -ge 2 ]; do
+    at=$(git -C "$repo/$1" rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null)
+    if [ "$at" != "$2" ]; then echo "CHANGED submodule $1 at ${at:-none}"; return; fi
+    if [ -n "$(git -C "$repo/$1" status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
+      echo "CHANGED submodule $1 edited"
+      return
+    fi
+    shift 2
+  done
+  mkdir -p -- "$work" || { echo "CHANGED no work directory $work"; return; }
+  echo UNCHANGED
+}
+unchanged "$@"
