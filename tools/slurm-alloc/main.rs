@@ -141,7 +141,9 @@ struct ExecArgs {
     /// Without it no document is written: stdout is the command's.
     #[arg(long, value_name = "FILE")]
     doc: Option<std::path::PathBuf>,
-    /// The command (shell text); without it, the document's `command`.
+    /// The command: one argument is shell text (`-- 'make && ./run.sh'`); several are a
+    /// program and its arguments, each passed as it is (`-- python3 -c 'print(6 * 7)'`), as
+    /// srun and docker exec take them. Without it, the document's `command`.
     #[arg(last = true, value_name = "CMD")]
     command: Vec<String>,
 }
@@ -835,8 +837,15 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
                 shared::doc::missing("command", "give the command after `--`, or set `command`")
             })?
             .to_string()
+    } else if let [text] = args.command.as_slice() {
+        text.clone()
     } else {
-        args.command.join(" ")
+        // A command and its arguments, each passed as is (as srun and docker exec take them).
+        args.command
+            .iter()
+            .map(|w| shared::quote::quote(w))
+            .collect::<Result<Vec<_>>>()?
+            .join(" ")
     };
     warn_other_login(ctx, &sec, preflight_login(&ctx.doc).as_deref());
     let st = Settings::from_doc(&ctx.doc)?;

@@ -368,13 +368,14 @@ fn confirmed_unchanged(p: &Prepared, plan: &remote::Plan, ctx: &Context) -> Resu
         Duration::from_secs(30 * 60),
     )?;
     let text = out.stdout_text();
+    let report = remote::parse(&text);
     if !out.success() {
-        let report = remote::parse(&text);
         return Err(
             remote::failure(out.code, &report, &p.ssh.host, &p.repo_path)
                 .with_command(out.record()),
         );
     }
+    say_lock(ctx, &report, &p.repo_path);
     if text.lines().any(|l| l == "UNCHANGED") {
         return Ok(true);
     }
@@ -386,6 +387,20 @@ fn confirmed_unchanged(p: &Prepared, plan: &remote::Plan, ctx: &Context) -> Resu
         "the snapshot is the one last synced, but the remote clone changed since ({what}): syncing it again"
     ));
     Ok(false)
+}
+
+/// What the clone's lock did: a stale one broken, or another sync's waited for.
+fn say_lock(ctx: &Context, report: &remote::Report, repo_path: &str) {
+    if let Some(owner) = &report.broke_stale_lock {
+        ctx.warn(format!(
+            "broke a stale sync lock on {repo_path} (left by {owner})"
+        ));
+    }
+    if let Some((secs, holder)) = &report.waited {
+        ctx.note(format!(
+            "waited {secs} s for the clone's lock on {repo_path}: another sync ({holder}) was using it"
+        ));
+    }
 }
 
 impl Prepared {
@@ -524,16 +539,7 @@ fn finish(
         );
         warn_and_record(ctx, &mut warnings, w);
     }
-    if let Some(owner) = &report.broke_stale_lock {
-        ctx.warn(format!(
-            "broke a stale sync lock on {repo_path} (left by {owner})"
-        ));
-    }
-    if let Some((secs, holder)) = &report.waited {
-        ctx.note(format!(
-            "waited {secs} s for the clone's lock on {repo_path}: another sync ({holder}) was using it"
-        ));
-    }
+    say_lock(ctx, &report, &repo_path);
     if report.head.as_deref() != Some(snapshot.as_str()) {
         return Err(ToolError::remote(format!(
             "after the checkout, the remote HEAD is {} but the snapshot is {}",
