@@ -70,7 +70,7 @@ fn the_checksums_name_every_artifact_and_match() {
 fn the_wheel_installs_for_a_normal_user_without_rust_and_runs_the_main_job_to_passed() {
     crate::needs_cluster!();
     let tb = testbed();
-    let wheel = artifact(&dist(), "x86_64.whl");
+    let wheel = artifact(&dist(), "musllinux_1_2_x86_64.whl");
     if !sh(Command::new("id").arg(USER)).0 {
         let (ok, _, err) = sh(Command::new("useradd").args(["-m", "-s", "/bin/bash", USER]));
         assert!(ok, "useradd: {err}");
@@ -261,5 +261,122 @@ fn the_static_binary_runs_in_a_debian_13_root_and_in_a_busybox_only_root() {
         assert!(ok, "in {}: {out}\n{err}", root.display());
         let doc: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
         assert_eq!(doc["resolve"]["selected_by"], "ssh_host", "{out}");
+    }
+}
+
+/// What can be known here of a macOS program (there is no Mac): from its Mach-O header and load
+/// commands.
+#[derive(Debug)]
+struct MachO {
+    cpu: u32,
+    filetype: u32,
+    /// LC_BUILD_VERSION's platform (1: macOS).
+    platform: Option<u32>,
+    /// LC_CODE_SIGNATURE is there (an ad-hoc signature at least: arm64 macOS runs nothing
+    /// unsigned).
+    signed: bool,
+    /// The libraries it loads (LC_LOAD_DYLIB).
+    dylibs: Vec<String>,
+}
+
+fn mach_o(b: &[u8]) -> MachO {
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    assert_eq!(u32_at(0), 0xfeed_facf, "a 64-bit Mach-O file");
+    let mut m = MachO {
+        cpu: u32_at(4),
+        filetype: u32_at(12),
+        platform: None,
+        signed: false,
+        dylibs: Vec::new(),
+    };
+    let mut at = 32;
+    for _ in 0..u32_at(16) {
+        let (cmd, size) = (u32_at(at), u32_at(at + 4) as usize);
+        match cmd {
+            0xc => {
+                let name = &b[at + u32_at(at + 8) as usize..at + size];
+                let end = name.iter().position(|c| *c == 0).unwrap_or(name.len());
+                m.dylibs
+                    .push(String::from_utf8_lossy(&name[..end]).into_owned());
+            }
+            0x1d => m.signed = true,
+            0x32 => m.platform = Some(u32_at(at + 8)),
+            _ => {}
+        }
+        at += size;
+    }
+    m
+}
+
+/// The macOS release files, built here by cross-linking with zig: for each Mac (Apple silicon
+/// and Intel), the archive's program and the wheel's are one signed Mach-O executable for that
+/// processor and for macOS that loads only the system's own libraries and frameworks (what a
+/// Mac has without anything installed), and the wheel's tag says which Mac it installs on.
+/// Running them needs a Mac: not done here.
+#[test]
+#[ignore = "needs scripts/release's artifacts: scripts/test runs it"]
+fn the_macos_release_files_are_signed_mach_o_programs_loading_only_the_systems_libraries() {
+    let dir = dist();
+    for (target, cpu, tag) in [
+        ("aarch64-apple-darwin", 0x0100_000c, "macosx_11_0_arm64"),
+        ("x86_64-apple-darwin", 0x0100_0007, "macosx_10_12_x86_64"),
+    ] {
+        let tarball = artifact(&dir, &format!("{target}.tar.gz"));
+        let name = tarball
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .trim_end_matches(".tar.gz")
+            .to_string();
+        let program = Command::new("tar")
+            .arg("-xzOf")
+            .arg(&tarball)
+            .arg(format!("{name}/bin/slurm-tools"))
+            .output()
+            .unwrap();
+        assert!(program.status.success(), "{target}: bin/slurm-tools in the archive");
+        let m = mach_o(&program.stdout);
+        assert_eq!(m.cpu, cpu, "{target}: {m:?}");
+        assert_eq!(m.filetype, 2, "{target}: an executable: {m:?}");
+        assert_eq!(m.platform, Some(1), "{target}: built for macOS: {m:?}");
+        assert!(m.signed, "{target}: signed: {m:?}");
+        assert!(
+            m.dylibs.iter().any(|d| d == "/usr/lib/libSystem.B.dylib"),
+            "{target}: {m:?}"
+        );
+        for d in &m.dylibs {
+            assert!(
+                d.starts_with("/usr/lib/") || d.starts_with("/System/Library/Frameworks/"),
+                "{target}: loads only what every Mac has, not {d}"
+            );
+        }
+        // Every tool is a link to the one program, as on Linux.
+        let (ok, listing, err) = sh(Command::new("tar").arg("-tvzf").arg(&tarball));
+        assert!(ok, "{err}");
+        for t in ["slurm-resolve", "slurm-watch", "slurm-alloc"] {
+            assert!(
+                listing.contains(&format!("{name}/bin/{t} -> slurm-tools")),
+                "{target}: {t}:\n{listing}"
+            );
+        }
+        // The wheel: the same program, tagged for that Mac.
+        let wheel = artifact(&dir, &format!("{tag}.whl"));
+        let inside = |member: &str| {
+            let out = Command::new("python3")
+                .args(["-c", "import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); n = [x for x in z.namelist() if x.endswith(sys.argv[2])]; sys.stdout.buffer.write(z.read(n[0]))"])
+                .arg(&wheel)
+                .arg(member)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}: {member}", wheel.display());
+            out.stdout
+        };
+        let meta = String::from_utf8(inside(".dist-info/WHEEL")).unwrap();
+        assert!(meta.contains(&format!("Tag: py3-none-{tag}")), "{meta}");
+        assert_eq!(
+            inside("/scripts/slurm-tools"),
+            program.stdout,
+            "{target}: the wheel's program is the archive's"
+        );
     }
 }
