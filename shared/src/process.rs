@@ -43,6 +43,7 @@ pub struct Cmd {
     inherit_stdout: bool,
     inherit_stderr: bool,
     through: bool,
+    stderr_through: bool,
     deadline: Duration,
     cwd: Option<std::path::PathBuf>,
 }
@@ -101,6 +102,7 @@ impl Cmd {
             inherit_stdout: false,
             inherit_stderr: false,
             through: false,
+            stderr_through: false,
             deadline: Duration::from_secs(60),
             cwd: None,
         }
@@ -159,6 +161,14 @@ impl Cmd {
     /// the project's own `@@slurm-tools ` lines are left out when they come before anything else.
     pub fn output_through(mut self) -> Self {
         self.through = true;
+        self.stderr_through = true;
+        self
+    }
+
+    /// Only the stderr half of [`Cmd::output_through`]: the child's stderr (git's progress, say)
+    /// reaches ours as it comes and its tail is kept; stdout is read as usual.
+    pub fn stderr_through(mut self) -> Self {
+        self.stderr_through = true;
         self
     }
 
@@ -219,7 +229,10 @@ impl Cmd {
                 }
             });
         }
-        let err = child.stderr.take().map(|e| stderr_reader(e, self.through));
+        let err = child
+            .stderr
+            .take()
+            .map(|e| stderr_reader(e, self.stderr_through));
         Ok(Running {
             child,
             stdin,
@@ -278,7 +291,7 @@ impl Cmd {
         let err_reader = child
             .stderr
             .take()
-            .map(|err| stderr_reader(err, self.through));
+            .map(|err| stderr_reader(err, self.stderr_through));
 
         let (status, timed_out) = wait_deadline(&mut child, self.deadline);
         if let Some(w) = writer {

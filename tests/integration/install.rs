@@ -334,7 +334,10 @@ fn the_macos_release_files_are_signed_mach_o_programs_loading_only_the_systems_l
             .arg(format!("{name}/bin/slurm-tools"))
             .output()
             .unwrap();
-        assert!(program.status.success(), "{target}: bin/slurm-tools in the archive");
+        assert!(
+            program.status.success(),
+            "{target}: bin/slurm-tools in the archive"
+        );
         let m = mach_o(&program.stdout);
         assert_eq!(m.cpu, cpu, "{target}: {m:?}");
         assert_eq!(m.filetype, 2, "{target}: an executable: {m:?}");

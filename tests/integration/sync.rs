@@ -971,3 +971,55 @@ fn a_local_dir_inside_the_repository_is_left_out_of_the_untracked_sync_and_said(
         "the tools' own copies went up"
     );
 }
+
+/// A person watching a sync sees git's own progress of the pushes (objects counted and written:
+/// a first sync of a long history takes a while); a pipeline or a log gets none of it, and the
+/// document on stdout is the same either way.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_sync_in_a_terminal_shows_the_push_progress_and_a_piped_one_does_not() {
+    crate::needs_cluster!();
+    let fx = Fixture::new("progress");
+    fx.make_messy();
+    let dir = tempdir();
+    let input = dir.path().join("in.json");
+    let output = dir.path().join("out.json");
+    let done = dir.path().join("done");
+    std::fs::write(&input, fx.doc().to_string()).unwrap();
+    // stderr is the terminal; stdout a file.
+    let pane = crate::totp::Pane::running(
+        "sync-progress",
+        &format!(
+            "env -i USER=slurm-tools-test LANG=C.UTF-8 HOME={h} XDG_STATE_HOME={h}/state XDG_CONFIG_HOME={h}/config PATH=/usr/bin:/bin GIT_CONFIG_GLOBAL=/dev/null {bin} < {i} > {o}; echo $? > {d}; sleep 600",
+            h = test_home().display(),
+            bin = bin("slurm-sync-tracked"),
+            i = input.display(),
+            o = output.display(),
+            d = done.display(),
+        ),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !done.exists() {
+        assert!(std::time::Instant::now() < deadline, "{}", pane.screen());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let screen = pane.screen();
+    assert_eq!(
+        std::fs::read_to_string(&done).unwrap().trim(),
+        "0",
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Writing objects") || screen.contains("Enumerating objects"),
+        "git's progress on the terminal:\n{screen}"
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
+    assert!(doc["sync_tracked"]["commit"].is_string(), "{doc}");
+    // Piped: not a line of it.
+    let mut again = fx.doc();
+    again["remote_repo_path"] = json!(format!("{}-piped", fx.remote_repo));
+    let t = run("slurm-sync-tracked", &[], &again);
+    assert_eq!(t.code, 0, "{}", t.stderr);
+    assert!(!t.stderr.contains("objects"), "{}", t.stderr);
+    let _ = std::fs::remove_dir_all(format!("{}-piped", fx.remote_repo));
+}

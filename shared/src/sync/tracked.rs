@@ -967,12 +967,23 @@ fn via_origin(
 
 /// The snapshot to origin as the temporary branch (recorded first, so an interrupted run's
 /// branch is found and deleted by the next sync).
+/// A push that shows git's own progress (objects counted and written, bytes, speed) when a
+/// person watches (stderr is a terminal: a first sync of a long history takes a while), and
+/// says nothing otherwise (logs and pipelines get no carriage-return lines).
+fn with_progress(push: crate::process::Cmd) -> crate::process::Cmd {
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        push.arg("--progress").stderr_through()
+    } else {
+        push.arg("--quiet")
+    }
+}
+
 fn push_to_origin(local: &LocalRepo, plan: &remote::Plan, sha: &str) -> Result<()> {
     let refspec = format!("{sha}:refs/heads/{}", plan.temp);
     pending::record(local, plan.url, plan.temp);
-    let out = local
-        .git()
-        .args(["push", "--porcelain", "--quiet", "--", plan.url, &refspec])
+    let out = with_progress(local.git().args(["push", "--porcelain"]))
+        .args(["--", plan.url, &refspec])
         .deadline(PUSH_DEADLINE)
         .run()
         .map_err(|e| ToolError::remote(format!("cannot run git: {e}")).with_hint("install git"));
@@ -1091,10 +1102,13 @@ fn push_over_ssh(
     plan: &remote::Plan,
 ) -> Result<()> {
     let pushed = run_git(
-        from.git()
-            .env("GIT_SSH_COMMAND", git_ssh)
-            .args(["push", "--porcelain", "--quiet", "--", target, refspec])
-            .deadline(PUSH_DEADLINE),
+        with_progress(
+            from.git()
+                .env("GIT_SSH_COMMAND", git_ssh)
+                .args(["push", "--porcelain"]),
+        )
+        .args(["--", target, refspec])
+        .deadline(PUSH_DEADLINE),
         what,
         "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
     );
