@@ -352,6 +352,26 @@ pub fn log_count(path: &str, needle: &str) -> usize {
         .count()
 }
 
+/// slurm-runs' `--json --no-refresh` entry for job `id`, from the ledger in `state` (else the
+/// tests' own state directory).
+pub fn listed_run(state: Option<&Path>, id: &str) -> Value {
+    let mut c = tool("slurm-runs");
+    if let Some(s) = state {
+        c.env("SLURM_TOOLS_STATE_DIR", s);
+    }
+    let out = c
+        .args(["--json", "--no-refresh"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    listed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["job_id"] == id)
+        .unwrap_or_else(|| panic!("job {id} in slurm-runs:\n{listed}"))
+}
+
 /// The trace lines (one per external program run) written through SLURM_TOOLS_TRACE.
 pub fn trace_lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)

@@ -1069,19 +1069,8 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
         assert!(!err.contains("importing docker image"), "{err}");
     }
     // slurm-runs says which cached image each job ran from.
-    let listed = tool("slurm-runs")
-        .args(["--json", "--no-refresh"])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
-    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
     for s in [&a, &b] {
-        let id = s.doc["job"]["job_id"].as_str().unwrap();
-        let run: Value = listed
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|r| r["job_id"] == id)
-            .unwrap_or_else(|| panic!("job {id} in slurm-runs:\n{listed}"));
+        let run = listed_run(None, s.doc["job"]["job_id"].as_str().unwrap());
         assert_eq!(run["image_digest"], first, "{run}");
         assert_eq!(
             run["image"], s.doc["job"]["container_use"]["image"],

@@ -244,18 +244,8 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
         "one pull for both jobs: {caches:?}"
     );
     // slurm-runs says which cached image each job ran from (learned by the watch here).
-    let mut c = tool("slurm-runs");
-    c.env("SLURM_TOOLS_STATE_DIR", &j.state)
-        .args(["--json", "--no-refresh"])
-        .stdin(std::process::Stdio::null());
-    let listed = String::from_utf8_lossy(&c.output().unwrap().stdout).into_owned();
     for w in [&a, &b] {
-        let id = w["job"]["job_id"].as_str().unwrap();
-        let run: Value = listed
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|r| r["job_id"] == id)
-            .unwrap_or_else(|| panic!("job {id} in slurm-runs:\n{listed}"));
+        let run = listed_run(Some(&j.state), w["job"]["job_id"].as_str().unwrap());
         assert_eq!(run["image_digest"], first, "{run}");
     }
     let cache = cache_dir(&a);
