@@ -969,6 +969,10 @@ pub struct Allocation {
     /// slurm-attach run their command through it: the cached image, `mounts`, `packages`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_launcher: Option<String>,
+    /// On Apptainer: the allocation's instance, `slurm-tools-<jobid>` on every node (a writable
+    /// overlay in the node's temporary directory keeps what commands change in it until `down`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_instance: Option<String>,
     /// On Apptainer: where `packages` are installed (pip --target, on the shared filesystem,
     /// one install for every node); removed by `down`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -40,10 +40,13 @@ use std::time::{Duration, Instant};
 /// another cluster), unless --wait. With `container_image` on pyxis, a registry image is
 /// imported once per digest into the image cache on the login node (as slurm-submit does), each
 /// node's named container `slurm-tools-<jobid>` is created from that file, and `packages` are
-/// installed in it when given. On Apptainer (`container_runtime`, or the only runtime the cluster has) the image
-/// is pulled once into the image cache and started on every node, `packages` are installed once
-/// with pip --target into a directory on the shared filesystem every node's container sees, and
-/// `exec` and slurm-attach run through the allocation's launcher; `down` removes both.
+/// installed in it when given. On Apptainer (`container_runtime`, or the only runtime the
+/// cluster has) the image is pulled once into the image cache, every node starts the instance
+/// `slurm-tools-<jobid>` from it with a writable overlay (held by a step of its own for the
+/// allocation's life), `packages` are installed once with pip --target into a directory on the
+/// shared filesystem every node's instance sees, and `exec` and slurm-attach run in the node's
+/// instance (what a command changes in the container stays there for the next one); `down` stops
+/// the instances and removes the overlays, the launcher and the packages.
 ///
 /// salloc holds the allocation with a command of its own (never an interactive step, which
 /// sites with `use_interactive_step` would start and every `exec` would then wait behind), and
@@ -121,7 +124,9 @@ struct ExecArgs {
     /// How the command is spread over the allocation.
     #[arg(long, value_enum, default_value_t = Mode::Single)]
     mode: Mode,
-    /// Run with --container-writable (writing outside the mounts).
+    /// Write outside the mounts: pyxis's --container-writable; on Apptainer the node's instance
+    /// is always writable (its overlay), and where it does not run, a writable tmpfs over the
+    /// image that goes with the command.
     #[arg(long)]
     writable: bool,
     /// Run in a code tree of its own: the synced snapshot (`sync_tracked.commit`) and its
@@ -500,22 +505,24 @@ exit "$E_NO_JOB_ID"
     // The container, once per node. A reused allocation goes through this too unless this very
     // document says its `up` finished: the `up` that created it may have been killed before the
     // import, and pyxis skips the import of a named container that exists, so it costs little.
-    let container = format!("slurm-tools-{job}");
+    let container = instance_name(&job);
     if st.on_apptainer() {
         let img = image.as_deref().unwrap_or_default();
-        let (launcher, packages_dir) =
-            match apptainer_up(ctx, &a, &st, &job, &packages, set_up_before) {
-                Ok(done) => done,
-                Err(e) => {
-                    // The allocation stays held: `down` on the document releases it.
-                    ctx.doc.set_section("allocation", &sec);
-                    return Err(e);
-                }
-            };
-        sec.container_launcher = Some(launcher);
-        sec.packages_dir = packages_dir;
+        // Named before they are made, so that `down` on the document removes them even after
+        // an `up` that failed half-way.
+        let dir = shared::slurm::container::allocation_dir(&ctx.doc, &job)?;
+        sec.container_launcher = Some(layout::join(&dir, "container.sh"));
+        sec.packages_dir = (!packages.is_empty()).then(|| layout::join(&dir, "packages"));
+        sec.container_instance = Some(container.clone());
+        if !set_up_before {
+            if let Err(e) = apptainer_up(ctx, &a, &st, &job, &packages, &sec) {
+                // The allocation stays held: `down` on the document releases it.
+                ctx.doc.set_section("allocation", &sec);
+                return Err(e);
+            }
+        }
         ctx.note(format!(
-            "the allocation's container runs {img} on Apptainer{}",
+            "the allocation's container runs {img} on Apptainer, as instance {container} on every node{}",
             if packages.is_empty() {
                 String::new()
             } else {
@@ -628,28 +635,34 @@ exit "$E_NO_JOB_ID"
     Ok(Outcome::Done)
 }
 
-/// The allocation's container on Apptainer: its launcher written on the cluster, the image
-/// pulled into the image cache once (every node runs it once, which also checks it starts
-/// there), and `packages` installed once with pip --target into a directory on the shared
-/// filesystem that every node's container sees. Returns the launcher and the packages
-/// directory. A reused allocation whose `up` finished (`set_up_before`) only gets its paths.
+/// The allocation's container on Apptainer (alloc-apptainer-up.sh): its launcher written on the
+/// cluster, the image pulled into the image cache once (every node runs it once, which also
+/// checks it starts there), the instance started on every node, and `packages` installed once
+/// with pip --target into a directory on the shared filesystem that every node's instance sees;
+/// at the paths and under the instance name `sec` gives.
 fn apptainer_up(
     ctx: &mut Context,
     a: &Alloc,
     st: &Settings,
     job: &str,
     packages: &[String],
-    set_up_before: bool,
-) -> Result<(String, Option<String>)> {
-    let dir = shared::slurm::container::allocation_dir(&ctx.doc, job)?;
-    let launcher_path = layout::join(&dir, "container.sh");
-    let packages_dir = (!packages.is_empty()).then(|| layout::join(&dir, "packages"));
-    if set_up_before {
-        return Ok((launcher_path, packages_dir));
-    }
+    sec: &Allocation,
+) -> Result<()> {
+    let launcher_path = sec.container_launcher.clone().unwrap_or_default();
+    let packages_dir = sec.packages_dir.clone();
+    let dir = launcher_path
+        .rsplit_once('/')
+        .map(|(d, _)| d.to_string())
+        .unwrap_or_default();
     let cache = shared::slurm::container::image_cache(&ctx.doc)?;
     let text = st
-        .apptainer_launcher("", &cache, None, packages_dir.as_deref())?
+        .apptainer_launcher(
+            "",
+            &cache,
+            None,
+            packages_dir.as_deref(),
+            sec.container_instance.as_deref(),
+        )?
         .expect("on Apptainer with an image");
     let img = st.container_ref.as_deref().unwrap_or_default();
     let mut s = Script::new();
@@ -666,16 +679,36 @@ fn apptainer_up(
     s.assign("launcher", &launcher_path)?;
     s.assign("launcher_text", &text)?;
     s.assign("packages_dir", packages_dir.as_deref().unwrap_or(""))?;
+    s.assign("wait_seconds", "300")?;
     s.raw(ALL_NODES);
     s.raw(shared::remote::ALLOC_APPTAINER_UP);
     ctx.note(format!(
         "getting the container image {img} ready on each node of allocation {job} (Apptainer pulls it once into the image cache {cache}; a large image takes minutes)"
     ));
     let out = run(a, &s, 3600)?;
+    let text = out.stdout_text();
+    let failed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("INSTANCE_FAILED "))
+        .collect();
+    if !failed.is_empty() {
+        ctx.warn(format!(
+            "the allocation's instance {} did not start on {} ({}): commands there run in the image, and what they change in the container is not kept (an image without Apptainer's start action, such as an enroot .sqsh, cannot be an instance; a registry image or a .sif can)",
+            sec.container_instance.as_deref().unwrap_or_default(),
+            failed.join(", "),
+            tagged(&text, "INSTANCE_WHY").unwrap_or("the runtime said nothing more")
+        ));
+    }
     if !out.success() {
         return Err(container_setup_error(&out, img, job, "starting"));
     }
-    Ok((launcher_path, packages_dir))
+    Ok(())
+}
+
+/// The allocation's named container on every node: pyxis's container (created from the image
+/// by the first step that names it) and Apptainer's instance (held by a step of its own).
+fn instance_name(job: &str) -> String {
+    format!("slurm-tools-{job}")
 }
 
 /// Why getting the allocation's container ready failed (`doing`: what it was doing to the image),
@@ -924,7 +957,8 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     };
     s.raw(OVERLAP);
     if sec.container_launcher.is_some() && args.writable {
-        // Apptainer: a writable tmpfs over the image for this command.
+        // Apptainer without the node's instance: a writable tmpfs over the image for this
+        // command (the instance's overlay is writable already).
         s.raw("SLURM_TOOLS_CONTAINER_WRITABLE=1 ");
     }
     s.raw("srun $ov");
@@ -1005,6 +1039,14 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
         _ => None,
     };
     s.assign("container_dir", container_dir.as_deref().unwrap_or(""))?;
+    // Apptainer: the allocation's instance (`up` names it) on every node.
+    let instance = sec
+        .container_instance
+        .as_ref()
+        .zip(job.as_ref())
+        .filter(|(i, id)| **i == instance_name(id))
+        .map(|(i, _)| i.clone());
+    s.assign("instance", instance.as_deref().unwrap_or(""))?;
     s.raw(TMUX_EXACT);
     s.raw(OVERLAP);
     s.raw(
@@ -1016,6 +1058,8 @@ if [ "${st%% *}" = RUNNING ]; then
   # pyxis names the enroot container pyxis_<jobid>_<name> (container_scope=job) or pyxis_<name>.
   # One step on every node of the allocation (its node count is the second word of st).
   nn=${st#* }
+  # Apptainer: the allocation's instance on every node, and its overlay (apptainer-run.sh).
+  [ -z "$instance" ] || srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'for p in apptainer singularity; do command -v "$p" >/dev/null 2>&1 || continue; "$p" instance list "$1" 2>/dev/null | grep -q "^$1[[:space:]]" && "$p" --quiet instance stop "$1" >/dev/null 2>&1 && echo "INSTANCE_STOPPED $1 on $(hostname)"; rm -rf -- "${TMPDIR:-/tmp}/slurm-tools-$(id -u)-$1"; break; done' sh "$instance" 2>/dev/null
   srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_slurm-tools-$1" -e "pyxis_slurm-tools-$1" -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
 fi
 if [ -n "$container_dir" ] && [ -d "$container_dir" ]; then rm -rf -- "$container_dir" && echo "CONTAINER_FILES_REMOVED $container_dir"; fi

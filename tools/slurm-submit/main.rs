@@ -503,6 +503,7 @@ fn run_plan(
         &shared::slurm::container::image_cache(doc)?,
         None,
         None,
+        None,
     )? {
         Some(text) => {
             let name = format!(".slurm-tools/{token}.container.sh");
@@ -603,6 +604,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         &root,
         &shared::slurm::container::image_cache(doc)?,
         Some(&format!("{root}:{root}")),
+        None,
         None,
     )?;
     let mut tail = vec![

@@ -443,14 +443,16 @@ impl Settings {
     /// On Apptainer: the launcher script that runs its arguments in the image (pulled once per
     /// content digest into `cache`), with `mounts` (and `extra_bind`) bound, starting in
     /// `workdir` (empty: where it is started), with the GPUs (`--nv`) when the job asks for
-    /// any, and `packages` (a pip --target directory) on its paths. `None` on pyxis or without
-    /// a container.
+    /// any, and `packages` (a pip --target directory) on its paths; with `instance` (an
+    /// allocation's), in that Apptainer instance where it runs on the node (apptainer-run.sh).
+    /// `None` on pyxis or without a container.
     pub fn apptainer_launcher(
         &self,
         workdir: &str,
         cache: &str,
         extra_bind: Option<&str>,
         packages: Option<&str>,
+        instance: Option<&str>,
     ) -> Result<Option<String>> {
         let (true, Some(image)) = (self.on_apptainer(), &self.container_ref) else {
             return Ok(None);
@@ -475,6 +477,7 @@ impl Settings {
         s.assign("gpus", if gpus { "1" } else { "0" })?;
         s.assign("packages", packages.unwrap_or(""))?;
         s.assign("keep", &self.image_cache_keep.to_string())?;
+        s.assign("instance", instance.unwrap_or(""))?;
         s.raw(crate::remote::IMAGE_CACHE);
         s.raw(crate::remote::APPTAINER_RUN);
         Ok(Some(s.into_string()))

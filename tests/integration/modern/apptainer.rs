@@ -430,6 +430,19 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         "pyxis's name only on pyxis: {sec}"
     );
     assert!(up.stderr.contains("packages installed"), "{}", up.stderr);
+    // The allocation's instance runs on both nodes, each with its own overlay.
+    let instance = format!("slurm-tools-{}", sec["job_id"].as_str().unwrap());
+    assert_eq!(sec["container_instance"], json!(instance), "{sec}");
+    let on_nodes = |what: &str| -> Vec<String> {
+        ["gn1", "gn2"]
+            .iter()
+            .map(|n| on_modern(n, what).trim().to_string())
+            .collect()
+    };
+    let listing = format!(
+        "apptainer instance list {instance} | grep -c '^{instance} '; ls -d /tmp/slurm-tools-*-{instance} 2>/dev/null | wc -l"
+    );
+    assert_eq!(on_nodes(&listing), ["1\n1", "1\n1"], "instance and overlay on each node");
 
     let per_node = step(
         &j.state,
@@ -494,6 +507,45 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     let listed = on_modern("modern-login", &format!("ls {packages}"));
     assert!(listed.contains("slurm_tools_probe"), "{listed}");
 
+    // What a command changes in the container stays in its node's instance for the next one.
+    let marked = step(
+        &j.state,
+        "slurm-alloc",
+        &["exec", "--mode", "per-node", "--", "hostname > /opt/slurm-tools-mark"],
+        &at.doc,
+    );
+    assert!(!marked.stderr.contains("not running"), "{}", marked.stderr);
+    let read_mark = |doc: &Value| {
+        let r = step(
+            &j.state,
+            "slurm-alloc",
+            &[
+                "exec",
+                "--mode",
+                "per-node",
+                "--",
+                "echo \"$(hostname) has $(cat /opt/slurm-tools-mark 2>/dev/null || echo nothing)\"",
+            ],
+            doc,
+        );
+        let mut lines: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+        lines.sort();
+        (lines, r.stderr, r.doc)
+    };
+    let (lines, err, doc) = read_mark(&marked.doc);
+    assert_eq!(lines, ["gn1 has gn1", "gn2 has gn2"], "{err}");
+    // Where the instance is gone, the command runs in the image, and says so.
+    on_modern("gn2", &format!("apptainer instance stop {instance}"));
+    let (lines, err, doc) = read_mark(&doc);
+    assert_eq!(lines, ["gn1 has gn1", "gn2 has nothing"], "{err}");
+    assert!(
+        err.contains(&format!(
+            "slurm-tools: container: instance {instance} is not running on gn2"
+        )),
+        "{err}"
+    );
+    let at = Run { doc, ..at };
+
     let down = step(&j.state, "slurm-alloc", &["down"], &at.doc);
     assert!(
         down.doc["allocation"]["released"]
@@ -512,6 +564,61 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         &format!("test -e {packages} && echo present || echo gone"),
     );
     assert_eq!(gone.trim(), "gone");
+    let released: Vec<&str> = down.doc["allocation"]["released"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.as_str())
+        .filter(|r| r.starts_with("INSTANCE_STOPPED"))
+        .collect();
+    assert_eq!(
+        released,
+        [format!("INSTANCE_STOPPED {instance} on gn1")],
+        "gn2's was stopped by hand"
+    );
+    assert_eq!(on_nodes(&listing), ["0\n0", "0\n0"], "no instance or overlay left");
+}
+
+/// An allocation Slurm ends without `down` (scancel here; its time limit the same way) leaves no
+/// Apptainer instance and no overlay on its nodes: the step that holds the instances stops them
+/// when Slurm signals it (Slurm here does not track the instance's own processes).
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn an_allocation_slurm_ends_without_down_leaves_no_instance_on_its_nodes() {
+    crate::needs_cluster!();
+    let j = container_job("ctr-alloc-end");
+    let mut a = j.doc.clone();
+    let name = format!("st-ctr-end-{}", std::process::id());
+    a["job_name"] = json!(name);
+    let _release = Release(name);
+    a["node_count"] = json!(2);
+    a["container_image"] = json!(testbed().s("container_image"));
+    let up = step(&j.state, "slurm-alloc", &["up", "--wait"], &a);
+    let instance = up.doc["allocation"]["container_instance"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", up.doc["allocation"]))
+        .to_string();
+    let listing = format!(
+        "apptainer instance list {instance} | grep -c '^{instance} '; ls -d /tmp/slurm-tools-*-{instance} 2>/dev/null | wc -l"
+    );
+    let on_nodes = || -> Vec<String> {
+        ["gn1", "gn2"]
+            .iter()
+            .map(|n| on_modern(n, &listing).trim().to_string())
+            .collect()
+    };
+    assert_eq!(on_nodes(), ["1\n1", "1\n1"]);
+    let job = up.doc["allocation"]["job_id"].as_str().unwrap();
+    on_modern("modern-login", &format!("scancel {job}"));
+    let started = std::time::Instant::now();
+    while on_nodes() != ["0\n0", "0\n0"] {
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "left on the nodes 90 s after the allocation ended: {:?}",
+            on_nodes()
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
 
 /// Every recipe on Apptainer, as `submit::every_recipe_runs_in_a_real_container_...` proves them
@@ -664,7 +771,8 @@ fn the_image_cache_keeps_its_bound_and_never_removes_an_image_a_running_job_uses
 }
 
 /// slurm-alloc on Apptainer says what went wrong, naming the field, and keeps the allocation
-/// for `down`: `packages` asked of an image without python3.
+/// for `down`: `packages` asked of an image without python3 (an enroot file, which cannot be an
+/// Apptainer instance either: said, and the commands run in the image).
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
@@ -697,9 +805,26 @@ fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
         "{}",
         up.doc["error"]
     );
-    // The allocation stayed held for `down`, which releases it.
+    // An enroot squashfs file has no Apptainer start action: no instance, said once by `up`,
+    // and the commands run in the image.
+    assert!(
+        up.stderr.contains("did not start on gn1")
+            && up.stderr.contains("an enroot .sqsh, cannot be an instance"),
+        "{}",
+        up.stderr
+    );
+    // The allocation stayed held for `down`, which releases it (and the launcher's files).
     let id = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
-    step(&j.state, "slurm-alloc", &["down"], &up.doc);
+    let down = step(&j.state, "slurm-alloc", &["down"], &up.doc);
+    assert!(
+        down.doc["allocation"]["released"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r.as_str().unwrap_or("").starts_with("CONTAINER_FILES_REMOVED")),
+        "{}",
+        down.doc["allocation"]
+    );
     let state = on_modern("modern-login", &format!("squeue -h -j {id} -o %T"));
     assert!(!state.contains("RUNNING"), "released: {state}");
 }

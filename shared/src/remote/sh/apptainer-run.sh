@@ -8,10 +8,23 @@
 #          directory), cache (the image cache directory), binds (src:dst[:opts],... or empty),
 #          workdir (empty: the directory it is started in), gpus (1: --nv), packages (a
 #          directory of Python packages installed with pip --target, bound at the same path and
-#          put on PYTHONPATH and PATH; empty: none), keep (how many images the cache keeps)
+#          put on PYTHONPATH and PATH; empty: none), keep (how many images the cache keeps),
+#          instance (an allocation's Apptainer instance name; empty: none, as for a job)
 # Reads:   SLURM_TOOLS_CONTAINER_WRITABLE (1: a writable tmpfs over the image, gone with the
-#          command)
+#          command), SLURM_TOOLS_INSTANCE_HOLD (a directory on the shared filesystem: hold the
+#          instance on this node instead of running a command, see below),
+#          SLURM_TOOLS_NO_INSTANCE (1: run in the image, as for a job, without looking for the
+#          instance: slurm-alloc's check of the image before the instances start)
 # Arguments: the command to run in the container, and its arguments.
+# The allocation's instance (slurm-alloc): run with SLURM_TOOLS_INSTANCE_HOLD set, in a step of
+# one task per node that lasts as long as the allocation, the launcher starts the instance named
+# `instance` on its node with a writable overlay in the node's temporary directory (what commands
+# change in the container stays on that node until `down`), writes HOLD/HOST.ready (or
+# HOST.failed: an image without Apptainer's start action, an enroot .sqsh say; the task then
+# ends with 0, so a site's KillOnBadExit ends no other node's holder), and holds it until the step is signalled or the instance stops, then stops it and
+# removes the overlay. Run without it while the instance runs on the node, the command runs in
+# the instance (`apptainer exec instance://NAME`: mounts, GPUs and overlay as the instance
+# started); where it does not run, in the image, as for a job, saying so.
 # Prints (stderr, for slurm-watch and the report; the pull's own output follows its line):
 #   slurm-tools: container: pulling IMAGE DIGEST into FILE
 #   slurm-tools: container: pulled IMAGE DIGEST into FILE in SECONDS s
@@ -21,9 +34,12 @@
 #   slurm-tools: container: removed the cached image FILE (REASON)
 #   slurm-tools: container: could not pull IMAGE DIGEST (the pull's own output above)
 #   slurm-tools: container: could not pull IMAGE (the registry has no such image: URL answered 404)
+#   slurm-tools: container: instance NAME started on HOST with its overlay OVERLAY
+#   slurm-tools: container: could not start instance NAME on HOST (the runtime's own output above)
+#   slurm-tools: container: instance NAME is not running on HOST: the command runs in the image
 # Needs: image-cache.sh before it (resolve_digest, fill_cache, mark_use, prune_images).
 # Exits: the command's exit code; 125 when the image cannot be pulled or the runtime is missing.
-: "${image:?}" "${cache:?}" "${workdir?}" "${gpus?}" "${binds?}" "${packages?}" "${keep:?}"
+: "${image:?}" "${cache:?}" "${workdir?}" "${gpus?}" "${binds?}" "${packages?}" "${keep:?}" "${instance?}"
 say() { printf 'slurm-tools: container: %s\n' "$*" >&2; }
 first_task() { [ "${SLURM_PROCID:-0}" = 0 ]; }
 if command -v apptainer >/dev/null 2>&1; then prog=apptainer
@@ -33,6 +49,20 @@ else
   exit 125
 fi
 quiet() { first_task; }
+hold=${SLURM_TOOLS_INSTANCE_HOLD:-}
+with_packages() {
+  [ -n "$packages" ] || return 0
+  export APPTAINERENV_PYTHONPATH="$packages${PYTHONPATH:+:$PYTHONPATH}" APPTAINERENV_PREPEND_PATH="$packages/bin"
+  export SINGULARITYENV_PYTHONPATH="$APPTAINERENV_PYTHONPATH" SINGULARITYENV_PREPEND_PATH="$packages/bin"
+}
+instance_runs() { "$prog" instance list "$instance" 2>/dev/null | grep -q "^${instance}[[:space:]]"; }
+if [ -n "$instance" ] && [ -z "$hold" ] && [ "${SLURM_TOOLS_NO_INSTANCE:-}" != 1 ]; then
+  if instance_runs; then
+    with_packages
+    exec "$prog" --quiet exec --pwd "${workdir:-$PWD}" "instance://$instance" "$@"
+  fi
+  say "instance $instance is not running on $(hostname): the command runs in the image (what it changes in the container is not kept)"
+fi
 pull_sif() { "$prog" --quiet pull ${no_https:+--no-https} "$1" "docker://$pull_ref@$digest"; }
 file=$image
 case $image in
@@ -75,11 +105,35 @@ case $image in
 esac
 set -- "$file" "$@"
 if [ "$gpus" = 1 ]; then set -- --nv "$@"; fi
-if [ "${SLURM_TOOLS_CONTAINER_WRITABLE:-}" = 1 ]; then set -- --writable-tmpfs "$@"; fi
-if [ -n "$packages" ]; then
-  set -- --bind "$packages:$packages" "$@"
-  export APPTAINERENV_PYTHONPATH="$packages${PYTHONPATH:+:$PYTHONPATH}" APPTAINERENV_PREPEND_PATH="$packages/bin"
-  export SINGULARITYENV_PYTHONPATH="$APPTAINERENV_PYTHONPATH" SINGULARITYENV_PREPEND_PATH="$packages/bin"
-fi
+if [ "${SLURM_TOOLS_CONTAINER_WRITABLE:-}" = 1 ] && [ -z "$hold" ]; then set -- --writable-tmpfs "$@"; fi
+if [ -n "$packages" ]; then set -- --bind "$packages:$packages" "$@"; fi
+with_packages
 if [ -n "$binds" ]; then set -- --bind "$binds" "$@"; fi
-exec "$prog" --quiet exec --pwd "${workdir:-$PWD}" "$@"
+[ -n "$hold" ] || exec "$prog" --quiet exec --pwd "${workdir:-$PWD}" "$@"
+
+# Holding the allocation's instance on this node ("$@" is the options, the image file and the
+# command, which the holder's caller leaves empty).
+: "${instance:?an instance name, to hold one}"
+host=$(hostname)
+overlay=${TMPDIR:-/tmp}/slurm-tools-$(id -u)-$instance
+stop_instance() {
+  "$prog" --quiet instance stop "$instance" >/dev/null 2>&1
+  rm -rf -- "$overlay"
+}
+trap 'stop_instance; exit 0' TERM INT HUP
+mkdir -p -- "$hold" "$overlay" || { : >"$hold/$host.failed"; exit 0; }
+# A leftover of an earlier holder of the same allocation on this node goes first.
+instance_runs && "$prog" --quiet instance stop "$instance" >/dev/null 2>&1
+if ! "$prog" --quiet instance start --overlay "$overlay" "$@" "$instance"; then
+  say "could not start instance $instance on $host (the runtime's own output above)"
+  rm -rf -- "$overlay"
+  : >"$hold/$host.failed"
+  exit 0
+fi
+say "instance $instance started on $host with its overlay $overlay"
+: >"$hold/$host.ready"
+while instance_runs; do
+  sleep 10 &
+  wait $!
+done
+stop_instance
