@@ -24,6 +24,16 @@ pub struct Event {
     pub state: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// While pending: the reason's category (shared/src/slurm/pending.rs: resources, priority,
+    /// your_limit, partition_limit, held, dependency, begin_time, nodes_unavailable, other).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// While pending: what holds the job, with the figure that matters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
+    /// While pending: what would help.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
     /// The scheduler's estimate while pending, Unix time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimated_start: Option<u64>,

@@ -12,6 +12,7 @@ mod harness;
 pub(crate) mod install;
 mod modern;
 mod nodes;
+mod pending;
 mod polish;
 mod preflight;
 pub(crate) mod readme;

@@ -225,6 +225,7 @@ fn runs(cli: &Cli) -> Result<u8> {
             let mut v = serde_json::to_value(r).expect("a run serialises");
             if let Some(l) = live.get(&(r.cluster.clone(), r.job_id.clone())) {
                 v["reason"] = l.reason.clone().into();
+                v["pending_category"] = pending_category(l).into();
                 v["estimated_start"] = l.estimated_start.into();
             }
             t.push_str(&v.to_string());
@@ -248,6 +249,15 @@ fn runs(cli: &Cli) -> Result<u8> {
     Ok(code)
 }
 
+/// A pending run's reason in its category (shared/src/slurm/pending.rs; slurm-watch explains it
+/// with the figures).
+fn pending_category(l: &Live) -> Option<&'static str> {
+    l.reason
+        .as_deref()
+        .filter(|_| l.state == "PENDING")
+        .map(|r| shared::slurm::pending::Category::of(r).name())
+}
+
 fn event_for(run: &Run, l: &Live) -> Event {
     let kind = match l.state.as_str() {
         "PENDING" => "pending",
@@ -259,6 +269,7 @@ fn event_for(run: &Run, l: &Live) -> Event {
     e.job_name = run.job_name.clone();
     e.state = Some(l.state.clone());
     e.reason = l.reason.clone();
+    e.category = pending_category(l).map(str::to_string);
     e.estimated_start = l.estimated_start;
     e.nodes = l.nodes.clone();
     e.status = run.status.clone();
@@ -574,7 +585,10 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
         let l = live.get(&(r.cluster.clone(), r.job_id.clone()));
         let mut state = r.slurm_state.clone().unwrap_or_else(|| "?".into());
         if let Some(reason) = l.and_then(|l| l.reason.as_deref()) {
-            state.push_str(&format!(" ({reason})"));
+            match l.and_then(pending_category) {
+                Some(c) => state.push_str(&format!(" ({reason}: {c})")),
+                None => state.push_str(&format!(" ({reason})")),
+            }
         }
         rows.push([
             r.cluster.clone(),

@@ -25,7 +25,16 @@ use verdict::{final_verdict, Verdict};
 /// logs gained since the last poll (the cost of a poll does not grow with the log). The
 /// interval starts short and backs off to --interval; the job's end marker (job.end_marker,
 /// written by slurm-submit's wrapper when the command ends) cuts a wait short, so the verdict
-/// follows the job's end within about a second without extra slurmctld calls. `hang_pattern` (default
+/// follows the job's end within about a second without extra slurmctld calls.
+///
+/// While the job pends, each new reason is explained once, on stderr and in the `pending` event:
+/// its category (resources, priority, your_limit, partition_limit, held, dependency, begin_time,
+/// nodes_unavailable, other), what holds it with the figure that matters ("time_limit 06:00:00
+/// is over partition debug's MaxTime 04:00:00", "your QOS gpucap allows 4 GPUs per user and your
+/// running job 12 uses 4") and what would help, from facts the same session gathers once per
+/// reason (scontrol; the partitions, idle nodes, QOS and association limits where they matter).
+///
+/// `hang_pattern` (default
 /// "hang detected", case-insensitive) in a complete log line is a hang; so is silence with
 /// `stall_seconds` (the logs gain nothing that long, or one rank's labelled lines stop while the
 /// others go on). On a hang the job's evidence is collected first (`collect_forensics`, default
@@ -81,8 +90,8 @@ struct Cli {
     #[arg(long, default_value_t = 1800, value_name = "SECONDS")]
     outage_limit: u64,
 
-    /// Append one JSON line per state change to FILE (submitted, pending with its reason and
-    /// estimated start, running, importing, progress, hang, verdict): a file, a named pipe, or
+    /// Append one JSON line per state change to FILE (submitted, pending with its reason, its
+    /// category, explanation and action, and estimated start, running, importing, progress, hang, verdict): a file, a named pipe, or
     /// /dev/fd/N for a descriptor the shell opened. For `| jq` or `| slurm-notify`.
     #[arg(long, value_name = "FILE")]
     events: Option<String>,
@@ -355,6 +364,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     events.send("submitted", |_| {});
     let mut last_reason = String::new();
+    let mut pending_facts = slurm::pending::Facts::default();
     let mut progress_said: Option<u8> = None;
     let stall = doc
         .int_opt("stall_seconds", 10, 86_400)?
@@ -502,12 +512,34 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
 
         if let Some(q) = reply.queue.as_deref().and_then(slurm::parse_squeue) {
+            if !reply.pending_facts.is_empty() {
+                pending_facts = slurm::pending::Facts::from_lines(&reply.pending_facts);
+            }
             if q.state == "PENDING" && (q.state != last_state || q.reason != last_reason) {
+                let why = slurm::pending::explain(
+                    &job.id,
+                    &q.reason,
+                    &pending_facts,
+                    q.start,
+                    shared::clock::unix_now(),
+                );
                 events.send("pending", |e| {
                     e.state = Some(q.state.clone());
                     e.reason = Some(q.reason.clone());
                     e.estimated_start = q.start;
+                    e.category = Some(why.category.name().to_string());
+                    e.explanation = Some(why.message.clone());
+                    e.action = Some(why.action.clone());
                 });
+                progress.finish();
+                ctx.note(format!(
+                    "job {} is pending ({}, {}): {}; what would help: {}",
+                    job.id,
+                    q.reason,
+                    why.category.name(),
+                    why.message,
+                    why.action
+                ));
                 last_reason = q.reason.clone();
             } else if q.state == "RUNNING" && q.state != last_state {
                 events.send("running", |e| e.state = Some(q.state.clone()));

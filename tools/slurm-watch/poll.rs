@@ -51,8 +51,10 @@ pub fn script(t: &Target) -> Result<Script> {
     s.glued(SACCT_FORMAT)?;
     s.raw("\n");
     s.raw(shared::slurm::NAP);
+    s.raw(shared::remote::PENDING_FACTS);
     s.raw(
-        r#"pause() {
+        r#"explained=
+pause() {
   # $1 quarter seconds; $2 = 1: end early when the end marker appears.
   # The marker is looked for every quarter second in the first 2 s of a wait (a short job's end
   # is seen at once), then every second: a long wait starts a quarter of the sleeps.
@@ -109,6 +111,11 @@ poll() {
   q=$(env SLURM_TIME_FORMAT=%s squeue -h -j "$job" -o "$fmt" 2>&1); qrc=$?
   if [ "$qrc" -eq 0 ] && [ -n "$q" ]; then
     printf 'Q %s\n' "$(printf '%s\n' "$q" | head -n 1)"
+    # Pending: what decides the wait, once per reason (pending-facts.sh).
+    case "$q" in PENDING\|*)
+      pr=${q#PENDING|}; pr=${pr%%|*}
+      if [ "$pr" != "$explained" ]; then explained=$pr; pending_facts "$job" "$pr"; fi ;;
+    esac
     # COMPLETING after the job's own end marker: its nodes are cleaning up, and accounting may
     # already know how it ended (slurm-watch only takes that answer when the marker is there).
     case "$q" in COMPLETING*) if [ -n "$marker" ] && [ -e "$marker" ]; then acct; fi ;; esac
@@ -146,6 +153,8 @@ pub struct Reply {
     /// The end marker's first line (the command's exit code), sent when the record is purged.
     pub marker_text: Option<String>,
     pub cancelled_by: Option<String>,
+    /// pending-facts.sh's lines (PJ, PP, PI, PQ, PA, PR), when the job pends for a new reason.
+    pub pending_facts: Vec<String>,
     /// The end marker exists.
     pub marker: bool,
     pub chunks: Vec<Chunk>,
@@ -190,6 +199,7 @@ pub fn parse_at(bytes: &[u8]) -> Option<(Reply, usize)> {
             "SC" => r.scontrol = Some(rest.to_string()),
             "SC_PURGED" => r.scontrol_purged = true,
             "MARKTEXT" => r.marker_text = Some(rest.to_string()),
+            "PJ" | "PP" | "PI" | "PQ" | "PA" | "PR" => r.pending_facts.push(line.clone()),
             "BY" => {
                 let (uid, name) = rest.split_once(' ').unwrap_or((rest, ""));
                 r.cancelled_by = Some(if name.is_empty() {

@@ -54,6 +54,9 @@ pub const UNTRACKED_STORE: &str = include_str!("sh/untracked-store.sh");
 /// After an untracked sync: `keep_untracked` (needs [`UNTRACKED_STORE`] first).
 pub const UNTRACKED_KEEP: &str = include_str!("sh/untracked-keep.sh");
 
+/// slurm-watch: `pending_facts JOB REASON`, what decides why a pending job waits.
+pub const PENDING_FACTS: &str = include_str!("sh/pending-facts.sh");
+
 /// Cluster-side changes in the remote clone: `cluster_changes`.
 pub const CLONE_CHANGES: &str = include_str!("sh/clone-changes.sh");
 

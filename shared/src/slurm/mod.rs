@@ -3,6 +3,7 @@
 //! (Slurm 22.05 wording; research/ecosystem.md §2).
 
 pub mod container;
+pub mod pending;
 pub mod pyxis;
 mod settings;
 pub use pyxis::enroot_image;

@@ -442,7 +442,11 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     let listing = format!(
         "apptainer instance list {instance} | grep -c '^{instance} '; ls -d /tmp/slurm-tools-*-{instance} 2>/dev/null | wc -l"
     );
-    assert_eq!(on_nodes(&listing), ["1\n1", "1\n1"], "instance and overlay on each node");
+    assert_eq!(
+        on_nodes(&listing),
+        ["1\n1", "1\n1"],
+        "instance and overlay on each node"
+    );
 
     let per_node = step(
         &j.state,
@@ -511,7 +515,13 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     let marked = step(
         &j.state,
         "slurm-alloc",
-        &["exec", "--mode", "per-node", "--", "hostname > /opt/slurm-tools-mark"],
+        &[
+            "exec",
+            "--mode",
+            "per-node",
+            "--",
+            "hostname > /opt/slurm-tools-mark",
+        ],
         &at.doc,
     );
     assert!(!marked.stderr.contains("not running"), "{}", marked.stderr);
@@ -576,7 +586,11 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         [format!("INSTANCE_STOPPED {instance} on gn1")],
         "gn2's was stopped by hand"
     );
-    assert_eq!(on_nodes(&listing), ["0\n0", "0\n0"], "no instance or overlay left");
+    assert_eq!(
+        on_nodes(&listing),
+        ["0\n0", "0\n0"],
+        "no instance or overlay left"
+    );
 }
 
 /// An allocation Slurm ends without `down` (scancel here; its time limit the same way) leaves no
@@ -821,7 +835,10 @@ fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
             .as_array()
             .unwrap()
             .iter()
-            .any(|r| r.as_str().unwrap_or("").starts_with("CONTAINER_FILES_REMOVED")),
+            .any(|r| r
+                .as_str()
+                .unwrap_or("")
+                .starts_with("CONTAINER_FILES_REMOVED")),
         "{}",
         down.doc["allocation"]
     );

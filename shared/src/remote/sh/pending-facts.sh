@@ -1,0 +1,29 @@
+# slurm-watch: what decides why a pending job waits, gathered once per pending reason (the
+# watch's serving loop calls it when the reason changes), for slurm-watch to explain the reason
+# with the figure that matters and the action that would help (shared/src/slurm/pending.rs).
+#
+# Defines: pending_facts JOB REASON
+# Prints (each line tagged; a query the site refuses or lacks prints nothing):
+#   PJ <scontrol show job -o JOB>                         always
+#   PP <scontrol show partition -o, one per partition>    partition limits, resources, priority
+#   PI <partition>|<idle nodes>                           resources, priority
+#   PQ <name>|<MaxTRESPerUser>|<MaxJobsPerUser>|<GrpTRES>|<MaxTRES>|<MaxWall>
+#                                                         the job's QOS (a limit of yours)
+#   PA <account>|<partition>|<GrpTRES>|<MaxTRES>|<MaxJobs>|<GrpJobs>
+#                                                         the user's associations (a limit of yours)
+#   PR <job id> <qos> <tres-alloc>                        the user's running jobs (a limit of yours)
+pending_facts() {
+  pf_sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
+  printf 'PJ %s\n' "$pf_sc"
+  case $2 in
+    Partition* | Resources | Priority)
+      scontrol show partition -o 2>/dev/null | sed 's/^/PP /'
+      sinfo -h -t idle -o '%P|%D' 2>/dev/null | sed 's/^/PI /' ;;
+    QOS* | Assoc* | MaxCpuPerAccount | AccountingPolicy)
+      pf_me=$(id -un)
+      pf_qos=$(printf '%s\n' "$pf_sc" | tr ' ' '\n' | sed -n 's/^QOS=//p' | head -n 1)
+      [ -z "$pf_qos" ] || sacctmgr -n -P show qos "$pf_qos" format=Name,MaxTRESPU,MaxJobsPU,GrpTRES,MaxTRES,MaxWall 2>/dev/null | sed 's/^/PQ /'
+      sacctmgr -n -P show assoc where user="$pf_me" format=Account,Partition,GrpTRES,MaxTRES,MaxJobs,GrpJobs 2>/dev/null | sed 's/^/PA /'
+      squeue -h -t RUNNING -u "$pf_me" -O 'JobID:30,QOS:40,tres-alloc:500' 2>/dev/null | sed 's/^/PR /' ;;
+  esac
+}
