@@ -154,6 +154,7 @@ pub struct JobDocument {
     pub fetch_patterns: Option<Vec<String>>,
 
     pub resolve: Option<Resolve>,
+    pub placement: Option<Placement>,
     pub preflight: Option<Preflight>,
     pub sync_tracked: Option<SyncTracked>,
     pub sync_untracked: Option<SyncUntracked>,
@@ -249,6 +250,8 @@ impl Recipe {
 pub enum SelectedBy {
     Explicit,
     Auto,
+    /// `slurm-resolve --place`: the cluster where the request would start first.
+    Placement,
     /// Neither `slurm_cluster` nor `device_type`: the document's `ssh_host` is the cluster.
     #[serde(rename = "ssh_host")]
     SshHost,
@@ -270,6 +273,55 @@ pub struct Resolve {
     pub candidates: Vec<Candidate>,
     pub partitions: Vec<Value>,
     pub flags: Map<String, Value>,
+}
+
+/// slurm-resolve --place: where the request would start first, every candidate with its figures.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Placement {
+    /// How the cluster was chosen: `earliest_start` (Slurm's estimate for exactly this request;
+    /// a tie goes to more free GPUs, then to the catalog's `prefer` order and its own order).
+    pub policy: String,
+    /// The chosen cluster; null when none could take it now.
+    pub chosen: Option<String>,
+    /// When it was asked, Unix time.
+    pub asked_at: u64,
+    pub candidates: Vec<PlacementCandidate>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementCandidate {
+    pub cluster_name: String,
+    /// The partition asked (the document's, else the cluster's default).
+    pub partition: Option<String>,
+    /// `answered`, `login_needed` (no master and no key login: `login_command` opens one), or
+    /// `unreachable`.
+    pub state: String,
+    /// Slurm's estimated start for exactly this request (`sbatch --test-only`), Unix time.
+    pub estimated_start: Option<u64>,
+    /// The estimate counted from `asked_at` (0: now).
+    pub starts_in_seconds: Option<u64>,
+    /// GPUs free now on the partition's usable nodes, and all its GPUs.
+    pub free_gpus: Option<u64>,
+    pub total_gpus: Option<u64>,
+    /// The partition's idle nodes now.
+    pub idle_nodes: Option<u64>,
+    /// Your own pending jobs in that partition.
+    pub your_pending_jobs: Option<u64>,
+    /// The partition's MaxTime and MaxNodes.
+    pub max_time: Option<String>,
+    pub max_nodes: Option<String>,
+    /// A limit that would keep the request from ever starting there now (the partition's
+    /// MaxTime or MaxNodes, your QOS's GPU cap with your running jobs), or Slurm's refusal.
+    pub blocked_by: Option<String>,
+    pub chosen: bool,
+    /// Why it was chosen, or why it lost.
+    pub reason: String,
+    /// For `login_needed`: the command that opens the master.
+    pub login_command: Option<String>,
+    /// How long asking it took.
+    pub seconds: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -1085,6 +1137,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
         }
         match name {
             "resolve" => one::<Resolve>(name, v),
+            "placement" => one::<Placement>(name, v),
             "preflight" => one::<Preflight>(name, v),
             "sync_tracked" => one::<SyncTracked>(name, v),
             "sync_untracked" => one::<SyncUntracked>(name, v),
@@ -1109,8 +1162,9 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
 }
 
 /// The sections the tools write.
-pub const SECTION_NAMES: [&str; 13] = [
+pub const SECTION_NAMES: [&str; 14] = [
     "resolve",
+    "placement",
     "preflight",
     "sync_tracked",
     "sync_untracked",
@@ -1141,6 +1195,7 @@ pub fn section_fields<T: JsonSchema>() -> Vec<String> {
 pub fn sections() -> Vec<(&'static str, Vec<String>)> {
     vec![
         ("resolve", section_fields::<Resolve>()),
+        ("placement", section_fields::<Placement>()),
         ("preflight", section_fields::<Preflight>()),
         ("sync_tracked", section_fields::<SyncTracked>()),
         ("sync_untracked", section_fields::<SyncUntracked>()),

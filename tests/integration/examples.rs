@@ -83,6 +83,22 @@ const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
          literally in a fresh Debian 12 root, run by hand",
     ),
     (
+        "docs/cookbook.md",
+        "Several clusters: where it starts first, and why it waits",
+        0,
+        "modern::place::placement_asks_each_cluster_once_and_the_busy_site_loses_either_way",
+        "placement needs both sites and the modern site's login, with a filler job making one \
+         site busy (the pipeline after it is the whole flow every other example runs)",
+    ),
+    (
+        "docs/cookbook.md",
+        "Several clusters: where it starts first, and why it waits",
+        1,
+        "pending::a_pending_job_is_explained_with_the_limit_and_the_action_for_each_kind_of_wait",
+        "a job that pends needs a limit it is over, a hold or a busy cluster, which that test \
+         makes and then cancels",
+    ),
+    (
         "README.md",
         "Quickstart",
         0,

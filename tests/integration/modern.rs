@@ -5,6 +5,7 @@
 //! `slurm_cluster`, `slurm-resolve` choosing each by GPU type, `slurm-runs` following both.
 
 pub(crate) mod apptainer;
+mod place;
 
 use crate::harness::*;
 use crate::watch::submit_and_watch;

@@ -2,10 +2,11 @@
 
 mod catalog;
 mod defaults;
+mod place;
 
 use catalog::{apply_pattern, Catalog, Entry};
 use clap::Parser;
-use shared::doc::field_error;
+use shared::doc::{field_error, Document};
 use shared::layout::Layout;
 use shared::schema::{Candidate, Resolve, SelectedBy};
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
@@ -61,13 +62,20 @@ struct Cli {
     /// When several clusters match, take this one.
     #[arg(long, value_name = "CLUSTER")]
     pick: Option<String>,
+
+    /// Choose the catalog cluster where the request would start first: ask every cluster that
+    /// can serve it (one ssh execution each, through its master or a key login) for Slurm's
+    /// estimated start of exactly this request, the limits that would block it, the GPUs free
+    /// now and your pending jobs there; write them all in the `placement` section.
+    #[arg(long, conflicts_with = "pick")]
+    place: bool,
 }
 
 impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
-    const SECTIONS: &'static [&'static str] = &["resolve"];
+    const SECTIONS: &'static [&'static str] = &["resolve", "placement"];
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -122,7 +130,11 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         None => None,
     };
 
-    let (entry, selected_by, candidates) = select(&wanted, catalog.as_ref(), cli.pick.as_deref())?;
+    let (entry, selected_by, candidates) = if cli.place {
+        placed(ctx, &wanted, catalog.as_ref())?
+    } else {
+        select(&wanted, catalog.as_ref(), cli.pick.as_deref())?
+    };
     let cluster_name = entry
         .map(|e| e.cluster_name.clone())
         .or(wanted.cluster.clone())
@@ -134,7 +146,7 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ));
     }
 
-    derive_fields(ctx, entry, &cluster_name, &wanted, &mut derived)?;
+    derive_fields(&mut ctx.doc, entry, &cluster_name, &wanted, &mut derived)?;
     if let Some(u) = &user {
         from_defaults.extend(u.apply(&mut ctx.doc, false, &mut derived));
         if !from_defaults.is_empty() {
@@ -168,6 +180,139 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     ctx.doc.set_section("resolve", &section);
     Ok(Outcome::Done)
+}
+
+/// `--place`: every catalog cluster that can serve the request asked when it would start it
+/// (place.rs); the earliest wins. The `placement` section is written either way.
+fn placed<'c>(
+    ctx: &mut Context,
+    w: &Wanted,
+    catalog: Option<&'c Catalog>,
+) -> Result<(Option<&'c Entry>, SelectedBy, Vec<Candidate>)> {
+    if w.cluster.is_some() {
+        return Err(
+            field_error("slurm_cluster", "is set, and --place chooses the cluster")
+                .with_hint("remove `slurm_cluster` to let placement choose, or drop --place"),
+        );
+    }
+    let Some(cat) = catalog else {
+        return Err(ToolError::bad_input("--place asks the catalog's clusters, and no catalog was found")
+            .with_hint("pass --catalog FILE, set SLURM_TOOLS_CATALOG, or create $XDG_CONFIG_HOME/slurm-tools/clusters.json (docs/catalog.md)"));
+    };
+    // Every cluster is asked through its own master: one literal path would be one socket for
+    // all of them, and each would be asked through whichever master holds it.
+    let cp = shared::ssh::requested_control_path(&ctx.doc)?;
+    if !cp.contains('%') {
+        return Err(field_error(
+            "control_path",
+            &format!("is the one path {cp:?}, which every cluster --place asks would share"),
+        )
+        .with_hint("give a pattern that differs per host, e.g. \"~/.ssh/slurm-tools/%C\" (the default), or leave `control_path` out"));
+    }
+    let (entries, out) = place::static_candidates(cat, w.device.as_deref(), w.per_node, w.total);
+    let mut report: Vec<Candidate> = out
+        .iter()
+        .map(|(n, why)| Candidate {
+            cluster_name: n.clone(),
+            accepted: false,
+            reason: Some(why.clone()),
+        })
+        .collect();
+    if entries.is_empty() {
+        return Err(ToolError::bad_input(format!(
+            "no cluster in {} can take the request: {}",
+            cat.path.display(),
+            out.iter()
+                .map(|(n, w)| format!("{n}: {w}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+        .with_field("required_devices_per_node"));
+    }
+    let asked_at = shared::clock::unix_now();
+    let mut cands = Vec::new();
+    for e in &entries {
+        // The document this cluster would get, by resolve's own rules.
+        let mut d = ctx.doc.clone();
+        let mut ignored = Vec::new();
+        let free = Wanted {
+            cluster: None,
+            host: None,
+            device: w.device.clone(),
+            per_node: w.per_node,
+            total: w.total,
+        };
+        let c = match derive_fields(&mut d, Some(e), &e.cluster_name, &free, &mut ignored) {
+            Ok(()) => {
+                ctx.note(format!("placement: asking {}", e.cluster_name));
+                place::probe(&e.cluster_name, &d, asked_at)
+            }
+            Err(err) => {
+                let mut c = place::probe_failed(&e.cluster_name, &err.message);
+                c.partition = d.str_opt("partition").ok().flatten().map(str::to_string);
+                c
+            }
+        };
+        cands.push(c);
+    }
+    let best = place::choose(&mut cands, &cat.prefer);
+    for c in &cands {
+        ctx.note(format!(
+            "placement: {}{}: {}",
+            c.cluster_name,
+            if c.chosen { " (chosen)" } else { "" },
+            c.reason
+        ));
+    }
+    let section = place::section(cands, best, asked_at);
+    ctx.doc.set_section("placement", &section);
+    let Some(i) = best else {
+        let login: Vec<&shared::schema::PlacementCandidate> = section
+            .candidates
+            .iter()
+            .filter(|c| c.state == "login_needed")
+            .collect();
+        let reasons: Vec<String> = section
+            .candidates
+            .iter()
+            .map(|c| format!("{}: {}", c.cluster_name, c.reason))
+            .collect();
+        let e = if login.is_empty() {
+            ToolError::bad_input(format!(
+                "no cluster can start the request now: {}",
+                reasons.join("; ")
+            ))
+            .with_hint("change what blocks it (each cluster's reason above), or set `slurm_cluster` to queue it anyway")
+        } else {
+            ToolError::needs_person(format!(
+                "no cluster that answered can start the request now: {}",
+                reasons.join("; ")
+            ))
+            .with_hint(format!(
+                "log in to {} and rerun: {}",
+                login[0].cluster_name,
+                login[0]
+                    .login_command
+                    .as_deref()
+                    .unwrap_or("slurm-ssh-preflight --establish")
+            ))
+        };
+        return Err(e.with_field("slurm_cluster"));
+    };
+    let chosen = section.candidates[i].cluster_name.clone();
+    for e in &entries {
+        report.push(Candidate {
+            cluster_name: e.cluster_name.clone(),
+            accepted: e.cluster_name == chosen,
+            reason: section
+                .candidates
+                .iter()
+                .find(|c| c.cluster_name == e.cluster_name)
+                .map(|c| c.reason.clone()),
+        });
+    }
+    let entry = entries.into_iter().find(|e| e.cluster_name == chosen);
+    Ok((entry, SelectedBy::Placement, report))
 }
 
 /// Choose the catalog entry. Returns (entry, how it was selected, candidates report).
@@ -296,14 +441,13 @@ fn select<'c>(
 }
 
 fn derive_fields(
-    ctx: &mut Context,
+    doc: &mut Document,
     entry: Option<&Entry>,
     cluster: &str,
     w: &Wanted,
     derived: &mut Vec<String>,
 ) -> Result<()> {
-    let user = ctx.doc.str_opt("slurm_user")?.map(str::to_string);
-    let doc = &mut ctx.doc;
+    let user = doc.str_opt("slurm_user")?.map(str::to_string);
     if w.cluster.is_none() && entry.is_some() {
         doc.derive("slurm_cluster", cluster.into(), derived);
     }

@@ -57,6 +57,10 @@ pub const UNTRACKED_KEEP: &str = include_str!("sh/untracked-keep.sh");
 /// slurm-watch: `pending_facts JOB REASON`, what decides why a pending job waits.
 pub const PENDING_FACTS: &str = include_str!("sh/pending-facts.sh");
 
+/// slurm-resolve --place: one cluster's estimate, limits and free GPUs for a request (its sbatch
+/// arguments are the script's).
+pub const PLACE_PROBE: &str = include_str!("sh/place-probe.sh");
+
 /// Cluster-side changes in the remote clone: `cluster_changes`.
 pub const CLONE_CHANGES: &str = include_str!("sh/clone-changes.sh");
 

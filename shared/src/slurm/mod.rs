@@ -7,7 +7,7 @@ pub mod pending;
 pub mod pyxis;
 mod settings;
 pub use pyxis::enroot_image;
-pub use settings::{mounts, Settings, DISTRIBUTED_ENV};
+pub use settings::{mounts, Settings, SiteOptions, DISTRIBUTED_ENV};
 
 use crate::doc::field_error;
 use crate::error::{ErrorKind, Result, ToolError};

@@ -104,7 +104,7 @@ fn fields(line: &str) -> BTreeMap<String, String> {
 }
 
 /// `a=1,gres/gpu=4` as a map.
-fn tres(text: &str) -> BTreeMap<String, String> {
+pub fn tres(text: &str) -> BTreeMap<String, String> {
     text.split(',')
         .filter_map(|w| w.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -156,6 +156,26 @@ impl Facts {
     }
 }
 
+impl Facts {
+    /// The QOS's GPU cap per user (its MaxTRESPerUser), the GPUs the person's running jobs in
+    /// that QOS use, and those jobs; `None` without a GPU cap.
+    pub fn qos_gpu_cap(&self) -> Option<(u64, u64, Vec<String>)> {
+        let q = self.qos.as_ref()?;
+        let name = q.first()?;
+        let cap = gpus(&tres(q.get(1)?));
+        if cap == 0 {
+            return None;
+        }
+        let mine: Vec<&(String, String, BTreeMap<String, String>)> =
+            self.running.iter().filter(|r| &r.1 == name).collect();
+        Some((
+            cap,
+            mine.iter().map(|r| gpus(&r.2)).sum(),
+            mine.iter().map(|r| r.0.clone()).collect(),
+        ))
+    }
+}
+
 /// A pending job explained.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explanation {
@@ -175,7 +195,7 @@ fn seconds(t: &str) -> Option<u64> {
 }
 
 /// How many GPUs a TRES map names (`gres/gpu` and typed `gres/gpu:a100`).
-fn gpus(t: &BTreeMap<String, String>) -> u64 {
+pub fn gpus(t: &BTreeMap<String, String>) -> u64 {
     let typed: u64 = t
         .iter()
         .filter(|(k, _)| k.starts_with("gres/gpu:"))

@@ -1,0 +1,208 @@
+//! Placement across the two sites (issue 36): `slurm-resolve --place` asks every catalog cluster
+//! that can serve the request, one ssh execution each, when Slurm would start exactly this
+//! request, and takes the earliest; a busy site loses and says why, a cluster without a master is
+//! listed with the command that opens one.
+
+use super::*;
+use std::collections::BTreeMap;
+
+/// Cancels the job it names on the site it names when dropped.
+struct Cancel(&'static str, String);
+
+impl Drop for Cancel {
+    fn drop(&mut self) {
+        if self.0 == "modern" {
+            on_modern("modern-login", &format!("scancel {}", self.1));
+        } else {
+            let _ = Command::new("scancel").arg(&self.1).status();
+        }
+    }
+}
+
+/// A filler job of the cluster user's own on `site` ("modern" or "first"), once it runs.
+fn filler(site: &'static str, args: &str) -> Cancel {
+    let user = testbed().s("cluster_user");
+    let submit = format!("cd /tmp && sbatch --parsable -o /dev/null -J st-place-filler --time=00:30:00 {args} --wrap 'sleep 900'");
+    let id = if site == "modern" {
+        on_modern("modern-login", &submit)
+    } else {
+        let out = Command::new("runuser")
+            .args(["-u", &user, "--", "sh", "-c"])
+            .arg(format!("{submit} -A {}", testbed().s("account")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let id = id.trim().to_string();
+    let c = Cancel(site, id.clone());
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        let state = if site == "modern" {
+            on_modern("modern-login", &format!("squeue -h -j {id} -o %T"))
+        } else {
+            let out = Command::new("squeue")
+                .args(["-h", "-j", &id, "-o", "%T"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        if state.trim() == "RUNNING" {
+            return c;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "filler {args} on {site}: {state}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// `slurm-resolve --place` on the test bed's catalog (local by key, local-mfa and modern behind
+/// logins); its run and the ssh executions it made, per login host.
+fn place(doc: &Value, trace: &Path) -> (Run, BTreeMap<String, usize>) {
+    let _ = std::fs::remove_file(trace);
+    let mut c = tool("slurm-resolve");
+    c.env("SLURM_TOOLS_TRACE", trace)
+        .args(["--catalog", &testbed().s("catalog"), "--place"]);
+    let r = run_raw(c, doc.to_string().as_bytes());
+    let mut per_host = BTreeMap::new();
+    for argv in connecting_ssh(&trace_lines(trace)) {
+        let host = argv
+            .iter()
+            .position(|a| a == "--")
+            .and_then(|i| argv.get(i + 1))
+            .cloned()
+            .unwrap_or_default();
+        *per_host.entry(host).or_insert(0) += 1;
+    }
+    (r, per_host)
+}
+
+fn candidate<'a>(r: &'a Run, name: &str) -> &'a Value {
+    r.doc["placement"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["cluster_name"] == name)
+        .unwrap_or_else(|| panic!("{name}: {}", r.doc["placement"]))
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
+    crate::needs_cluster!();
+    let dir = tempdir();
+    let trace = dir.path().join("trace.jsonl");
+    let cp = control_path("place");
+    {
+        let _counting = logins_lock();
+        login(&cp);
+    }
+    let tb = testbed();
+    let doc = json!({
+        "required_devices_per_node": 1,
+        "slurm_user": tb.s("cluster_user"),
+        "ssh_config_file": tb.ssh_config(),
+        "control_path": cp,
+        "command": "true",
+    });
+
+    // The modern site's GPUs all taken: the first site starts it now.
+    let busy = filler("modern", "-N 2 --gpus-per-node=4");
+    let (r, per_host) = place(&doc, &trace);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let p = &r.doc["placement"];
+    assert_eq!(p["policy"], "earliest_start", "{p}");
+    assert_eq!(p["chosen"], "local", "{p}");
+    assert_eq!(r.doc["slurm_cluster"], "local");
+    assert_eq!(r.doc["resolve"]["selected_by"], "placement");
+    let local = candidate(&r, "local");
+    assert_eq!(local["chosen"], true, "{local}");
+    assert_eq!(local["state"], "answered", "{local}");
+    assert!(local["free_gpus"].as_u64().unwrap() >= 1, "{local}");
+    assert!(
+        local["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("earliest estimated start"),
+        "{local}"
+    );
+    let modern = candidate(&r, "modern");
+    assert_eq!(modern["state"], "answered", "{modern}");
+    assert_eq!(modern["free_gpus"], 0, "{modern}");
+    assert_eq!(modern["total_gpus"], 8, "{modern}");
+    assert!(
+        modern["starts_in_seconds"].as_u64().unwrap() > 600,
+        "{modern}"
+    );
+    assert!(
+        modern["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("starts later: in ")
+            && modern["reason"]
+                .as_str()
+                .unwrap()
+                .contains("(0 GPUs free now), against now on local"),
+        "{modern}"
+    );
+    let mfa = candidate(&r, "local-mfa");
+    assert_eq!(mfa["state"], "login_needed", "{mfa}");
+    assert!(
+        mfa["login_command"].as_str().unwrap().contains("slurm-mfa"),
+        "{mfa}"
+    );
+    // One ssh execution per cluster (the one without a master: one refused attempt).
+    assert_eq!(
+        per_host,
+        BTreeMap::from([
+            ("slurm-direct".to_string(), 1),
+            ("slurm-mfa".to_string(), 1),
+            ("slurm-modern".to_string(), 1)
+        ]),
+        "{}",
+        r.stderr
+    );
+    drop(busy);
+
+    // Two whole nodes asked, and the first site's two nodes each with a GPU taken: the modern
+    // site starts it first.
+    let mut two = doc.clone();
+    two["node_count"] = json!(2);
+    two["required_devices_per_node"] = json!(4);
+    let _busy = filler("first", "-N 2 --gpus-per-node=1 --nodelist=mn1,mn2");
+    let (r, _) = place(&two, &trace);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.doc["placement"]["chosen"], "modern",
+        "{}",
+        r.doc["placement"]
+    );
+    assert_eq!(r.doc["slurm_cluster"], "modern");
+    let local = candidate(&r, "local");
+    assert!(
+        local["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("starts later: in "),
+        "{local}"
+    );
+    logout(&cp);
+
+    // One literal control path would be one socket for every cluster: refused, nothing asked.
+    let mut literal = doc.clone();
+    literal["control_path"] = json!("/tmp/st-place-one-socket");
+    let (r, per_host) = place(&literal, &trace);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_eq!(
+        r.doc["error"]["field"], "control_path",
+        "{}",
+        r.doc["error"]
+    );
+    assert!(per_host.is_empty(), "{per_host:?}");
+}

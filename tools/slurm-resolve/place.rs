@@ -1,0 +1,528 @@
+//! `slurm-resolve --place`: where would this request start first? Every catalog cluster that can
+//! serve it is asked, one ssh execution each over its master (or a key login), what decides the
+//! start (shared/src/remote/sh/place-probe.sh): Slurm's estimate for exactly this request
+//! (`sbatch --test-only` with its arguments), the limits that would block it, the GPUs free now
+//! and the person's own pending jobs there. The earliest estimated start wins; every candidate is
+//! written with its figures and why it lost.
+
+use crate::catalog::{Catalog, Entry};
+use shared::doc::Document;
+use shared::quote::Script;
+use shared::schema::{Placement, PlacementCandidate};
+use shared::slurm::pending::Facts;
+use shared::ssh::Ssh;
+use shared::{ErrorKind, Result, ToolError};
+use std::time::{Duration, Instant};
+
+/// The sbatch arguments of the request a candidate's document makes: nodes, GPUs per node, time
+/// limit, account, partition and the site's options (qos, mem, ...).
+pub fn request_argv(doc: &Document) -> Result<Vec<String>> {
+    let mut argv = vec![format!(
+        "--nodes={}",
+        doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1)
+    )];
+    for (field, flag) in [("account", "--account"), ("partition", "--partition")] {
+        if let Some(v) = doc.str_opt(field)? {
+            argv.push(format!("{flag}={v}"));
+        }
+    }
+    if let Some(g) = gpus_per_node(doc)? {
+        argv.push(format!("--gpus-per-node={g}"));
+    }
+    if let Some(t) = doc.str_opt("time_limit")? {
+        argv.push(format!("--time={}", shared::slurm::check_time_limit(t)?));
+    }
+    shared::slurm::SiteOptions::from_doc(doc)?.push(&mut argv);
+    Ok(argv)
+}
+
+/// GPUs per node the request asks for: `required_devices_per_node`, else `gpus_per_node`.
+fn gpus_per_node(doc: &Document) -> Result<Option<i64>> {
+    Ok(match doc.int_opt("required_devices_per_node", 1, 4096)? {
+        Some(n) => Some(n),
+        None => doc.int_opt("gpus_per_node", 1, 4096)?,
+    })
+}
+
+/// What one cluster answered (place-probe.sh's lines).
+#[derive(Debug, Default)]
+pub struct Answer {
+    pub partition: Option<String>,
+    pub estimated_start: Option<u64>,
+    pub refused: Option<String>,
+    pub max_time: Option<String>,
+    pub max_nodes: Option<String>,
+    pub partition_state: Option<String>,
+    pub free_gpus: u64,
+    pub total_gpus: u64,
+    pub idle_nodes: u64,
+    pub pending_mine: Option<u64>,
+    pub facts: Facts,
+}
+
+/// The GPU count of one sinfo gres word list (`gpu:4`, `gpu:a100:4`, `gpu:a100:0(IDX:N/A)`,
+/// `gpu:2(IDX:0-1),tmpdisk:100`).
+fn gres_gpus(text: &str) -> u64 {
+    text.split(',')
+        .filter(|g| g.starts_with("gpu"))
+        .filter_map(|g| g.split('(').next()?.rsplit(':').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+impl Answer {
+    pub fn parse(text: &str) -> Answer {
+        let mut a = Answer::default();
+        let mut facts = Vec::new();
+        for line in text.lines() {
+            let (tag, rest) = line.split_once(' ').unwrap_or((line, ""));
+            match tag {
+                "PARTITION" => {
+                    a.partition = Some(rest.trim().to_string()).filter(|p| !p.is_empty())
+                }
+                "TEST" => {
+                    let words: Vec<&str> = rest.split_whitespace().collect();
+                    a.estimated_start = words
+                        .windows(4)
+                        .find(|w| w[0] == "to" && w[1] == "start" && w[2] == "at")
+                        .and_then(|w| w[3].parse().ok());
+                    if a.estimated_start.is_none() {
+                        a.refused = Some(rest.trim().to_string());
+                    }
+                }
+                "PART" => {
+                    for w in rest.split_whitespace() {
+                        match w.split_once('=') {
+                            Some(("MaxTime", v)) => a.max_time = Some(v.to_string()),
+                            Some(("MaxNodes", v)) => a.max_nodes = Some(v.to_string()),
+                            Some(("State", v)) => a.partition_state = Some(v.to_string()),
+                            _ => {}
+                        }
+                    }
+                }
+                "NODE" => {
+                    let w: Vec<&str> = rest.split_whitespace().collect();
+                    if let [_, state, gres, used, ..] = w[..] {
+                        let state = state.trim_end_matches(|c: char| !c.is_ascii_alphabetic());
+                        let total = gres_gpus(gres);
+                        a.total_gpus += total;
+                        if state == "idle" {
+                            a.idle_nodes += 1;
+                        }
+                        if state == "idle" || state == "mix" {
+                            a.free_gpus += total.saturating_sub(gres_gpus(used));
+                        }
+                    }
+                }
+                "MINE_PENDING" => a.pending_mine = rest.trim().parse().ok(),
+                "PQ" | "PR" => facts.push(line.to_string()),
+                _ => {}
+            }
+        }
+        a.facts = Facts::from_lines(&facts);
+        a
+    }
+
+    /// A limit that keeps the request from starting there now, in words.
+    pub fn blocked_by(&self, doc: &Document) -> Result<Option<String>> {
+        if let Some(r) = &self.refused {
+            return Ok(Some(format!("Slurm refuses the request: {r}")));
+        }
+        if let Some(s) = self.partition_state.as_deref().filter(|s| *s != "UP") {
+            return Ok(Some(format!("the partition's State is {s}")));
+        }
+        let secs = |t: &str| shared::slurm::parse_time_limit(t);
+        if let (Some(asked), Some(max)) = (doc.str_opt("time_limit")?, self.max_time.as_deref()) {
+            if let (Some(a), Some(m)) = (secs(asked), secs(max)) {
+                if a > m {
+                    return Ok(Some(format!(
+                        "time_limit {asked} is over the partition's MaxTime {max}"
+                    )));
+                }
+            }
+        }
+        let nodes = doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1);
+        if let Some(max) = self
+            .max_nodes
+            .as_deref()
+            .and_then(|m| m.parse::<i64>().ok())
+        {
+            if nodes > max {
+                return Ok(Some(format!(
+                    "node_count {nodes} is over the partition's MaxNodes {max}"
+                )));
+            }
+        }
+        if let Some((cap, used, ids)) = self.facts.qos_gpu_cap() {
+            let asked = gpus_per_node(doc)?.unwrap_or(0).max(0) as u64 * nodes.max(1) as u64;
+            if asked > 0 && used + asked > cap {
+                let qos = self.facts.qos.as_ref().and_then(|q| q.first()).cloned();
+                return Ok(Some(format!(
+                    "your QOS {} allows {cap} GPUs per user and your running jobs {} use {used}; this request asks for {asked}",
+                    qos.unwrap_or_default(),
+                    if ids.is_empty() { "(none)".to_string() } else { ids.join(", ") }
+                )));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Ask one cluster (its candidate document made by resolve's own rules).
+pub fn probe(name: &str, doc: &Document, asked_at: u64) -> PlacementCandidate {
+    let started = Instant::now();
+    let mut c = probe_failed(name, "");
+    c.partition = doc.str_opt("partition").ok().flatten().map(str::to_string);
+    match ask(doc) {
+        Ok(a) => {
+            c.state = "answered".to_string();
+            c.partition = a.partition.clone().or(c.partition);
+            c.estimated_start = a.estimated_start;
+            c.starts_in_seconds = a.estimated_start.map(|s| s.saturating_sub(asked_at));
+            c.free_gpus = Some(a.free_gpus);
+            c.total_gpus = Some(a.total_gpus);
+            c.idle_nodes = Some(a.idle_nodes);
+            c.your_pending_jobs = a.pending_mine;
+            c.max_time = a.max_time.clone();
+            c.max_nodes = a.max_nodes.clone();
+            c.blocked_by = a.blocked_by(doc).unwrap_or_else(|e| Some(e.message));
+        }
+        Err((state, message, login)) => {
+            c.state = state.to_string();
+            c.reason = message;
+            c.login_command = login;
+        }
+    }
+    c.seconds = (started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0;
+    c
+}
+
+/// A cluster that could not be asked at all (its document could not be made: `why`).
+pub fn probe_failed(name: &str, why: &str) -> PlacementCandidate {
+    PlacementCandidate {
+        cluster_name: name.to_string(),
+        partition: None,
+        state: "unreachable".to_string(),
+        estimated_start: None,
+        starts_in_seconds: None,
+        free_gpus: None,
+        total_gpus: None,
+        idle_nodes: None,
+        your_pending_jobs: None,
+        max_time: None,
+        max_nodes: None,
+        blocked_by: None,
+        chosen: false,
+        reason: why.to_string(),
+        login_command: None,
+        seconds: 0.0,
+    }
+}
+
+type AskError = (&'static str, String, Option<String>);
+
+fn ask(doc: &Document) -> std::result::Result<Answer, AskError> {
+    let bad = |e: ToolError| ("unreachable", e.message.clone(), None);
+    let ssh = Ssh::for_preflight(doc).map_err(bad)?;
+    let argv = request_argv(doc).map_err(bad)?;
+    let mut s = Script::new();
+    for field in ["partition", "qos"] {
+        let v = doc.str_opt(field).map_err(bad)?.unwrap_or("");
+        s.assign(field, v).map_err(bad)?;
+    }
+    s.raw("set --");
+    for w in &argv {
+        s.arg(w).map_err(bad)?;
+    }
+    s.raw("\n");
+    s.raw(shared::remote::PLACE_PROBE);
+    match ssh.run_script(&s, None, Duration::from_secs(60)) {
+        Ok(out) if out.success() => Ok(Answer::parse(&out.stdout_text())),
+        Ok(out) => Err((
+            "unreachable",
+            format!(
+                "the probe failed ({}): {}",
+                out.exit_text(),
+                out.stderr_tail.trim()
+            ),
+            None,
+        )),
+        Err(e) if e.kind == ErrorKind::NeedsPerson => {
+            let login = ssh
+                .control_path
+                .as_deref()
+                .map(|cp| ssh.master_command(cp).join(" "));
+            Err(("login_needed", e.message.clone(), login))
+        }
+        Err(e) => Err(bad(e)),
+    }
+}
+
+fn in_words(secs: Option<u64>) -> String {
+    match secs {
+        None => "unknown (Slurm gave no estimate)".to_string(),
+        Some(0) => "now".to_string(),
+        Some(s) if s < 3600 => format!("in {} min", s.div_ceil(60)),
+        Some(s) => format!("in {} h {} min", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// Choose by the earliest estimated start among the candidates that answered and nothing
+/// blocks; a tie goes to more free GPUs, then to `prefer`'s order, then the catalog's. Fills in
+/// every candidate's `chosen` and `reason`; returns the chosen one's index.
+pub fn choose(cands: &mut [PlacementCandidate], prefer: &[String]) -> Option<usize> {
+    let rank = |i: usize, c: &PlacementCandidate| {
+        (
+            c.estimated_start.unwrap_or(u64::MAX),
+            std::cmp::Reverse(c.free_gpus.unwrap_or(0)),
+            prefer
+                .iter()
+                .position(|p| *p == c.cluster_name)
+                .unwrap_or(usize::MAX),
+            i,
+        )
+    };
+    let best = cands
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.state == "answered" && c.blocked_by.is_none())
+        .min_by_key(|(i, c)| rank(*i, c))
+        .map(|(i, _)| i);
+    let winner = best.map(|i| {
+        (
+            cands[i].cluster_name.clone(),
+            cands[i].starts_in_seconds,
+            cands[i].free_gpus,
+        )
+    });
+    for (i, c) in cands.iter_mut().enumerate() {
+        c.chosen = Some(i) == best;
+        c.reason = match (c.state.as_str(), &c.blocked_by, &winner) {
+            _ if c.chosen => format!(
+                "earliest estimated start: {} ({} GPUs free now)",
+                in_words(c.starts_in_seconds),
+                c.free_gpus.unwrap_or(0)
+            ),
+            ("answered", Some(b), _) => format!("blocked: {b}"),
+            ("answered", None, Some((w, ws, wf))) => {
+                if c.starts_in_seconds == *ws {
+                    format!(
+                        "starts as soon as {w} ({}), which has more free GPUs now ({} against {}) or comes first in the catalog",
+                        in_words(*ws),
+                        wf.unwrap_or(0),
+                        c.free_gpus.unwrap_or(0)
+                    )
+                } else {
+                    format!(
+                        "starts later: {} ({} GPUs free now), against {} on {w}",
+                        in_words(c.starts_in_seconds),
+                        c.free_gpus.unwrap_or(0),
+                        in_words(*ws)
+                    )
+                }
+            }
+            ("login_needed", _, _) => format!(
+                "not asked: login needed ({}){}",
+                c.reason,
+                c.login_command
+                    .as_deref()
+                    .map(|l| format!("; open the master with `{l}`"))
+                    .unwrap_or_default()
+            ),
+            (_, _, _) if !c.reason.is_empty() && !c.reason.starts_with("not asked") => {
+                format!("not asked: {}", c.reason)
+            }
+            _ => c.reason.clone(),
+        };
+    }
+    best
+}
+
+/// The placement of `cands` (asked at `asked_at`) as the section.
+pub fn section(cands: Vec<PlacementCandidate>, chosen: Option<usize>, asked_at: u64) -> Placement {
+    Placement {
+        policy: "earliest_start".to_string(),
+        chosen: chosen.map(|i| cands[i].cluster_name.clone()),
+        asked_at,
+        candidates: cands,
+    }
+}
+
+/// Catalog clusters that can serve the request by what the catalog says (device type when
+/// given, GPUs per node, size), and why each other one cannot.
+pub fn static_candidates<'c>(
+    cat: &'c Catalog,
+    device: Option<&str>,
+    per_node: Option<i64>,
+    total: Option<i64>,
+) -> (Vec<&'c Entry>, Vec<(String, String)>) {
+    let mut ok = Vec::new();
+    let mut out = Vec::new();
+    for e in &cat.clusters {
+        let d = device
+            .map(str::to_string)
+            .or_else(|| e.device_types.first().cloned())
+            .unwrap_or_default();
+        let why = if device.is_none() && e.device_types.is_empty() && per_node.is_none() {
+            None
+        } else {
+            e.rejection(&d, per_node.unwrap_or(1), total)
+        };
+        match why {
+            None => ok.push(e),
+            Some(w) => out.push((e.cluster_name.clone(), w)),
+        }
+    }
+    (ok, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(text: &str) -> Document {
+        Document::parse(text.as_bytes(), "test").unwrap()
+    }
+
+    #[test]
+    fn a_clusters_answer_gives_its_estimate_free_gpus_and_limits() {
+        let a = Answer::parse(
+            "PARTITION batch\n\
+             TEST sbatch: Job 1066 to start at 1796545961 using 1 processors on nodes gn1 in partition batch \n\
+             PART PartitionName=batch MaxNodes=UNLIMITED MaxTime=04:00:00 State=UP TotalNodes=2\n\
+             NODE gn1 mix gpu:a100:4 gpu:a100:3(IDX:0-2)\n\
+             NODE gn2 idle gpu:a100:4 gpu:a100:0(IDX:N/A)\n\
+             NODE gn3 drain* gpu:4 gpu:0\n\
+             MINE_PENDING 2\n",
+        );
+        assert_eq!(a.partition.as_deref(), Some("batch"));
+        assert_eq!(a.estimated_start, Some(1_796_545_961));
+        assert_eq!((a.free_gpus, a.total_gpus, a.idle_nodes), (5, 12, 1));
+        assert_eq!(a.pending_mine, Some(2));
+        assert_eq!(a.max_time.as_deref(), Some("04:00:00"));
+        let d = doc(r#"{"time_limit":"06:00:00"}"#);
+        assert_eq!(
+            a.blocked_by(&d).unwrap().as_deref(),
+            Some("time_limit 06:00:00 is over the partition's MaxTime 04:00:00")
+        );
+        assert_eq!(a.blocked_by(&doc("{}")).unwrap(), None);
+        let refused = Answer::parse(
+            "TEST sbatch: error: Invalid account or account/partition combination specified \n",
+        );
+        assert!(refused
+            .blocked_by(&doc("{}"))
+            .unwrap()
+            .unwrap()
+            .starts_with("Slurm refuses the request: sbatch: error: Invalid account"));
+    }
+
+    #[test]
+    fn a_qos_cap_used_by_running_jobs_blocks_a_request_over_it() {
+        let a = Answer::parse(
+            "TEST sbatch: Job 1 to start at 5 using 1 processors\n\
+             PQ gpucap|gres/gpu=4||||\n\
+             PR 12 gpucap cpu=1,gres/gpu=4\n",
+        );
+        let d = doc(r#"{"qos":"gpucap","required_devices_per_node":1}"#);
+        assert_eq!(
+            a.blocked_by(&d).unwrap().as_deref(),
+            Some("your QOS gpucap allows 4 GPUs per user and your running jobs 12 use 4; this request asks for 1")
+        );
+    }
+
+    fn cand(name: &str, state: &str, start: Option<u64>, free: u64) -> PlacementCandidate {
+        PlacementCandidate {
+            cluster_name: name.into(),
+            partition: None,
+            state: state.into(),
+            estimated_start: start,
+            starts_in_seconds: start.map(|s| s - 100),
+            free_gpus: Some(free),
+            total_gpus: Some(8),
+            idle_nodes: None,
+            your_pending_jobs: None,
+            max_time: None,
+            max_nodes: None,
+            blocked_by: None,
+            chosen: false,
+            reason: if state == "login_needed" {
+                "a login is needed".into()
+            } else {
+                String::new()
+            },
+            login_command: (state == "login_needed").then(|| "ssh -M x".to_string()),
+            seconds: 0.1,
+        }
+    }
+
+    #[test]
+    fn the_earliest_start_wins_and_every_other_candidate_says_why_it_lost() {
+        let mut c = vec![
+            cand("busy", "answered", Some(100 + 7200), 0),
+            cand("free", "answered", Some(100), 4),
+            cand("mfa", "login_needed", None, 0),
+            cand("tied", "answered", Some(100), 2),
+        ];
+        c[0].blocked_by = None;
+        let mut blocked = cand("limited", "answered", Some(100), 8);
+        blocked.blocked_by =
+            Some("time_limit 06:00:00 is over the partition's MaxTime 04:00:00".into());
+        c.push(blocked);
+        let best = choose(&mut c, &[]);
+        assert_eq!(best, Some(1));
+        assert!(c[1].chosen && c.iter().filter(|x| x.chosen).count() == 1);
+        assert_eq!(
+            c[1].reason,
+            "earliest estimated start: now (4 GPUs free now)"
+        );
+        assert_eq!(
+            c[0].reason,
+            "starts later: in 2 h 0 min (0 GPUs free now), against now on free"
+        );
+        assert!(
+            c[2].reason.starts_with(
+                "not asked: login needed (a login is needed); open the master with `ssh -M x`"
+            ),
+            "{}",
+            c[2].reason
+        );
+        assert!(
+            c[3].reason.starts_with(
+                "starts as soon as free (now), which has more free GPUs now (4 against 2)"
+            ),
+            "{}",
+            c[3].reason
+        );
+        assert_eq!(
+            c[4].reason,
+            "blocked: time_limit 06:00:00 is over the partition's MaxTime 04:00:00"
+        );
+        // The catalog's `prefer` breaks a full tie.
+        let mut t = vec![
+            cand("a", "answered", Some(100), 4),
+            cand("b", "answered", Some(100), 4),
+        ];
+        assert_eq!(choose(&mut t, &["b".to_string()]), Some(1));
+        // Nothing answered: nothing chosen.
+        let mut none = vec![cand("mfa", "login_needed", None, 0)];
+        assert_eq!(choose(&mut none, &[]), None);
+    }
+
+    #[test]
+    fn the_request_is_the_documents_with_the_sites_options() {
+        let d = doc(
+            r#"{"node_count":2,"required_devices_per_node":1,"gpus_per_node":4,"time_limit":"01:00:00","account":"acct","partition":"p","qos":"q","mem":"8G"}"#,
+        );
+        let argv = request_argv(&d).unwrap();
+        for w in [
+            "--nodes=2",
+            "--account=acct",
+            "--partition=p",
+            "--gpus-per-node=1",
+            "--time=01:00:00",
+            "--qos=q",
+            "--mem=8G",
+        ] {
+            assert!(argv.contains(&w.to_string()), "{w}: {argv:?}");
+        }
+    }
+}
