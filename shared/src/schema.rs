@@ -126,6 +126,9 @@ pub struct JobDocument {
     pub refresh_paths: Option<Vec<String>>,
     /// Default `hang detected`, case-insensitive.
     pub hang_pattern: Option<String>,
+    /// slurm-resolve: fill in `mem` and `time_limit` from past runs of the same `job_name` on the
+    /// chosen cluster (its accounting), where the document does not give them.
+    pub size_from_history: Option<bool>,
     /// slurm-watch: a running job whose log gains nothing for this many seconds (or, where its
     /// lines name their rank, one rank silent that long while others go on) is a hang, decided
     /// `stalled`; off when absent (10 to 86400; 600 suits most training jobs).
@@ -273,6 +276,29 @@ pub struct Resolve {
     pub candidates: Vec<Candidate>,
     pub partitions: Vec<Value>,
     pub flags: Map<String, Value>,
+    /// `size_from_history`: what was sized, from which runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sized_from_history: Option<HistorySizing>,
+}
+
+/// slurm-resolve's `size_from_history`: past runs of the job on the cluster, and what was filled.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HistorySizing {
+    pub job_name: String,
+    pub cluster: String,
+    /// Past runs of that name on that cluster in the ledger, and the completed ones sized from.
+    pub runs: usize,
+    pub completed: usize,
+    pub elapsed_p90_seconds: Option<u64>,
+    pub peak_memory_p90_bytes: Option<u64>,
+    /// The values sized from them (null: not sized), and the fields actually filled (the
+    /// document's own values are kept).
+    pub time_limit: Option<String>,
+    pub mem: Option<String>,
+    pub filled: Vec<String>,
+    /// What was done, in words (also when nothing could be: no accounting, no login, no run).
+    pub note: String,
 }
 
 /// slurm-resolve --place: where the request would start first, every candidate with its figures.

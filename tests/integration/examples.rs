@@ -99,6 +99,14 @@ const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
          makes and then cancels",
     ),
     (
+        "docs/cookbook.md",
+        "Several clusters: where it starts first, and why it waits",
+        2,
+        "history::three_past_runs_size_mem_and_time_limit_and_stats_show_their_use",
+        "sizing needs past runs of one name that completed with accounting, which that test \
+         makes (three jobs) before it runs `slurm-runs --stats` and slurm-resolve",
+    ),
+    (
         "README.md",
         "Quickstart",
         0,

@@ -9,6 +9,7 @@ mod examples;
 pub mod fixture;
 pub(crate) mod forensics;
 mod harness;
+mod history;
 pub(crate) mod install;
 mod modern;
 mod nodes;

@@ -401,6 +401,35 @@ fn the_watch_verdicts_on_the_modern_site() {
     assert_eq!(report(&w)["summary"], "the job was cancelled");
 }
 
+/// Sizing from history on a cluster without accounting: said, nothing guessed.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn sizing_from_history_on_the_modern_site_says_it_keeps_no_accounting() {
+    crate::needs_cluster!();
+    let j = ModernJob::new("sizing");
+    let name = format!("st-sizing-modern-{}", std::process::id());
+    let w = submit_and_watch(
+        &j.doc,
+        "single",
+        "echo sized",
+        &[("job_name", json!(name))],
+        &[],
+    );
+    assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
+    let mut d = j.doc.clone();
+    d["job_name"] = json!(name);
+    d["size_from_history"] = json!(true);
+    let r = run("slurm-resolve", &["--catalog", &testbed().s("catalog")], &d);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s = &r.doc["resolve"]["sized_from_history"];
+    assert_eq!(s["runs"], 1, "{s}");
+    assert_eq!(s["filled"], json!([]), "{s}");
+    assert!(
+        s["note"].as_str().unwrap().contains("keeps no accounting"),
+        "{s}"
+    );
+}
+
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn the_walltime_ends_in_timeout_on_the_modern_site() {

@@ -167,7 +167,13 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "cluster {cluster_name} ({selected_by}); nothing to fill in"
         ));
     }
+    let sized_from_history = if ctx.doc.bool_opt("size_from_history")? == Some(true) {
+        Some(size_from_history(ctx, &cluster_name, &mut derived)?)
+    } else {
+        None
+    };
     let section = Resolve {
+        sized_from_history,
         cluster_name,
         selected_by,
         derived,
@@ -180,6 +186,133 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     ctx.doc.set_section("resolve", &section);
     Ok(Outcome::Done)
+}
+
+/// `size_from_history`: `mem` and `time_limit` from the completed past runs of this `job_name`
+/// on the chosen cluster, from its accounting (one ssh execution, one sacct; shared::slurm::usage),
+/// where the document does not give them (a catalog's or your defaults' value is replaced).
+fn size_from_history(
+    ctx: &mut Context,
+    cluster: &str,
+    derived: &mut Vec<String>,
+) -> Result<shared::schema::HistorySizing> {
+    use shared::slurm::usage::{self, Answer};
+    let Some(name) = ctx.doc.str_opt("job_name")?.map(str::to_string) else {
+        return Err(shared::doc::missing(
+            "job_name",
+            "`size_from_history` finds past runs by their job name: set `job_name`",
+        ));
+    };
+    let ledger_cluster = shared::ledger::cluster_of(&ctx.doc);
+    let mut sizing = shared::schema::HistorySizing {
+        job_name: name.clone(),
+        cluster: ledger_cluster.clone(),
+        runs: 0,
+        completed: 0,
+        elapsed_p90_seconds: None,
+        peak_memory_p90_bytes: None,
+        time_limit: None,
+        mem: None,
+        filled: Vec::new(),
+        note: String::new(),
+    };
+    let runs: Vec<shared::ledger::Run> = shared::ledger::path()
+        .and_then(|p| shared::ledger::read(&p).ok())
+        .map(|(entries, _)| shared::ledger::fold(&entries))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.cluster == ledger_cluster && r.job_name.as_deref() == Some(name.as_str()))
+        .filter(|r| shared::slurm::is_job_id(&r.job_id))
+        .collect();
+    // The newest 20.
+    let ids: Vec<String> = runs
+        .iter()
+        .rev()
+        .take(20)
+        .map(|r| r.job_id.clone())
+        .collect();
+    sizing.runs = ids.len();
+    let answer = if ids.is_empty() {
+        None
+    } else {
+        let ssh = shared::ssh::Ssh::for_preflight(&ctx.doc)?;
+        match ssh.run_script(
+            &usage::query(&ids)?,
+            None,
+            std::time::Duration::from_secs(60),
+        ) {
+            Ok(out) => Some(Answer::parse(&out.stdout_text())),
+            Err(e) if e.kind == ErrorKind::NeedsPerson => Some(Answer::Failed(format!(
+                "{} ({})",
+                e.message,
+                e.hint.unwrap_or_default()
+            ))),
+            Err(e) => return Err(e),
+        }
+    };
+    sizing.note = match answer {
+        None => format!("no past run of {name} on {cluster} in the ledger: nothing sized"),
+        Some(Answer::Disabled) => format!(
+            "{cluster} keeps no accounting (sacct: accounting storage is disabled): nothing sized, nothing guessed"
+        ),
+        Some(Answer::Failed(why)) => {
+            format!("{cluster} could not be asked for its accounting: {why}; nothing sized")
+        }
+        Some(Answer::Jobs(jobs)) => {
+            let tasks = shared::slurm::Settings::from_doc(&ctx.doc)
+                .ok()
+                .zip(
+                    ctx.doc
+                        .str_opt("recipe")
+                        .ok()
+                        .flatten()
+                        .map_or(Ok(shared::schema::Recipe::Single), shared::schema::Recipe::parse)
+                        .ok(),
+                )
+                .map_or(1, |(st, r)| st.tasks_per_node(r).max(1) as u64);
+            match usage::size(&jobs, tasks) {
+                None => format!(
+                    "none of the {} past runs of {name} on {cluster} completed: nothing sized",
+                    jobs.len()
+                ),
+                Some(s) => {
+                    sizing.completed = s.runs;
+                    sizing.elapsed_p90_seconds = Some(s.elapsed_p90_seconds);
+                    sizing.peak_memory_p90_bytes = s.peak_memory_p90_bytes;
+                    sizing.time_limit = Some(s.time_limit.clone());
+                    sizing.mem = s.mem.clone();
+                    for (field, value) in [("time_limit", Some(&s.time_limit)), ("mem", s.mem.as_ref())] {
+                        let Some(v) = value else { continue };
+                        let from_defaults = derived.iter().any(|d| d == field);
+                        if !ctx.doc.has(field) || from_defaults {
+                            if from_defaults {
+                                ctx.doc.remove(field);
+                                derived.retain(|d| d != field);
+                            }
+                            ctx.doc.derive(field, v.clone().into(), derived);
+                            sizing.filled.push(field.to_string());
+                        }
+                    }
+                    format!(
+                        "sized from {} completed past runs of {name} on {cluster}: time_limit {} (their p90 elapsed {} x1.5, at least 5 min more), mem {}{}",
+                        s.runs,
+                        s.time_limit,
+                        shared::slurm::format_duration(s.elapsed_p90_seconds),
+                        s.mem.as_deref().unwrap_or("not sized (accounting sampled no memory)"),
+                        s.peak_memory_p90_bytes
+                            .map(|p| format!(" (their p90 peak {} x1.25 x{tasks} tasks per node)", usage::memory_text(p)))
+                            .unwrap_or_default()
+                    ) + &if sizing.filled.len() < 2 {
+                        format!("; filled: {}", if sizing.filled.is_empty() { "nothing (the document gives both)".to_string() } else { sizing.filled.join(", ") })
+                    } else {
+                        String::new()
+                    }
+                }
+            }
+        }
+    };
+    ctx.note(&sizing.note);
+    Ok(sizing)
 }
 
 /// `--place`: every catalog cluster that can serve the request asked when it would start it

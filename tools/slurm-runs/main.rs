@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod stats;
+
 /// List the runs the tools submitted (every cluster, across restarts), and follow them.
 ///
 /// Reads the local run ledger (`runs.jsonl` in `$SLURM_TOOLS_STATE_DIR`, else
@@ -83,6 +85,13 @@ struct Cli {
     /// The ledger to read instead of the default one.
     #[arg(long, value_name = "FILE")]
     ledger: Option<PathBuf>,
+
+    /// What the finished runs whose job name matches NAME (a glob) used, from each cluster's
+    /// accounting (one sacct per cluster): elapsed time, peak memory, GPUs, their 90th
+    /// percentile, and the `time_limit` and `mem` sized from them (what slurm-resolve's
+    /// `size_from_history` fills in). A cluster without accounting says so.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["watch", "no_refresh", "events"])]
+    stats: Option<String>,
 }
 
 const TOOL: &str = "slurm-runs";
@@ -154,6 +163,19 @@ fn runs(cli: &Cli) -> Result<u8> {
                 .is_none_or(|g| r.job_name.as_deref().is_some_and(|n| glob(g, n)))
         })
         .collect();
+    if let Some(pattern) = &cli.stats {
+        let matching: Vec<Run> = runs
+            .into_iter()
+            .filter(|r| r.job_name.as_deref().is_some_and(|n| glob(pattern, n)))
+            .collect();
+        let (text, code) = stats::stats(&matching, pattern, cli.json)?;
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            shared::ui::note(TOOL, &format!("could not write the figures: {e}"));
+            return Ok(4);
+        }
+        return Ok(code);
+    }
     let mut live: BTreeMap<RunKey, Live> = BTreeMap::new();
     let mut code = 0u8;
     let mut first = true;
@@ -328,43 +350,10 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
     for r in runs.iter().filter(|r| !r.finished()) {
         by_cluster.entry(r.cluster.as_str()).or_default().push(r);
     }
-    let mut asks = Vec::new();
-    for (cluster, rs) in by_cluster {
-        // The newest saved document of this cluster says how to reach it.
-        // A saved document is configuration (its ssh options are run): only one of the person's
-        // own, under the state directory, and not writable by others is used.
-        let doc = rs
-            .iter()
-            .rev()
-            .filter_map(|r| r.document.as_deref())
-            .find_map(|p| trusted_document(cluster, p));
-        let Some(doc) = doc else {
-            shared::ui::warn(TOOL, &format!("{cluster}: no saved document says how to reach it; its runs are shown as the ledger has them"));
-            continue;
-        };
-        let ids: Vec<String> = rs
-            .iter()
-            .map(|r| r.job_id.clone())
-            .filter(|id| shared::slurm::is_job_id(id))
-            .collect();
-        let ssh = match Ssh::from_doc(&doc) {
-            Ok(s) => s,
-            Err(e) => {
-                shared::ui::warn(TOOL, &format!("{cluster}: its saved document cannot be used to reach it ({}); its runs are shown as the ledger has them", e.message));
-                continue;
-            }
-        };
-        let script = query_script(&ids)?;
-        let cluster = cluster.to_string();
-        asks.push(std::thread::spawn(move || {
-            let out = ssh.run_script(&script, None, Duration::from_secs(120));
-            (cluster, ids, out)
-        }));
-    }
+    let asks = ask_each_cluster(by_cluster, query_script)?;
     let mut seen = Vec::new();
     let mut unreachable = false;
-    for a in asks {
-        let (cluster, ids, out) = a.join().expect("a refresh thread");
+    for (cluster, ids, out) in asks {
         let out = match out {
             Ok(o) if o.success() => o,
             Ok(o) => {
@@ -400,6 +389,53 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
         }
     }
     Ok((seen, unreachable))
+}
+
+/// One ssh execution per cluster, all at once (one thread each): `make`'s script for that
+/// cluster's job ids, through the cluster's newest trusted saved document. A cluster no saved
+/// document can reach is skipped with a warning. Each asked cluster, its ids, and what came back.
+#[allow(clippy::type_complexity)]
+fn ask_each_cluster(
+    by_cluster: BTreeMap<&str, Vec<&Run>>,
+    make: impl Fn(&[String]) -> Result<Script>,
+) -> Result<Vec<(String, Vec<String>, Result<shared::process::Output>)>> {
+    let mut asks = Vec::new();
+    for (cluster, rs) in by_cluster {
+        // The newest saved document of this cluster says how to reach it.
+        // A saved document is configuration (its ssh options are run): only one of the person's
+        // own, under the state directory, and not writable by others is used.
+        let doc = rs
+            .iter()
+            .rev()
+            .filter_map(|r| r.document.as_deref())
+            .find_map(|p| trusted_document(cluster, p));
+        let Some(doc) = doc else {
+            shared::ui::warn(TOOL, &format!("{cluster}: no saved document says how to reach it; its runs are shown as the ledger has them"));
+            continue;
+        };
+        let ids: Vec<String> = rs
+            .iter()
+            .map(|r| r.job_id.clone())
+            .filter(|id| shared::slurm::is_job_id(id))
+            .collect();
+        let ssh = match Ssh::from_doc(&doc) {
+            Ok(s) => s,
+            Err(e) => {
+                shared::ui::warn(TOOL, &format!("{cluster}: its saved document cannot be used to reach it ({}); its runs are shown as the ledger has them", e.message));
+                continue;
+            }
+        };
+        let script = make(&ids)?;
+        let cluster = cluster.to_string();
+        asks.push(std::thread::spawn(move || {
+            let out = ssh.run_script(&script, None, Duration::from_secs(120));
+            (cluster, ids, out)
+        }));
+    }
+    Ok(asks
+        .into_iter()
+        .map(|a| a.join().expect("a cluster's query thread"))
+        .collect())
 }
 
 /// One squeue for every id (finished jobs Slurm still holds included), then one sacct for the
@@ -605,7 +641,12 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
             image_cell(r),
         ]);
     }
-    // A cell is at most 60 characters (a ledger line may hold a megabyte-long name).
+    columns(rows)
+}
+
+/// Rows as aligned columns; a cell is at most 60 characters (a ledger line may hold a
+/// megabyte-long name).
+fn columns<const N: usize>(mut rows: Vec<[String; N]>) -> String {
     for r in rows.iter_mut() {
         for c in r.iter_mut() {
             if c.chars().count() > 60 {
@@ -613,7 +654,7 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
             }
         }
     }
-    let widths: Vec<usize> = (0..9)
+    let widths: Vec<usize> = (0..N)
         .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
         .collect();
     let mut t = String::new();

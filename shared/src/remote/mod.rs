@@ -61,6 +61,9 @@ pub const PENDING_FACTS: &str = include_str!("sh/pending-facts.sh");
 /// arguments are the script's).
 pub const PLACE_PROBE: &str = include_str!("sh/place-probe.sh");
 
+/// Past jobs' usage from accounting (sacct, steps included), for sizing from history.
+pub const USAGE_QUERY: &str = include_str!("sh/usage-query.sh");
+
 /// Cluster-side changes in the remote clone: `cluster_changes`.
 pub const CLONE_CHANGES: &str = include_str!("sh/clone-changes.sh");
 
