@@ -69,6 +69,9 @@ pub struct Entry {
     pub image: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_digest: Option<String>,
+    /// Who cancelled it, when the tools did: `the race: <cluster> job <id> started first`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<String>,
 }
 
 /// The ledger's path, when there is a state directory.
@@ -154,6 +157,7 @@ pub struct Run {
     pub attempt: Option<u32>,
     pub image: Option<String>,
     pub image_digest: Option<String>,
+    pub cancelled_by: Option<String>,
     /// Unix time of the run's last entry.
     pub updated_at: u64,
 }
@@ -200,7 +204,8 @@ pub fn fold(entries: &[Entry]) -> Vec<Run> {
             retry_of,
             attempt,
             image,
-            image_digest
+            image_digest,
+            cancelled_by
         );
         r.updated_at = r.updated_at.max(e.at);
     }

@@ -169,6 +169,7 @@ pub struct JobDocument {
     pub forward: Option<Forward>,
     pub fetch: Option<Fetch>,
     pub forensics: Option<Forensics>,
+    pub race: Option<Race>,
     pub error: Option<ErrorSection>,
 
     /// Any other field: kept exactly as it came.
@@ -279,6 +280,33 @@ pub struct Resolve {
     /// `size_from_history`: what was sized, from which runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sized_from_history: Option<HistorySizing>,
+}
+
+/// slurm-watch --race: the same job submitted to several clusters (or partitions); the first to
+/// start was kept and watched, the others cancelled.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Race {
+    /// The entrant kept (this document's job).
+    pub winner_cluster: String,
+    pub winner_job_id: String,
+    /// From the race's start until the winner was seen started.
+    pub waited_seconds: f64,
+    pub entrants: Vec<RaceEntrant>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RaceEntrant {
+    pub cluster: String,
+    pub job_id: String,
+    /// Where its document came from: `stdin` or the file given.
+    pub source: String,
+    /// Slurm's state when the race ended (for a cancelled one, after the cancel).
+    pub state: String,
+    pub won: bool,
+    /// Cancelled by the race (only jobs in the race's own documents ever are).
+    pub cancelled: bool,
 }
 
 /// slurm-resolve's `size_from_history`: past runs of the job on the cluster, and what was filled.
@@ -1175,6 +1203,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
             "forward" => one::<Forward>(name, v),
             "fetch" => one::<Fetch>(name, v),
             "forensics" => one::<Forensics>(name, v),
+            "race" => one::<Race>(name, v),
             "error" => one::<ErrorSection>(name, v),
             _ => unreachable!("every section name has its type"),
         }?;
@@ -1188,7 +1217,7 @@ pub fn check_sections(doc: &Value, input: Option<&Value>) -> Result<(), String> 
 }
 
 /// The sections the tools write.
-pub const SECTION_NAMES: [&str; 14] = [
+pub const SECTION_NAMES: [&str; 15] = [
     "resolve",
     "placement",
     "preflight",
@@ -1202,6 +1231,7 @@ pub const SECTION_NAMES: [&str; 14] = [
     "forward",
     "fetch",
     "forensics",
+    "race",
     "error",
 ];
 
@@ -1233,6 +1263,7 @@ pub fn sections() -> Vec<(&'static str, Vec<String>)> {
         ("forward", section_fields::<Forward>()),
         ("fetch", section_fields::<Fetch>()),
         ("forensics", section_fields::<Forensics>()),
+        ("race", section_fields::<Race>()),
         ("error", section_fields::<ErrorSection>()),
     ]
 }

@@ -107,6 +107,14 @@ const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
          makes (three jobs) before it runs `slurm-runs --stats` and slurm-resolve",
     ),
     (
+        "docs/cookbook.md",
+        "Several clusters: where it starts first, and why it waits",
+        3,
+        "modern::place::a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other",
+        "a race needs both sites and a busy one, which that test makes (a filler job), before it \
+         runs `slurm-watch --race` on the two submissions",
+    ),
+    (
         "README.md",
         "Quickstart",
         0,

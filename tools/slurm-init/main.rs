@@ -59,7 +59,7 @@ struct Cli {
     #[arg(long, value_name = "PARTITION")]
     partition: Option<String>,
 
-    /// The QoS (default: the only one your association lists, else none).
+    /// The QoS (default: the only one your association lists, else its DefaultQOS, else none).
     #[arg(long, value_name = "QOS")]
     qos: Option<String>,
 
@@ -87,6 +87,8 @@ struct Probe {
     slurm: Option<String>,
     /// (account, partition, QoS list)
     assoc: Vec<(String, String, String)>,
+    /// An association's default QoS (sacctmgr's DefaultQOS), by account, where it has one.
+    default_qos: Vec<(String, String)>,
     /// (name, max time, gres, default)
     parts: Vec<(String, String, String, bool)>,
 }
@@ -102,10 +104,13 @@ fn parse_probe(text: &str) -> Probe {
             "SLURM" => p.slurm = Some(rest.to_string()),
             "ASSOC" => {
                 let f: Vec<&str> = rest.split('|').collect();
-                if let [a, part, q] = f.as_slice() {
+                if let [a, part, q, more @ ..] = f.as_slice() {
                     if !a.is_empty() && !p.assoc.iter().any(|(x, _, _)| x == a) {
                         p.assoc
                             .push((a.to_string(), part.to_string(), q.to_string()));
+                        if let Some(d) = more.first().filter(|d| !d.is_empty()) {
+                            p.default_qos.push((a.to_string(), d.to_string()));
+                        }
                     }
                 }
             }
@@ -218,7 +223,13 @@ fn entry_for(cli: &Cli, name: &str, p: &Probe) -> Result<CatalogEntry> {
             .map(|(_, _, q)| q.as_str())
             .unwrap_or("");
         let list: Vec<&str> = of_account.split(',').filter(|q| !q.is_empty()).collect();
-        (list.len() == 1).then(|| list[0].to_string())
+        // Several: the association's own default, where the site set one.
+        let default = p
+            .default_qos
+            .iter()
+            .find(|(a, _)| Some(a) == account.as_ref())
+            .map(|(_, d)| d.clone());
+        (list.len() == 1).then(|| list[0].to_string()).or(default)
     });
     let base = p.scratch.clone().unwrap_or_else(|| p.home.clone());
     let root = cli
@@ -452,6 +463,13 @@ mod tests {
             value(r#"{"name": "gpu", "max_time": "2-00:00:00", "default": true}"#)
         );
         assert_eq!(e["partitions"][2], value(r#"{"name": "cpu"}"#));
+        // Several QoS: the association's DefaultQOS, where the site set one; else none.
+        let several = parse_probe("USER a\nHOME /h\nASSOC lab||gpucap,normal|normal\n");
+        let e = serde_json::to_value(entry_for(&cli, "x", &several).unwrap()).unwrap();
+        assert_eq!(e["defaults"]["qos"], "normal");
+        let none = parse_probe("USER a\nHOME /h\nASSOC lab||gpucap,normal|\n");
+        let e = serde_json::to_value(entry_for(&cli, "x", &none).unwrap()).unwrap();
+        assert_eq!(e["defaults"].get("qos"), None);
         // Several accounts: the person chooses.
         let mut two = p;
         two.assoc.push(("other".into(), "".into(), "".into()));

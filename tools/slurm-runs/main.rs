@@ -620,6 +620,12 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
     for r in runs {
         let l = live.get(&(r.cluster.clone(), r.job_id.clone()));
         let mut state = r.slurm_state.clone().unwrap_or_else(|| "?".into());
+        if r.cancelled_by
+            .as_deref()
+            .is_some_and(|c| c.starts_with("the race"))
+        {
+            state.push_str(" (by the race)");
+        }
         if let Some(reason) = l.and_then(|l| l.reason.as_deref()) {
             match l.and_then(pending_category) {
                 Some(c) => state.push_str(&format!(" ({reason}: {c})")),

@@ -2,6 +2,7 @@
 //! "Recovering" and "The report" in the manual procedure, docs/migrating.md).
 
 mod poll;
+mod race;
 mod retry;
 mod scan;
 mod verdict;
@@ -33,6 +34,11 @@ use verdict::{final_verdict, Verdict};
 /// is over partition debug's MaxTime 04:00:00", "your QOS gpucap allows 4 GPUs per user and your
 /// running job 12 uses 4") and what would help, from facts the same session gathers once per
 /// reason (scontrol; the partitions, idle nodes, QOS and association limits where they matter).
+///
+/// --race FILE...: the input's job and the same job submitted elsewhere (the documents
+/// slurm-submit wrote for the other clusters or partitions) are polled together; the first to
+/// start is kept and watched, the others are cancelled (only those jobs), each cancel recorded in
+/// the ledger; the output is the winner's document with the `race` section.
 ///
 /// `hang_pattern` (default
 /// "hang detected", case-insensitive) in a complete log line is a hang; so is silence with
@@ -101,13 +107,20 @@ struct Cli {
     /// times. Each attempt is in `attempts` and linked in the ledger.
     #[arg(long, value_name = "N")]
     retry: Option<u32>,
+
+    /// The same job submitted elsewhere (other clusters or partitions): the documents
+    /// slurm-submit wrote for them. Whichever of these and the input's job starts first is kept
+    /// and watched; the others are cancelled (only those jobs), each cancel recorded in the
+    /// ledger; the output is the winner's document with the `race` section.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    race: Vec<std::path::PathBuf>,
 }
 
 impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
-    const SECTIONS: &'static [&'static str] = &["report", "forensics"];
+    const SECTIONS: &'static [&'static str] = &["report", "forensics", "race"];
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -270,6 +283,10 @@ struct State {
 }
 
 fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    if !cli.race.is_empty() {
+        race::check_files(&cli.race)?;
+        race::run(ctx, &cli.race, cli.interval.unwrap_or(10.0).max(1.0))?;
+    }
     loop {
         let outcome = watch_once(cli, ctx)?;
         let Some(max) = cli.retry else {

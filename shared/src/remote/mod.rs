@@ -64,6 +64,9 @@ pub const PLACE_PROBE: &str = include_str!("sh/place-probe.sh");
 /// Past jobs' usage from accounting (sacct, steps included), for sizing from history.
 pub const USAGE_QUERY: &str = include_str!("sh/usage-query.sh");
 
+/// slurm-watch --race: `race_state JOB`, `race_cancel JOB`.
+pub const RACE: &str = include_str!("sh/race.sh");
+
 /// Cluster-side changes in the remote clone: `cluster_changes`.
 pub const CLONE_CHANGES: &str = include_str!("sh/clone-changes.sh");
 

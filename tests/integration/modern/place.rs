@@ -6,6 +6,14 @@
 use super::*;
 use std::collections::BTreeMap;
 
+/// Held by a test of this file for its whole run: each makes a site busy with a filler job and
+/// reads the other's figures, so two at once would see each other's fillers.
+static BUSY_SITES: Mutex<()> = Mutex::new(());
+
+fn busy_sites() -> MutexGuard<'static, ()> {
+    BUSY_SITES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Cancels the job it names on the site it names when dropped.
 struct Cancel(&'static str, String);
 
@@ -96,6 +104,7 @@ fn candidate<'a>(r: &'a Run, name: &str) -> &'a Value {
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     crate::needs_cluster!();
+    let _sites = busy_sites();
     let dir = tempdir();
     let trace = dir.path().join("trace.jsonl");
     let cp = control_path("place");
@@ -170,13 +179,14 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     );
     drop(busy);
 
-    // Two whole nodes asked, and the first site's two nodes each with a GPU taken: the modern
-    // site starts it first.
-    let mut two = doc.clone();
-    two["node_count"] = json!(2);
-    two["required_devices_per_node"] = json!(4);
-    let _busy = filler("first", "-N 2 --gpus-per-node=1 --nodelist=mn1,mn2");
-    let (r, _) = place(&two, &trace);
+    // The first site blocked for this request: its QOS gpucap's per-user GPU cap (4) used up by a
+    // running job of the same user. The modern site (no accounting, no such cap) takes it,
+    // whatever its estimate; the first site says what blocks it.
+    let qos = tb.s("capped_qos");
+    let _capped = filler("first", &format!("--qos={qos} --gpus-per-node=4"));
+    let mut capped = doc.clone();
+    capped["qos"] = json!(qos);
+    let (r, _) = place(&capped, &trace);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
         r.doc["placement"]["chosen"], "modern",
@@ -185,11 +195,20 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     );
     assert_eq!(r.doc["slurm_cluster"], "modern");
     let local = candidate(&r, "local");
+    let blocked = local["blocked_by"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{local}"));
+    assert!(
+        blocked.starts_with(&format!(
+            "your QOS {qos} allows 4 GPUs per user and your running jobs "
+        )),
+        "{local}"
+    );
     assert!(
         local["reason"]
             .as_str()
             .unwrap()
-            .starts_with("starts later: in "),
+            .starts_with("blocked: your QOS"),
         "{local}"
     );
     logout(&cp);
@@ -205,4 +224,101 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
         r.doc["error"]
     );
     assert!(per_host.is_empty(), "{per_host:?}");
+}
+
+/// A race on both sites (issue 36): the same job submitted to the first site (free) and to the
+/// modern one (its GPUs taken), `slurm-watch --race`: the one that starts first is kept and
+/// watched to its verdict, the other is cancelled, recorded in the ledger as the race's, and no
+/// job of this run is left queued on either site.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other() {
+    crate::needs_cluster!();
+    let _sites = busy_sites();
+    let modern = ModernJob::new("race");
+    let (_fx, first) = crate::fixture::synced("race");
+    let name = format!("st-race-{}", std::process::id());
+    let set = |d: &Value| {
+        let mut d = d.clone();
+        d["job_name"] = json!(name);
+        d["recipe"] = json!("batch");
+        d["command"] = json!("echo raced on $(hostname)");
+        d["gpus_per_node"] = json!(1);
+        d
+    };
+    let _busy = filler("modern", "-N 2 --gpus-per-node=4");
+    let m = run("slurm-submit", &[], &set(&modern.doc));
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    let m_id = m.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let _m_cancel = Cancel("modern", m_id.clone());
+    let f = run("slurm-submit", &[], &set(&first));
+    assert_eq!(f.code, 0, "{}", f.stderr);
+    let f_id = f.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let dir = tempdir();
+    let other = dir.path().join("modern.json");
+    std::fs::write(&other, m.doc.to_string()).unwrap();
+
+    let w = run(
+        "slurm-watch",
+        &["--interval", "2", "--race", other.to_str().unwrap()],
+        &f.doc,
+    );
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let race = &w.doc["race"];
+    assert_eq!(race["winner_job_id"], json!(f_id), "{race}");
+    assert_eq!(w.doc["job"]["job_id"], json!(f_id), "the winner's document");
+    assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
+    let entrants = race["entrants"].as_array().unwrap();
+    assert_eq!(entrants.len(), 2, "{race}");
+    let lost = entrants
+        .iter()
+        .find(|e| e["job_id"] == json!(m_id))
+        .unwrap();
+    assert_eq!(lost["cancelled"], true, "{race}");
+    assert_eq!(lost["won"], false, "{race}");
+    assert!(
+        w.stderr
+            .contains(&format!("race: cancelled modern job {m_id}")),
+        "{}",
+        w.stderr
+    );
+
+    // Nothing of this run is left queued on either site.
+    let modern_left = on_modern(
+        "modern-login",
+        &format!("squeue -h -t PENDING,RUNNING -n {name} -o %i"),
+    );
+    assert_eq!(modern_left.trim(), "", "modern");
+    let first_left = Command::new("squeue")
+        .args(["-h", "-t", "PENDING,RUNNING", "-n", &name, "-o", "%i"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&first_left.stdout).trim(),
+        "",
+        "first site"
+    );
+
+    // The ledger says who cancelled it.
+    let listed = tool("slurm-runs")
+        .args(["--json", "--no-refresh", "--name", &name])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let runs: Vec<Value> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let m_run = runs.iter().find(|r| r["job_id"] == json!(m_id)).unwrap();
+    assert_eq!(m_run["slurm_state"], "CANCELLED", "{m_run}");
+    assert!(
+        m_run["cancelled_by"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!(
+                "the race: {} job {f_id} started first",
+                race["winner_cluster"].as_str().unwrap()
+            )),
+        "{m_run}"
+    );
 }

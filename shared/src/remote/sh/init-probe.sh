@@ -7,7 +7,7 @@
 #   SCRATCH <dir>               the first of $SCRATCH, $WORK, /scratch/<user>, /lustre/<user>
 #                               and /work/<user> that is a writable directory
 #   SLURM <version>             `sinfo --version`
-#   ASSOC <account>|<partition>|<qos list>   each association of the user (sacctmgr)
+#   ASSOC <account>|<partition>|<qos list>|<default qos>   each association of the user (sacctmgr)
 #   PART <name>|<max time>|<gres>            each partition (a default one ends its name with *)
 #   TOOLS <git> <tmux> <tar>    yes/no for each
 me=$(id -un)
@@ -17,7 +17,7 @@ for d in "${SCRATCH:-}" "${WORK:-}" "/scratch/$me" "/lustre/$me" "/work/$me"; do
   if [ -n "$d" ] && [ -d "$d" ] && [ -w "$d" ]; then echo "SCRATCH $d"; break; fi
 done
 v=$(sinfo --version 2>/dev/null) && echo "SLURM $v"
-sacctmgr -n -P show assoc user="$me" format=account,partition,qos 2>/dev/null | sed 's/^/ASSOC /'
+sacctmgr -n -P show assoc user="$me" format=account,partition,qos,defaultqos 2>/dev/null | sed 's/^/ASSOC /'
 sinfo -h -o '%P|%l|%G' 2>/dev/null | sort -u | sed 's/^/PART /'
 have() { if command -v "$1" >/dev/null 2>&1; then printf yes; else printf no; fi; }
 echo "TOOLS $(have git) $(have tmux) $(have tar)"

@@ -1,0 +1,270 @@
+//! `slurm-watch --race OTHER.json...`: the same job submitted to several clusters (or
+//! partitions), each document from its own slurm-submit; the first to start is kept and watched
+//! to its verdict, the others are cancelled (only the jobs these documents name: nothing else of
+//! the person's is touched), and each cancel is recorded in the ledger as the race's. One ssh
+//! execution per entrant per poll (shared/src/remote/sh/race.sh).
+
+use shared::quote::Script;
+use shared::schema::{self, Race, RaceEntrant};
+use shared::ssh::Ssh;
+use shared::{Context, Document, Result, ToolError};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+struct Entrant {
+    doc: Document,
+    source: String,
+    cluster: String,
+    job_id: String,
+    ssh: Ssh,
+    state: String,
+    reason: String,
+}
+
+/// Slurm states that mean the job started (or already ran and ended).
+fn started(state: &str) -> bool {
+    !matches!(
+        state,
+        "" | "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "CANCELLED" | "SPECIAL_EXIT"
+    ) && !state.starts_with("CANCELLED")
+}
+
+fn entrant(doc: Document, source: &str) -> Result<Entrant> {
+    let job = doc.section_as::<schema::Job>("job")?.ok_or_else(|| {
+        ToolError::bad_input(format!(
+            "--race: {source} has no `job` section (run slurm-submit on it first)"
+        ))
+        .with_field("job")
+    })?;
+    let Some(job_id) = job.job_id.filter(|id| !id.is_empty()) else {
+        return Err(ToolError::bad_input(format!(
+            "--race: {source}'s job has no job id (was it submitted?)"
+        ))
+        .with_field("job"));
+    };
+    shared::slurm::check_job_id("job.job_id", &job_id)?;
+    let ssh = Ssh::from_doc(&doc)?;
+    Ok(Entrant {
+        cluster: shared::ledger::cluster_of(&doc),
+        job_id,
+        source: source.to_string(),
+        ssh,
+        doc,
+        state: String::new(),
+        reason: String::new(),
+    })
+}
+
+fn ask(e: &Entrant, call: &'static str) -> Result<String> {
+    let mut s = Script::new();
+    s.assign("job", &e.job_id)?;
+    s.raw(shared::remote::RACE);
+    s.raw(call);
+    let out = e.ssh.run_script(&s, None, Duration::from_secs(60))?;
+    Ok(out.stdout_text())
+}
+
+/// Race the document on stdin against `others`; on return `ctx.doc` is the winner's document
+/// with the `race` section. Exit 3 when the MFA master of an entrant died (rerun after login).
+pub fn run(ctx: &mut Context, others: &[std::path::PathBuf], interval: f64) -> Result<()> {
+    let mut entrants = vec![entrant(ctx.doc.clone(), "stdin")?];
+    for p in others {
+        let bytes = std::fs::read(p).map_err(|e| {
+            ToolError::bad_input(format!("--race {}: cannot read it: {e}", p.display()))
+                .with_hint("give the documents slurm-submit wrote for the other clusters")
+        })?;
+        let name = p.display().to_string();
+        entrants.push(entrant(Document::parse(&bytes, &name)?, &name)?);
+    }
+    for (i, a) in entrants.iter().enumerate() {
+        if entrants[..i]
+            .iter()
+            .any(|b| b.cluster == a.cluster && b.job_id == a.job_id)
+        {
+            return Err(ToolError::bad_input(format!(
+                "--race: {} and an earlier document name the same job ({} job {})",
+                a.source, a.cluster, a.job_id
+            )));
+        }
+    }
+    ctx.note(format!(
+        "racing {} submissions: {}; the first to start is kept, the others are cancelled",
+        entrants.len(),
+        entrants
+            .iter()
+            .map(|e| format!("{} job {}", e.cluster, e.job_id))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let begun = Instant::now();
+    let mut wait = 1.0_f64;
+    let winner = loop {
+        // Every entrant, at once (one thread and one ssh execution each).
+        let answers: Vec<Result<String>> = std::thread::scope(|s| {
+            let handles: Vec<_> = entrants
+                .iter()
+                .map(|e| s.spawn(move || ask(e, "race_state \"$job\"\n")))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a race poll"))
+                .collect()
+        });
+        let mut changed = false;
+        for (e, a) in entrants.iter_mut().zip(answers) {
+            let text = a?;
+            let line = text
+                .lines()
+                .find_map(|l| l.strip_prefix("STATE "))
+                .unwrap_or("");
+            let (state, reason) = line.split_once('|').unwrap_or((line, ""));
+            let state = state.split_whitespace().next().unwrap_or("").to_string();
+            if state != e.state || reason != e.reason {
+                changed = true;
+                e.state = state;
+                e.reason = reason.to_string();
+            }
+        }
+        if let Some(i) = entrants.iter().position(|e| started(&e.state)) {
+            break i;
+        }
+        if entrants
+            .iter()
+            .all(|e| e.state.is_empty() || e.state.starts_with("CANCELLED"))
+        {
+            return Err(ToolError::remote(
+                "--race: every entrant left the queue without starting (cancelled from outside?)",
+            )
+            .with_hint("check them with slurm-runs; submit again"));
+        }
+        if changed {
+            ctx.note(format!(
+                "race: {}",
+                entrants
+                    .iter()
+                    .map(|e| format!(
+                        "{} job {} {}{}",
+                        e.cluster,
+                        e.job_id,
+                        if e.state.is_empty() { "?" } else { &e.state },
+                        if e.reason.is_empty() || e.reason == "None" {
+                            String::new()
+                        } else {
+                            format!(" ({})", e.reason)
+                        }
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        std::thread::sleep(Duration::from_secs_f64(wait));
+        wait = (wait * 1.5).min(interval);
+    };
+    let waited = (begun.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    let (wc, wj) = (
+        entrants[winner].cluster.clone(),
+        entrants[winner].job_id.clone(),
+    );
+    ctx.note(format!(
+        "race: {wc} job {wj} started first ({}, after {waited} s); cancelling the others",
+        entrants[winner].state
+    ));
+    let ledger = shared::ledger::path();
+    let mut cancelled = Vec::new();
+    for (i, e) in entrants.iter_mut().enumerate() {
+        if i == winner {
+            continue;
+        }
+        let text = ask(e, "race_cancel \"$job\"\n")?;
+        let after = text
+            .lines()
+            .find_map(|l| l.strip_prefix("CANCELLED "))
+            .unwrap_or("")
+            .trim()
+            .to_string();
+        e.state = if after.is_empty() {
+            "CANCELLED".to_string()
+        } else {
+            after
+        };
+        cancelled.push(i);
+        if let Some(path) = &ledger {
+            let entry = shared::ledger::Entry {
+                event: "state".to_string(),
+                at: shared::clock::unix_now(),
+                cluster: e.cluster.clone(),
+                job_id: e.job_id.clone(),
+                job_name: e.doc.str_opt("job_name").ok().flatten().map(str::to_string),
+                slurm_state: Some("CANCELLED".to_string()),
+                cancelled_by: Some(format!("the race: {wc} job {wj} started first")),
+                ..Default::default()
+            };
+            if let Err(err) = shared::ledger::append_to(path, &entry) {
+                ctx.warn(format!(
+                    "could not record the race's cancel of {} job {} in the ledger {}: {err}",
+                    e.cluster,
+                    e.job_id,
+                    path.display()
+                ));
+            }
+        }
+        ctx.note(format!(
+            "race: cancelled {} job {} ({})",
+            e.cluster, e.job_id, e.source
+        ));
+    }
+    let section = Race {
+        winner_cluster: wc,
+        winner_job_id: wj,
+        waited_seconds: waited,
+        entrants: entrants
+            .iter()
+            .enumerate()
+            .map(|(i, e)| RaceEntrant {
+                cluster: e.cluster.clone(),
+                job_id: e.job_id.clone(),
+                source: e.source.clone(),
+                state: e.state.clone(),
+                won: i == winner,
+                cancelled: cancelled.contains(&i),
+            })
+            .collect(),
+    };
+    let mut doc = entrants.swap_remove(winner).doc;
+    doc.set_section("race", &section);
+    ctx.doc = doc;
+    Ok(())
+}
+
+/// `--race` needs files it can read (checked before anything is asked).
+pub fn check_files(files: &[std::path::PathBuf]) -> Result<()> {
+    for f in files {
+        if !Path::new(f).is_file() {
+            return Err(
+                ToolError::bad_input(format!("--race {}: no such file", f.display()))
+                    .with_hint("give the documents slurm-submit wrote for the other clusters"),
+            );
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_job_has_started_once_slurm_says_anything_but_pending_or_cancelled() {
+        for s in [
+            "RUNNING",
+            "COMPLETING",
+            "COMPLETED",
+            "FAILED",
+            "TIMEOUT",
+            "CONFIGURING",
+        ] {
+            assert!(super::started(s), "{s}");
+        }
+        for s in ["", "PENDING", "REQUEUED", "CANCELLED", "CANCELLED+"] {
+            assert!(!super::started(s), "{s}");
+        }
+    }
+}
