@@ -69,6 +69,12 @@ struct Cli {
     /// now and your pending jobs there; write them all in the `placement` section.
     #[arg(long, conflicts_with = "pick")]
     place: bool,
+
+    /// With --place: wait up to this many seconds for a login to each cluster that needs one
+    /// (its master opened, e.g. with the command placement prints), and ask it then, instead of
+    /// going on without it.
+    #[arg(long, value_name = "SECONDS", requires = "place")]
+    wait_login: Option<u64>,
 }
 
 impl ToolCli for Cli {
@@ -131,7 +137,7 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
 
     let (entry, selected_by, candidates) = if cli.place {
-        placed(ctx, &wanted, catalog.as_ref())?
+        placed(ctx, &wanted, catalog.as_ref(), cli.wait_login)?
     } else {
         select(&wanted, catalog.as_ref(), cli.pick.as_deref())?
     };
@@ -321,6 +327,7 @@ fn placed<'c>(
     ctx: &mut Context,
     w: &Wanted,
     catalog: Option<&'c Catalog>,
+    wait_login: Option<u64>,
 ) -> Result<(Option<&'c Entry>, SelectedBy, Vec<Candidate>)> {
     if w.cluster.is_some() {
         return Err(
@@ -364,6 +371,7 @@ fn placed<'c>(
     }
     let asked_at = shared::clock::unix_now();
     let mut cands = Vec::new();
+    let mut docs = Vec::new();
     for e in &entries {
         // The document this cluster would get, by resolve's own rules.
         let mut d = ctx.doc.clone();
@@ -387,6 +395,10 @@ fn placed<'c>(
             }
         };
         cands.push(c);
+        docs.push(d);
+    }
+    if let Some(secs) = wait_login {
+        place::wait_for_logins(ctx, &mut cands, &docs, asked_at, secs);
     }
     let best = place::choose(&mut cands, &cat.prefer);
     for c in &cands {

@@ -257,6 +257,49 @@ fn ask(doc: &Document) -> std::result::Result<Answer, AskError> {
     }
 }
 
+/// `--wait-login`: for each cluster that needed a login, wait (at most `secs` in all) for its
+/// master, polling `ssh -O check` every two seconds, and ask it once it is there.
+pub fn wait_for_logins(
+    ctx: &shared::Context,
+    cands: &mut [PlacementCandidate],
+    docs: &[Document],
+    asked_at: u64,
+    secs: u64,
+) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    for (c, doc) in cands.iter_mut().zip(docs) {
+        if c.state != "login_needed" {
+            continue;
+        }
+        let Ok(ssh) = Ssh::for_preflight(doc) else {
+            continue;
+        };
+        ctx.note(format!(
+            "placement: waiting up to {} s for a login to {}: {}",
+            deadline.saturating_duration_since(Instant::now()).as_secs(),
+            c.cluster_name,
+            c.login_command
+                .as_deref()
+                .unwrap_or("slurm-ssh-preflight --establish")
+        ));
+        loop {
+            let up = ssh
+                .control("check", ssh.control_path.as_deref())
+                .run()
+                .is_ok_and(|o| o.success());
+            if up {
+                let name = c.cluster_name.clone();
+                *c = probe(&name, doc, asked_at);
+                break;
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+}
+
 fn in_words(secs: Option<u64>) -> String {
     match secs {
         None => "unknown (Slurm gave no estimate)".to_string(),

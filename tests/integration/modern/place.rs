@@ -177,6 +177,41 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
         "{}",
         r.stderr
     );
+
+    // --wait-login: the person opens the MFA cluster's master while placement waits; that
+    // cluster is then asked too.
+    let waiting = {
+        let (doc, trace) = (doc.clone(), dir.path().join("trace-wait.jsonl"));
+        std::thread::spawn(move || {
+            let mut c = tool("slurm-resolve");
+            c.env("SLURM_TOOLS_TRACE", &trace).args([
+                "--catalog",
+                &testbed().s("catalog"),
+                "--place",
+                "--wait-login",
+                "60",
+            ]);
+            run_raw(c, doc.to_string().as_bytes())
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let r = {
+        // Not while a test counts the MFA host's logins.
+        let _counting = mfa_lock();
+        mfa_login(&cp);
+        let r = waiting.join().unwrap();
+        mfa_logout(&cp);
+        r
+    };
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mfa = candidate(&r, "local-mfa");
+    assert_eq!(mfa["state"], "answered", "{mfa}: {}", r.stderr);
+    assert!(mfa["free_gpus"].as_u64().is_some(), "{mfa}");
+    assert!(
+        r.stderr.contains("placement: waiting up to"),
+        "{}",
+        r.stderr
+    );
     drop(busy);
 
     // The first site blocked for this request: its QOS gpucap's per-user GPU cap (4) used up by a
@@ -242,7 +277,7 @@ fn a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other() {
         let mut d = d.clone();
         d["job_name"] = json!(name);
         d["recipe"] = json!("batch");
-        d["command"] = json!("echo raced on $(hostname)");
+        d["command"] = json!("echo raced on $(hostname); sleep 10");
         d["gpus_per_node"] = json!(1);
         d
     };
@@ -258,11 +293,39 @@ fn a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other() {
     let other = dir.path().join("modern.json");
     std::fs::write(&other, m.doc.to_string()).unwrap();
 
-    let w = run(
-        "slurm-watch",
-        &["--interval", "2", "--race", other.to_str().unwrap()],
-        &f.doc,
-    );
+    let watching = {
+        let (other, input) = (other.clone(), f.doc.clone());
+        std::thread::spawn(move || {
+            run(
+                "slurm-watch",
+                &["--interval", "2", "--race", other.to_str().unwrap()],
+                &input,
+            )
+        })
+    };
+    // While the winner runs: exactly one job of this run on the two sites, and it is running.
+    let queued = |site: &str| -> String {
+        let q = format!("squeue -h -t PENDING,RUNNING -n {name} -o %i:%T");
+        if site == "modern" {
+            on_modern("modern-login", &q)
+        } else {
+            let out = Command::new("sh").args(["-c", &q]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (m_q, f_q) = (queued("modern"), queued("first"));
+        if m_q.trim().is_empty() && f_q.trim() == format!("{f_id}:RUNNING") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && !watching.is_finished(),
+            "never exactly the winner running: modern {m_q:?}, first {f_q:?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let w = watching.join().unwrap();
     assert_eq!(w.code, 0, "{}", w.stderr);
     let race = &w.doc["race"];
     assert_eq!(race["winner_job_id"], json!(f_id), "{race}");
