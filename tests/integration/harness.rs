@@ -538,3 +538,60 @@ pub fn forward_when_served(submitted: &Value, port_file: &str) -> Run {
         std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }
+
+/// Wait at most 180 s until `state()` (Slurm's state of job `what`) says RUNNING.
+pub fn wait_running(what: &str, state: impl Fn() -> String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let now = state();
+        if now.trim() == "RUNNING" {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not start within 180 s: {now:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
+/// A job of the cluster user's own on the first site, submitted outside the tools (a test's
+/// filler, sleeping 15 minutes within a 30-minute limit); its id, once it runs.
+pub fn first_site_filler(args: &[&str]) -> String {
+    let out = Command::new("runuser")
+        .args([
+            "-u",
+            &testbed().s("cluster_user"),
+            "--",
+            "sbatch",
+            "--parsable",
+        ])
+        .args([
+            "-A",
+            &testbed().s("account"),
+            "-o",
+            "/dev/null",
+            "-J",
+            "st-filler",
+        ])
+        .args(["--time=00:30:00"])
+        .args(args)
+        .args(["--wrap", "sleep 900"])
+        .current_dir("/tmp")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    wait_running(&format!("the filler {args:?}"), || {
+        let out = Command::new("squeue")
+            .args(["-h", "-j", &id, "-o", "%T"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    id
+}

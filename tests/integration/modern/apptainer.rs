@@ -393,6 +393,18 @@ fn two_node_recipes_run_in_apptainer_on_both_nodes_with_mounts() {
     );
 }
 
+/// On each modern node: how many Apptainer instances named `instance` run, and how many of their
+/// overlays are in the node's temporary directory ("1\n1": both there).
+fn instances_on_nodes(instance: &str) -> Vec<String> {
+    let listing = format!(
+        "apptainer instance list {instance} | grep -c '^{instance} '; ls -d /tmp/slurm-tools-*-{instance} 2>/dev/null | wc -l"
+    );
+    ["gn1", "gn2"]
+        .iter()
+        .map(|n| on_modern(n, &listing).trim().to_string())
+        .collect()
+}
+
 /// slurm-alloc on Apptainer: the image ready on both nodes, `packages` installed once into a
 /// directory every node's container sees, kept across `exec` (on both nodes, with --sync) and
 /// slurm-attach, and gone after `down`.
@@ -433,17 +445,8 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     // The allocation's instance runs on both nodes, each with its own overlay.
     let instance = format!("slurm-tools-{}", sec["job_id"].as_str().unwrap());
     assert_eq!(sec["container_instance"], json!(instance), "{sec}");
-    let on_nodes = |what: &str| -> Vec<String> {
-        ["gn1", "gn2"]
-            .iter()
-            .map(|n| on_modern(n, what).trim().to_string())
-            .collect()
-    };
-    let listing = format!(
-        "apptainer instance list {instance} | grep -c '^{instance} '; ls -d /tmp/slurm-tools-*-{instance} 2>/dev/null | wc -l"
-    );
     assert_eq!(
-        on_nodes(&listing),
+        instances_on_nodes(&instance),
         ["1\n1", "1\n1"],
         "instance and overlay on each node"
     );
@@ -587,7 +590,7 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         "gn2's was stopped by hand"
     );
     assert_eq!(
-        on_nodes(&listing),
+        instances_on_nodes(&instance),
         ["0\n0", "0\n0"],
         "no instance or overlay left"
     );
@@ -612,15 +615,7 @@ fn an_allocation_slurm_ends_without_down_leaves_no_instance_on_its_nodes() {
         .as_str()
         .unwrap_or_else(|| panic!("{}", up.doc["allocation"]))
         .to_string();
-    let listing = format!(
-        "apptainer instance list {instance} | grep -c '^{instance} '; ls -d /tmp/slurm-tools-*-{instance} 2>/dev/null | wc -l"
-    );
-    let on_nodes = || -> Vec<String> {
-        ["gn1", "gn2"]
-            .iter()
-            .map(|n| on_modern(n, &listing).trim().to_string())
-            .collect()
-    };
+    let on_nodes = || instances_on_nodes(&instance);
     assert_eq!(on_nodes(), ["1\n1", "1\n1"]);
     let job = up.doc["allocation"]["job_id"].as_str().unwrap();
     on_modern("modern-login", &format!("scancel {job}"));

@@ -29,45 +29,21 @@ impl Drop for Cancel {
 
 /// A filler job of the cluster user's own on `site` ("modern" or "first"), once it runs.
 fn filler(site: &'static str, args: &str) -> Cancel {
-    let user = testbed().s("cluster_user");
-    let submit = format!("cd /tmp && sbatch --parsable -o /dev/null -J st-place-filler --time=00:30:00 {args} --wrap 'sleep 900'");
-    let id = if site == "modern" {
-        on_modern("modern-login", &submit)
-    } else {
-        let out = Command::new("runuser")
-            .args(["-u", &user, "--", "sh", "-c"])
-            .arg(format!("{submit} -A {}", testbed().s("account")))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let id = id.trim().to_string();
-    let c = Cancel(site, id.clone());
-    let deadline = std::time::Instant::now() + Duration::from_secs(180);
-    loop {
-        let state = if site == "modern" {
-            on_modern("modern-login", &format!("squeue -h -j {id} -o %T"))
-        } else {
-            let out = Command::new("squeue")
-                .args(["-h", "-j", &id, "-o", "%T"])
-                .output()
-                .unwrap();
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
-        if state.trim() == "RUNNING" {
-            return c;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "filler {args} on {site}: {state}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
+    if site != "modern" {
+        let words: Vec<&str> = args.split_whitespace().collect();
+        return Cancel(site, first_site_filler(&words));
     }
+    let id = on_modern(
+        "modern-login",
+        &format!("cd /tmp && sbatch --parsable -o /dev/null -J st-filler --time=00:30:00 {args} --wrap 'sleep 900'"),
+    )
+    .trim()
+    .to_string();
+    let c = Cancel(site, id.clone());
+    wait_running(&format!("the filler {args} on {site}"), || {
+        on_modern("modern-login", &format!("squeue -h -j {id} -o %T"))
+    });
+    c
 }
 
 /// `slurm-resolve --place` on the test bed's catalog (local by key, local-mfa and modern behind
