@@ -5,7 +5,7 @@
 //! and the person's own pending jobs there. The earliest estimated start wins; every candidate is
 //! written with its figures and why it lost.
 
-use crate::catalog::{Catalog, Entry};
+use super::catalog::{Catalog, Entry};
 use shared::doc::Document;
 use shared::quote::Script;
 use shared::schema::{Placement, PlacementCandidate};
