@@ -547,6 +547,37 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     };
     let (lines, err, doc) = read_mark(&marked.doc);
     assert_eq!(lines, ["gn1 has gn1", "gn2 has gn2"], "{err}");
+    // exec --sync and slurm-attach run in the same instances: they see the mark too.
+    let synced = step(
+        &j.state,
+        "slurm-alloc",
+        &[
+            "exec",
+            "--sync",
+            "--",
+            "echo \"$(hostname) has $(cat /opt/slurm-tools-mark)\"",
+        ],
+        &doc,
+    );
+    let attached = step(
+        &j.state,
+        "slurm-attach",
+        &[
+            "--command",
+            "echo \"$(hostname) has $(cat /opt/slurm-tools-mark)\"",
+        ],
+        &synced.doc,
+    );
+    for (what, out) in [
+        ("exec --sync", &synced.stdout),
+        ("attach", &attached.stdout),
+    ] {
+        assert!(
+            ["gn1 has gn1", "gn2 has gn2"].contains(&out.trim()),
+            "{what}: {out:?}"
+        );
+    }
+    let doc = attached.doc;
     // Where the instance is gone, the command runs in the image, and says so.
     on_modern("gn2", &format!("apptainer instance stop {instance}"));
     let (lines, err, doc) = read_mark(&doc);
