@@ -648,12 +648,9 @@ fn apptainer_up(
     packages: &[String],
     sec: &Allocation,
 ) -> Result<()> {
+    let dir = shared::slurm::container::allocation_dir(&ctx.doc, job)?;
     let launcher_path = sec.container_launcher.clone().unwrap_or_default();
     let packages_dir = sec.packages_dir.clone();
-    let dir = launcher_path
-        .rsplit_once('/')
-        .map(|(d, _)| d.to_string())
-        .unwrap_or_default();
     let cache = shared::slurm::container::image_cache(&ctx.doc)?;
     let text = st
         .apptainer_launcher(
@@ -1049,6 +1046,7 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     s.assign("instance", instance.as_deref().unwrap_or(""))?;
     s.raw(TMUX_EXACT);
     s.raw(OVERLAP);
+    s.raw(shared::remote::ALLOC_INSTANCE_STOP);
     s.raw(
         r#"me=$(id -un)
 echo "LOGIN $(hostname 2>/dev/null)"
@@ -1058,8 +1056,7 @@ if [ "${st%% *}" = RUNNING ]; then
   # pyxis names the enroot container pyxis_<jobid>_<name> (container_scope=job) or pyxis_<name>.
   # One step on every node of the allocation (its node count is the second word of st).
   nn=${st#* }
-  # Apptainer: the allocation's instance on every node, and its overlay (apptainer-run.sh).
-  [ -z "$instance" ] || srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'for p in apptainer singularity; do command -v "$p" >/dev/null 2>&1 || continue; "$p" instance list "$1" 2>/dev/null | grep -q "^$1[[:space:]]" && "$p" --quiet instance stop "$1" >/dev/null 2>&1 && echo "INSTANCE_STOPPED $1 on $(hostname)"; rm -rf -- "${TMPDIR:-/tmp}/slurm-tools-$(id -u)-$1"; break; done' sh "$instance" 2>/dev/null
+  [ -z "$instance" ] || stop_instances "$job" "$nn" "$instance"
   srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_slurm-tools-$1" -e "pyxis_slurm-tools-$1" -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
 fi
 if [ -n "$container_dir" ] && [ -d "$container_dir" ]; then rm -rf -- "$container_dir" && echo "CONTAINER_FILES_REMOVED $container_dir"; fi

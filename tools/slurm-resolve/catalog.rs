@@ -239,12 +239,16 @@ impl Entry {
         })
     }
 
-    /// Why this cluster cannot take the job, or `None` when it can.
-    pub fn rejection(&self, device: &str, per_node: i64, total: Option<i64>) -> Option<String> {
-        if !self
-            .device_types
-            .iter()
-            .any(|d| d.eq_ignore_ascii_case(device))
+    /// Why this cluster cannot take the job, or `None` when it can. Without a `device` any type
+    /// does; without `per_node` (no GPUs asked for) neither GPUs nor size are checked.
+    pub fn rejection(
+        &self,
+        device: Option<&str>,
+        per_node: Option<i64>,
+        total: Option<i64>,
+    ) -> Option<String> {
+        if let Some(device) =
+            device.filter(|d| !self.device_types.iter().any(|t| t.eq_ignore_ascii_case(d)))
         {
             return Some(format!(
                 "device type {device} not offered (it has: {})",
@@ -255,6 +259,7 @@ impl Entry {
                 }
             ));
         }
+        let per_node = per_node?;
         let Some(gpn) = self.gpus_per_node else {
             return Some("the catalog does not say its gpus_per_node".into());
         };
@@ -349,11 +354,20 @@ mod tests {
         ];
         for (name, device, per_node, total, why) in table {
             assert_eq!(
-                e(name).rejection(device, *per_node, *total).as_deref(),
+                e(name)
+                    .rejection(Some(device), Some(*per_node), *total)
+                    .as_deref(),
                 *why,
                 "{name} {device} {per_node} {total:?}"
             );
         }
+        // Without a device type any type does (--place); without GPUs asked, nothing is checked.
+        assert_eq!(e("b").rejection(None, Some(4), None), None);
+        assert_eq!(
+            e("b").rejection(None, Some(8), None).as_deref(),
+            Some("4 GPUs per node < required_devices_per_node 8")
+        );
+        assert_eq!(e("c").rejection(None, None, Some(1000)), None);
         assert_eq!(cat.names(), ["a", "b", "c"]);
     }
 

@@ -510,7 +510,7 @@ fn select<'c>(
     let mut matches = Vec::new();
     let mut report = Vec::new();
     for e in &cat.clusters {
-        match e.rejection(device, per_node, w.total) {
+        match e.rejection(Some(device), Some(per_node), w.total) {
             None => {
                 matches.push(e);
                 report.push(Candidate {

@@ -90,14 +90,10 @@ impl Answer {
                     }
                 }
                 "PART" => {
-                    for w in rest.split_whitespace() {
-                        match w.split_once('=') {
-                            Some(("MaxTime", v)) => a.max_time = Some(v.to_string()),
-                            Some(("MaxNodes", v)) => a.max_nodes = Some(v.to_string()),
-                            Some(("State", v)) => a.partition_state = Some(v.to_string()),
-                            _ => {}
-                        }
-                    }
+                    let mut p = shared::slurm::parse_scontrol(rest);
+                    a.max_time = p.remove("MaxTime");
+                    a.max_nodes = p.remove("MaxNodes");
+                    a.partition_state = p.remove("State");
                 }
                 "NODE" => {
                     let w: Vec<&str> = rest.split_whitespace().collect();
@@ -234,6 +230,7 @@ fn ask(doc: &Document) -> std::result::Result<Answer, AskError> {
         s.arg(w).map_err(bad)?;
     }
     s.raw("\n");
+    s.raw(shared::remote::PENDING_FACTS);
     s.raw(shared::remote::PLACE_PROBE);
     match ssh.run_script(&s, None, Duration::from_secs(60)) {
         Ok(out) if out.success() => Ok(Answer::parse(&out.stdout_text())),
@@ -401,16 +398,7 @@ pub fn static_candidates<'c>(
     let mut ok = Vec::new();
     let mut out = Vec::new();
     for e in &cat.clusters {
-        let d = device
-            .map(str::to_string)
-            .or_else(|| e.device_types.first().cloned())
-            .unwrap_or_default();
-        let why = if device.is_none() && e.device_types.is_empty() && per_node.is_none() {
-            None
-        } else {
-            e.rejection(&d, per_node.unwrap_or(1), total)
-        };
-        match why {
+        match e.rejection(device, per_node, total) {
             None => ok.push(e),
             Some(w) => out.push((e.cluster_name.clone(), w)),
         }
@@ -473,28 +461,18 @@ mod tests {
     }
 
     fn cand(name: &str, state: &str, start: Option<u64>, free: u64) -> PlacementCandidate {
-        PlacementCandidate {
-            cluster_name: name.into(),
-            partition: None,
-            state: state.into(),
-            estimated_start: start,
-            starts_in_seconds: start.map(|s| s - 100),
-            free_gpus: Some(free),
-            total_gpus: Some(8),
-            idle_nodes: None,
-            your_pending_jobs: None,
-            max_time: None,
-            max_nodes: None,
-            blocked_by: None,
-            chosen: false,
-            reason: if state == "login_needed" {
-                "a login is needed".into()
-            } else {
-                String::new()
-            },
-            login_command: (state == "login_needed").then(|| "ssh -M x".to_string()),
-            seconds: 0.1,
+        let mut c = probe_failed(name, "");
+        c.state = state.into();
+        c.estimated_start = start;
+        c.starts_in_seconds = start.map(|s| s - 100);
+        c.free_gpus = Some(free);
+        c.total_gpus = Some(8);
+        c.seconds = 0.1;
+        if state == "login_needed" {
+            c.reason = "a login is needed".into();
+            c.login_command = Some("ssh -M x".into());
         }
+        c
     }
 
     #[test]

@@ -284,7 +284,6 @@ struct State {
 
 fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if !cli.race.is_empty() {
-        race::check_files(&cli.race)?;
         race::run(ctx, &cli.race, cli.interval.unwrap_or(10.0).max(1.0))?;
     }
     loop {

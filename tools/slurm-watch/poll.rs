@@ -53,8 +53,7 @@ pub fn script(t: &Target) -> Result<Script> {
     s.raw(shared::slurm::NAP);
     s.raw(shared::remote::PENDING_FACTS);
     s.raw(
-        r#"explained=
-pause() {
+        r#"pause() {
   # $1 quarter seconds; $2 = 1: end early when the end marker appears.
   # The marker is looked for every quarter second in the first 2 s of a wait (a short job's end
   # is seen at once), then every second: a long wait starts a quarter of the sleeps.
@@ -112,10 +111,7 @@ poll() {
   if [ "$qrc" -eq 0 ] && [ -n "$q" ]; then
     printf 'Q %s\n' "$(printf '%s\n' "$q" | head -n 1)"
     # Pending: what decides the wait, once per reason (pending-facts.sh).
-    case "$q" in PENDING\|*)
-      pr=${q#PENDING|}; pr=${pr%%|*}
-      if [ "$pr" != "$explained" ]; then explained=$pr; pending_facts "$job" "$pr"; fi ;;
-    esac
+    pending_once "$job" "$(printf '%s\n' "$q" | head -n 1)"
     # COMPLETING after the job's own end marker: its nodes are cleaning up, and accounting may
     # already know how it ended (slurm-watch only takes that answer when the marker is there).
     case "$q" in COMPLETING*) if [ -n "$marker" ] && [ -e "$marker" ]; then acct; fi ;; esac

@@ -8,7 +8,6 @@ use shared::quote::Script;
 use shared::schema::{self, Race, RaceEntrant};
 use shared::ssh::Ssh;
 use shared::{Context, Document, Result, ToolError};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 struct Entrant {
@@ -233,19 +232,6 @@ pub fn run(ctx: &mut Context, others: &[std::path::PathBuf], interval: f64) -> R
     let mut doc = entrants.swap_remove(winner).doc;
     doc.set_section("race", &section);
     ctx.doc = doc;
-    Ok(())
-}
-
-/// `--race` needs files it can read (checked before anything is asked).
-pub fn check_files(files: &[std::path::PathBuf]) -> Result<()> {
-    for f in files {
-        if !Path::new(f).is_file() {
-            return Err(
-                ToolError::bad_input(format!("--race {}: no such file", f.display()))
-                    .with_hint("give the documents slurm-submit wrote for the other clusters"),
-            );
-        }
-    }
     Ok(())
 }
 

@@ -30,9 +30,13 @@ pub const APPTAINER_RUN: &str = include_str!("sh/apptainer-run.sh");
 /// content digest into the image cache. Sent after [`IMAGE_CACHE`].
 pub const PYXIS_IMPORT: &str = include_str!("sh/pyxis-import.sh");
 
-/// slurm-alloc up on Apptainer: the launcher written, the image started on every node, the
-/// packages installed once (the packages are the script's arguments).
+/// slurm-alloc up on Apptainer: the launcher written, the image checked on every node, the
+/// allocation's instance started and held on every node, the packages installed once (the
+/// packages are the script's arguments).
 pub const ALLOC_APPTAINER_UP: &str = include_str!("sh/alloc-apptainer-up.sh");
+
+/// slurm-alloc down on Apptainer: `stop_instances JOB NODES INSTANCE`.
+pub const ALLOC_INSTANCE_STOP: &str = include_str!("sh/alloc-instance-stop.sh");
 
 /// A detached tmux session, its start tried again when it meets a tmux server that is exiting:
 /// `tmux_start SESSION COMMAND`.
@@ -58,7 +62,7 @@ pub const UNTRACKED_KEEP: &str = include_str!("sh/untracked-keep.sh");
 pub const PENDING_FACTS: &str = include_str!("sh/pending-facts.sh");
 
 /// slurm-resolve --place: one cluster's estimate, limits and free GPUs for a request (its sbatch
-/// arguments are the script's).
+/// arguments are the script's). Sent after [`PENDING_FACTS`] (its `qos_facts`).
 pub const PLACE_PROBE: &str = include_str!("sh/place-probe.sh");
 
 /// Past jobs' usage from accounting (sacct, steps included), for sizing from history.

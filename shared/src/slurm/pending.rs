@@ -95,14 +95,6 @@ pub struct Facts {
     pub running: Vec<(String, String, BTreeMap<String, String>)>,
 }
 
-/// `k=v k=v ...` (scontrol -o) as a map; a value runs to the next space.
-fn fields(line: &str) -> BTreeMap<String, String> {
-    line.split_whitespace()
-        .filter_map(|w| w.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 /// `a=1,gres/gpu=4` as a map.
 pub fn tres(text: &str) -> BTreeMap<String, String> {
     text.split(',')
@@ -119,8 +111,8 @@ impl Facts {
             let (tag, rest) = l.as_ref().split_once(' ').unwrap_or((l.as_ref(), ""));
             let bars = || rest.split('|').map(str::to_string).collect::<Vec<_>>();
             match tag {
-                "PJ" => f.job = fields(rest),
-                "PP" => f.partitions.push(fields(rest)),
+                "PJ" => f.job = super::parse_scontrol(rest),
+                "PP" => f.partitions.push(super::parse_scontrol(rest)),
                 "PI" => {
                     if let Some((p, n)) = rest.split_once('|') {
                         if let Ok(n) = n.trim().parse() {

@@ -94,12 +94,7 @@ impl Answer {
             }
             let peak = parse_memory(f[3]).filter(|b| *b > 0);
             if step.is_empty() {
-                let gpus = f[4]
-                    .split(',')
-                    .filter_map(|w| w.split_once('='))
-                    .filter(|(k, _)| *k == "gres/gpu")
-                    .filter_map(|(_, v)| v.parse::<u64>().ok())
-                    .sum();
+                let gpus = super::pending::gpus(&super::pending::tres(f[4]));
                 jobs.push(Usage {
                     job_id: job.to_string(),
                     state: f[1].split_whitespace().next().unwrap_or("").to_string(),

@@ -94,6 +94,17 @@ fn container_job(name: &str) -> ModernJob {
 
 /// Cancels the allocation of this job name when dropped, so a test that fails half-way never
 /// leaves a node held for the tests after it.
+/// A container job's document for `slurm-alloc up` under an allocation name unique to this test
+/// (`st-NAME-<pid>`), and the guard that cancels that allocation when the test ends.
+fn allocation(name: &str, image: &str) -> (ModernJob, Value, Release) {
+    let j = container_job(name);
+    let mut a = j.doc.clone();
+    let job_name = format!("st-{name}-{}", std::process::id());
+    a["job_name"] = json!(job_name);
+    a["container_image"] = json!(image);
+    (j, a, Release(job_name))
+}
+
 struct Release(String);
 
 impl Drop for Release {
@@ -421,12 +432,8 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     std::fs::copy(&wheel, std::path::Path::new(&dir).join(&name)).unwrap();
     let on_site = format!("{home}/wheelhouse/{}", name.to_string_lossy());
 
-    let j = container_job("ctr-alloc");
-    let mut a = j.doc.clone();
-    a["job_name"] = json!(format!("st-ctr-alloc-{}", std::process::id()));
-    let _release = Release(a["job_name"].as_str().unwrap().to_string());
+    let (j, mut a, _release) = allocation("ctr-alloc", &testbed().s("container_image"));
     a["node_count"] = json!(2);
-    a["container_image"] = json!(testbed().s("container_image"));
     a["packages"] = json!([on_site]);
     a["mounts"] = json!(["/etc:/host-etc:ro"]);
     let up = step(&j.state, "slurm-alloc", &["up", "--wait"], &a);
@@ -634,13 +641,8 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn an_allocation_slurm_ends_without_down_leaves_no_instance_on_its_nodes() {
     crate::needs_cluster!();
-    let j = container_job("ctr-alloc-end");
-    let mut a = j.doc.clone();
-    let name = format!("st-ctr-end-{}", std::process::id());
-    a["job_name"] = json!(name);
-    let _release = Release(name);
+    let (j, mut a, _release) = allocation("ctr-alloc-end", &testbed().s("container_image"));
     a["node_count"] = json!(2);
-    a["container_image"] = json!(testbed().s("container_image"));
     let up = step(&j.state, "slurm-alloc", &["up", "--wait"], &a);
     let instance = up.doc["allocation"]["container_instance"]
         .as_str()
@@ -825,11 +827,7 @@ fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
         format!("{on_host}/nopython.sqsh"),
     )
     .unwrap();
-    let j = container_job("ctr-alloc-nopy");
-    let mut a = j.doc.clone();
-    a["job_name"] = json!(format!("st-ctr-nopy-{}", std::process::id()));
-    let _release = Release(a["job_name"].as_str().unwrap().to_string());
-    a["container_image"] = json!(format!("{images}/nopython.sqsh"));
+    let (j, mut a, _release) = allocation("ctr-alloc-nopy", &format!("{images}/nopython.sqsh"));
     a["packages"] = json!(["anything"]);
     let mut c = tool("slurm-alloc");
     c.env("SLURM_TOOLS_STATE_DIR", &j.state)

@@ -49,10 +49,16 @@ fn filler(site: &'static str, args: &str) -> Cancel {
 /// `slurm-resolve --place` on the test bed's catalog (local by key, local-mfa and modern behind
 /// logins); its run and the ssh executions it made, per login host.
 fn place(doc: &Value, trace: &Path) -> (Run, BTreeMap<String, usize>) {
+    place_with(doc, trace, &[])
+}
+
+/// [`place`] with more flags.
+fn place_with(doc: &Value, trace: &Path, flags: &[&str]) -> (Run, BTreeMap<String, usize>) {
     let _ = std::fs::remove_file(trace);
     let mut c = tool("slurm-resolve");
     c.env("SLURM_TOOLS_TRACE", trace)
-        .args(["--catalog", &testbed().s("catalog"), "--place"]);
+        .args(["--catalog", &testbed().s("catalog"), "--place"])
+        .args(flags);
     let r = run_raw(c, doc.to_string().as_bytes());
     let mut per_host = BTreeMap::new();
     for argv in connecting_ssh(&trace_lines(trace)) {
@@ -158,17 +164,7 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     // cluster is then asked too.
     let waiting = {
         let (doc, trace) = (doc.clone(), dir.path().join("trace-wait.jsonl"));
-        std::thread::spawn(move || {
-            let mut c = tool("slurm-resolve");
-            c.env("SLURM_TOOLS_TRACE", &trace).args([
-                "--catalog",
-                &testbed().s("catalog"),
-                "--place",
-                "--wait-login",
-                "60",
-            ]);
-            run_raw(c, doc.to_string().as_bytes())
-        })
+        std::thread::spawn(move || place_with(&doc, &trace, &["--wait-login", "60"]).0)
     };
     std::thread::sleep(Duration::from_secs(2));
     let r = {

@@ -2,7 +2,11 @@
 # watch's serving loop calls it when the reason changes), for slurm-watch to explain the reason
 # with the figure that matters and the action that would help (shared/src/slurm/pending.rs).
 #
-# Defines: pending_facts JOB REASON
+# Defines: pending_once JOB SQUEUE_LINE   pending_facts when SQUEUE_LINE (squeue's %T|%r|...)
+#                                        says PENDING for a reason not gathered yet (kept in
+#                                        `explained`)
+#          pending_facts JOB REASON
+#          qos_facts QOS USER   the PQ and PR lines below (also slurm-resolve --place's)
 # Prints (each line tagged; a query the site refuses or lacks prints nothing):
 #   PJ <scontrol show job -o JOB>                         always
 #   PP <scontrol show partition -o, one per partition>    partition limits, resources, priority
@@ -12,6 +16,15 @@
 #   PA <account>|<partition>|<GrpTRES>|<MaxTRES>|<MaxJobs>|<GrpJobs>
 #                                                         the user's associations (a limit of yours)
 #   PR <job id> <qos> <tres-alloc>                        the user's running jobs (a limit of yours)
+explained=
+pending_once() {
+  case $2 in 'PENDING|'*) ;; *) return 0 ;; esac
+  po_reason=${2#PENDING|}
+  po_reason=${po_reason%%|*}
+  [ "$po_reason" != "$explained" ] || return 0
+  explained=$po_reason
+  pending_facts "$1" "$po_reason"
+}
 pending_facts() {
   pf_sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
   printf 'PJ %s\n' "$pf_sc"
@@ -22,8 +35,11 @@ pending_facts() {
     QOS* | Assoc* | MaxCpuPerAccount | AccountingPolicy)
       pf_me=$(id -un)
       pf_qos=$(printf '%s\n' "$pf_sc" | tr ' ' '\n' | sed -n 's/^QOS=//p' | head -n 1)
-      [ -z "$pf_qos" ] || sacctmgr -n -P show qos "$pf_qos" format=Name,MaxTRESPU,MaxJobsPU,GrpTRES,MaxTRES,MaxWall 2>/dev/null | sed 's/^/PQ /'
       sacctmgr -n -P show assoc where user="$pf_me" format=Account,Partition,GrpTRES,MaxTRES,MaxJobs,GrpJobs 2>/dev/null | sed 's/^/PA /'
-      squeue -h -t RUNNING -u "$pf_me" -O 'JobID:30,QOS:40,tres-alloc:500' 2>/dev/null | sed 's/^/PR /' ;;
+      qos_facts "$pf_qos" "$pf_me" ;;
   esac
+}
+qos_facts() {
+  [ -z "$1" ] || sacctmgr -n -P show qos "$1" format=Name,MaxTRESPU,MaxJobsPU,GrpTRES,MaxTRES,MaxWall 2>/dev/null | sed 's/^/PQ /'
+  squeue -h -t RUNNING -u "$2" -O 'JobID:30,QOS:40,tres-alloc:500' 2>/dev/null | sed 's/^/PR /'
 }

@@ -13,6 +13,7 @@
 #   MINE_PENDING <count>                      the person's pending jobs in the partition
 #   PQ <name>|<MaxTRESPerUser>|<MaxJobsPerUser>|<GrpTRES>|<MaxTRES>|<MaxWall>   with a QOS
 #   PR <job id> <qos> <tres-alloc>            with a QOS: the person's running jobs
+# Needs: pending-facts.sh before it (qos_facts).
 : "${partition?}" "${qos?}"
 me=$(id -un)
 p=$partition
@@ -22,7 +23,4 @@ printf 'TEST %s\n' "$(env SLURM_TIME_FORMAT=%s sbatch --test-only "$@" --wrap tr
 printf 'PART %s\n' "$(scontrol show partition -o "$p" 2>/dev/null | head -n 1)"
 sinfo -h -N -p "$p" -O 'NodeList:60,StateCompact:20,Gres:100,GresUsed:120' 2>/dev/null | sed 's/^/NODE /'
 printf 'MINE_PENDING %s\n' "$(squeue -h -u "$me" -t PENDING -p "$p" -o '%i' 2>/dev/null | wc -l | tr -d ' ')"
-if [ -n "$qos" ]; then
-  sacctmgr -n -P show qos "$qos" format=Name,MaxTRESPU,MaxJobsPU,GrpTRES,MaxTRES,MaxWall 2>/dev/null | sed 's/^/PQ /'
-  squeue -h -t RUNNING -u "$me" -O 'JobID:30,QOS:40,tres-alloc:500' 2>/dev/null | sed 's/^/PR /'
-fi
+[ -z "$qos" ] || qos_facts "$qos" "$me"
