@@ -287,32 +287,34 @@ fn size_from_history(
                     sizing.peak_memory_p90_bytes = s.peak_memory_p90_bytes;
                     sizing.time_limit = Some(s.time_limit.clone());
                     sizing.mem = s.mem.clone();
-                    for (field, value) in [("time_limit", Some(&s.time_limit)), ("mem", s.mem.as_ref())] {
-                        let Some(v) = value else { continue };
+                    for (field, value) in [("time_limit", sizing.time_limit.clone()), ("mem", sizing.mem.clone())] {
+                        // The document's own value stays; a catalog's or your defaults' gives way.
                         let from_defaults = derived.iter().any(|d| d == field);
-                        if !ctx.doc.has(field) || from_defaults {
-                            if from_defaults {
-                                ctx.doc.remove(field);
-                                derived.retain(|d| d != field);
-                            }
-                            ctx.doc.derive(field, v.clone().into(), derived);
+                        if let (Some(v), true) = (value, !ctx.doc.has(field) || from_defaults) {
+                            ctx.doc.remove(field);
+                            derived.retain(|d| d != field);
+                            ctx.doc.derive(field, v.into(), derived);
                             sizing.filled.push(field.to_string());
                         }
                     }
+                    let mem = match (&s.mem, s.peak_memory_p90_bytes) {
+                        (Some(m), Some(p)) => format!(
+                            "{m} (their p90 peak {} x1.25 x{tasks} tasks per node)",
+                            usage::memory_text(p)
+                        ),
+                        _ => "not sized (accounting sampled no memory)".to_string(),
+                    };
+                    let filled = if sizing.filled.is_empty() {
+                        "nothing (the document gives both)".to_string()
+                    } else {
+                        sizing.filled.join(", ")
+                    };
                     format!(
-                        "sized from {} completed past runs of {name} on {cluster}: time_limit {} (their p90 elapsed {} x1.5, at least 5 min more), mem {}{}",
+                        "sized from {} completed past runs of {name} on {cluster}: time_limit {} (their p90 elapsed {} x1.5, at least 5 min more), mem {mem}; filled: {filled}",
                         s.runs,
                         s.time_limit,
                         shared::slurm::format_duration(s.elapsed_p90_seconds),
-                        s.mem.as_deref().unwrap_or("not sized (accounting sampled no memory)"),
-                        s.peak_memory_p90_bytes
-                            .map(|p| format!(" (their p90 peak {} x1.25 x{tasks} tasks per node)", usage::memory_text(p)))
-                            .unwrap_or_default()
-                    ) + &if sizing.filled.len() < 2 {
-                        format!("; filled: {}", if sizing.filled.is_empty() { "nothing (the document gives both)".to_string() } else { sizing.filled.join(", ") })
-                    } else {
-                        String::new()
-                    }
+                    )
                 }
             }
         }

@@ -573,7 +573,9 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                 }
                 last_state = q.state.clone();
             }
-            if q.state == "RUNNING" && st.findings.importing != importing_said {
+            // Once the job has started (a short one may be COMPLETING by the poll after its
+            // import ended: the end is said then too).
+            if q.state != "PENDING" && st.findings.importing != importing_said {
                 // An import is silent for seconds to minutes: say so, so it does not look hung.
                 if let Some((image, what)) = &st.findings.importing {
                     events.send("importing", |e| e.image = Some(image.clone()));
