@@ -19,6 +19,9 @@ pub struct Event {
     pub job_id: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub job_name: Option<String>,
+    /// A sweep: the task (its array index) the event is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<u32>,
     /// Slurm's state when the event is about one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,

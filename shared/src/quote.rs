@@ -156,6 +156,28 @@ impl Script {
         Ok(self)
     }
 
+    /// `export NAME='value'` on a line of its own, for a name computed at run time (a sweep's
+    /// parameter): refused unless it is a shell identifier, so nothing but a name enters.
+    pub fn export_env(&mut self, name: &str, value: &str) -> Result<&mut Self> {
+        let identifier = name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !identifier {
+            return Err(crate::ToolError::bad_input(format!(
+                "{} is not a shell variable name",
+                preview(name)
+            )));
+        }
+        self.text.push_str("export ");
+        self.text.push_str(name);
+        self.text.push('=');
+        self.text.push_str(&quote_always(value)?);
+        self.text.push('\n');
+        Ok(self)
+    }
+
     /// The job's `command`, which the contract says is shell text run exactly as written.
     /// This is the only way unquoted text from a document enters a script.
     pub fn user_shell_text(&mut self, text: &str) -> &mut Self {

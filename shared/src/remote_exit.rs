@@ -86,6 +86,7 @@ remote_exit_codes! {
         NoTmux = 38 => "E_NO_TMUX",
         LockTimeout = 39 => "E_LOCK_TIMEOUT",
         LockFailed = 40 => "E_LOCK_FAILED",
+        ArrayTooBig = 41 => "E_ARRAY_TOO_BIG",
     }
 }
 

@@ -155,6 +155,16 @@ pub struct JobDocument {
     /// slurm-fetch: globs of files to bring back, relative to the job's tree (`work:GLOB`: to
     /// its work directory).
     pub fetch_patterns: Option<Vec<String>>,
+    /// slurm-submit: run the job once per parameter set, as one Slurm job array (a grid crossed,
+    /// or a list of sets; `max_parallel` at once).
+    pub sweep: Option<Sweep>,
+    /// slurm-submit: jobs this run waits for (Slurm holds it): each a job id or a saved job
+    /// document, optionally prefixed `afterany:`, `afternotok:`, `aftercorr:` (default
+    /// `afterok:`); a string or a list.
+    pub after: Option<Mounts>,
+    /// A sweep run again in part (`sweep.only`): the verdicts of the tasks not run again, from
+    /// the earlier report; slurm-watch puts them back in the report's `tasks`.
+    pub sweep_done: Option<Vec<TaskReport>>,
 
     pub resolve: Option<Resolve>,
     pub placement: Option<Placement>,
@@ -189,6 +199,63 @@ where
     T: Deserialize<'de>,
 {
     Option::<T>::deserialize(d).map(Some)
+}
+
+/// A sweep (docs/contract.md, "sweep"): one job array, a task per parameter set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// Each parameter with its list of values, crossed (the first parameter varies slowest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grid: Option<Map<String, Value>>,
+    /// The parameter sets, each an object of name to value (a string, number or boolean); every
+    /// set names the same parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sets: Option<Vec<Map<String, Value>>>,
+    /// How many tasks run at once at most (`--array=0-N%max_parallel`); default: as many as
+    /// Slurm starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallel: Option<u32>,
+    /// Run only these tasks (by index), e.g. those that failed (`slurm-submit --only-failed`,
+    /// `slurm-watch --retry`); the others keep their verdicts in `sweep_done`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<Vec<u32>>,
+}
+
+/// One task of a submitted sweep: its array index and its parameters (as strings).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SweepTask {
+    pub index: u32,
+    pub params: Map<String, Value>,
+}
+
+/// One task's verdict in a sweep's report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskReport {
+    pub index: u32,
+    /// `<array job id>_<index>`.
+    pub job_id: String,
+    pub params: Map<String, Value>,
+    pub status: Status,
+    pub slurm_state: String,
+    pub exit_code: Option<String>,
+    pub elapsed: Option<String>,
+    pub summary: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<String>,
+    pub remote_log: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang_line: Option<String>,
+    /// The last lines of the task's log (more for a task that did not pass).
+    pub excerpt: Vec<String>,
+    /// The last lines of its stderr (when it has a file of its own).
+    pub excerpt_err: Vec<String>,
+    /// The job array the verdict came from, when it is not this report's (an earlier attempt
+    /// of a sweep whose other tasks were run again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_job: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -718,6 +785,16 @@ pub struct Job {
     /// The job's named container (`slurm-tools-<submit_tag>`), which slurm-attach joins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_name: Option<String>,
+    /// A sweep: the job is a Slurm job array, a task per parameter set (`stdout_path` and
+    /// `stderr_path` then hold `%a`, the task's index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_tasks: Option<Vec<SweepTask>>,
+    /// A sweep's `--array` value, e.g. `0-5%2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
+    /// `--dependency`, from `after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -843,6 +920,10 @@ pub struct Report {
     /// for an image file given as such.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerUse>,
+    /// A sweep: one row per task, by index (the report's `status` is PASSED only when every
+    /// task passed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<Vec<TaskReport>>,
 }
 
 /// Hang forensics (slurm-watch): what every task of a hung job was doing, per node, collected

@@ -24,6 +24,7 @@ pub(crate) mod runs;
 mod secrets;
 pub mod submit;
 pub mod sync;
+mod sweep;
 mod testbed;
 pub mod totp;
 mod watch;

@@ -10,7 +10,9 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 ///
 /// Reads any document of the pipeline (usually slurm-watch's output) and renders: the verdict
 /// and Slurm's state, the summary, where it ran and with which commit, the build, the log paths
-/// and the excerpt, or the error and its hint when a step failed. By default the table goes to
+/// and the excerpt, or the error and its hint when a step failed. A sweep's report gets a row per
+/// task (verdict, Slurm's state, exit code, elapsed time, nodes, parameters) and what each task
+/// that did not pass said. By default the table goes to
 /// stderr and the document passes on unchanged on stdout, so it can sit at the end of a
 /// pipeline; with --table the table goes to stdout instead of the document.
 ///
@@ -159,6 +161,9 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             ),
         );
     }
+    if let Some(tasks) = report.as_ref().and_then(|r| r.tasks.as_ref()) {
+        task_table(&mut t, tasks);
+    }
     if let Some(r) = &report {
         row(&mut t, "remote log", r.remote_log.clone());
         if let Some(l) = &r.local_log {
@@ -177,6 +182,66 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         _ if error.is_some() => Outcome::Text(ctx.doc.to_line(), code),
         _ => Outcome::JobNotPassed,
     })
+}
+
+/// A sweep's tasks: one row each (index, verdict, Slurm's state, exit, elapsed, nodes,
+/// parameters), then what each task that did not pass said.
+fn task_table(t: &mut String, tasks: &[shared::schema::TaskReport]) {
+    let params = |r: &shared::schema::TaskReport| {
+        r.params
+            .iter()
+            .map(|(k, v)| {
+                let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                format!("{k}={}", shared::quote::quote_for_display(&v))
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let rows: Vec<[String; 7]> = tasks
+        .iter()
+        .map(|r| {
+            [
+                r.index.to_string(),
+                r.status.to_string(),
+                r.slurm_state.clone(),
+                r.exit_code.clone().unwrap_or_else(|| "-".into()),
+                r.elapsed.clone().unwrap_or_else(|| "-".into()),
+                r.nodes.clone().unwrap_or_else(|| "-".into()),
+                params(r),
+            ]
+        })
+        .collect();
+    let head = ["TASK", "VERDICT", "SLURM", "EXIT", "ELAPSED", "NODES", "PARAMETERS"];
+    let mut width = head.map(str::len);
+    for r in &rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    t.push_str("  tasks:\n");
+    for cells in std::iter::once(head.map(str::to_string)).chain(rows) {
+        let mut line = String::from("   ");
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                line.push_str(&format!(" {c}"));
+            } else {
+                line.push_str(&format!(" {c:<w$}", w = width[i]));
+            }
+        }
+        t.push_str(line.trim_end());
+        t.push('\n');
+    }
+    for r in tasks.iter().filter(|r| r.status != Status::Passed) {
+        let from = r
+            .from_job
+            .as_deref()
+            .map(|j| format!(" (from job {j})"))
+            .unwrap_or_default();
+        t.push_str(&format!("    task {}{from}: {}\n", r.index, r.summary));
+        for l in r.excerpt_err.iter().rev().take(3).rev() {
+            t.push_str(&format!("      | {l}\n"));
+        }
+    }
 }
 
 /// "ran in IMAGE (apptainer; cached sha256:8c89fd10dff8 pulled for this job in 22 s)".
@@ -217,4 +282,43 @@ fn container_row(job: &Job, used: Option<&shared::schema::ContainerUse>) -> Stri
         }
     });
     format!("ran in {image} ({runtime}{})", cache.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::schema::TaskReport;
+
+    #[test]
+    fn a_sweep_has_a_row_per_task_and_says_why_a_task_did_not_pass() {
+        let task = |index: u32, status: Status, state: &str, v: &str| TaskReport {
+            index,
+            job_id: format!("9_{index}"),
+            params: [("lr".to_string(), serde_json::Value::String(v.into()))].into_iter().collect(),
+            status,
+            slurm_state: state.into(),
+            exit_code: Some("0:0".into()),
+            elapsed: Some("00:00:03".into()),
+            summary: format!("summary {index}"),
+            nodes: Some("mn1".into()),
+            remote_log: String::new(),
+            hang_line: None,
+            excerpt: Vec::new(),
+            excerpt_err: vec!["boom".into()],
+            from_job: (index == 0).then(|| "7".into()),
+        };
+        let mut t = String::new();
+        task_table(
+            &mut t,
+            &[task(0, Status::Passed, "COMPLETED", "0.1"), task(1, Status::HangDetected, "CANCELLED", "a b")],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "  tasks:");
+        assert_eq!(lines[1], "    TASK VERDICT       SLURM     EXIT ELAPSED  NODES PARAMETERS");
+        assert_eq!(lines[2], "    0    PASSED        COMPLETED 0:0  00:00:03 mn1   lr=0.1");
+        assert_eq!(lines[3], "    1    HANG_DETECTED CANCELLED 0:0  00:00:03 mn1   lr='a b'");
+        assert_eq!(lines[4], "    task 1: summary 1");
+        assert_eq!(lines[5], "      | boom");
+        assert_eq!(lines.len(), 6);
+    }
 }

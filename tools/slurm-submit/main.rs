@@ -86,6 +86,12 @@ struct Cli {
     #[arg(long)]
     dry_run: bool,
 
+    /// Run again only the tasks of a finished sweep that did not pass, with the same snapshot:
+    /// the input is the sweep's watched document (with its report); the tasks that passed keep
+    /// their verdicts (`sweep_done`), and the next slurm-watch reports all of them.
+    #[arg(long)]
+    only_failed: bool,
+
     /// How many finished jobs' code trees to keep (besides those of jobs still pending or
     /// running, which are never removed). Older ones are removed at each submission.
     #[arg(long, default_value_t = 10, value_name = "N")]
@@ -123,9 +129,16 @@ struct Plan {
     /// The unique tag in the job's --comment (and the names of its files).
     token: String,
     tree: Trees,
+    /// A sweep: its tasks (the array's last index is checked against MaxArraySize).
+    sweep: Option<shared::slurm::sweep::Plan>,
+    /// `--dependency`, from `after`.
+    dependency: Option<String>,
 }
 
 fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    if cli.only_failed && !only_failed(ctx)? {
+        return Ok(Outcome::Done);
+    }
     if let Some(status) = failed_build(&ctx.doc)? {
         ctx.note(format!("the build job ended {status}; not submitting the run job (document passed on unchanged)"));
         return Ok(Outcome::JobNotPassed);
@@ -214,6 +227,17 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         container_name: (plan.kind == JobKind::Run
             && st.container_runtime == Some(shared::slurm::container::Runtime::Pyxis))
         .then(|| token.clone()),
+        sweep_tasks: plan.sweep.as_ref().map(|p| {
+            p.running()
+                .into_iter()
+                .map(|t| shared::schema::SweepTask {
+                    index: t.index,
+                    params: t.params_map(),
+                })
+                .collect()
+        }),
+        array: plan.sweep.as_ref().map(|p| p.array_spec()),
+        dependency: plan.dependency.clone(),
         ..Job::default()
     };
     if cli.dry_run {
@@ -248,9 +272,16 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if let Some(entry) = journal {
         ctx.after_written(move || entry.finish());
     }
-    let out = plan.stdout_path.replace("%j", &job_id);
-    let err = plan.stderr_path.replace("%j", &job_id);
-    ctx.note(format!("job {job_id} accepted; logs: {out}"));
+    let out = plan.stdout_path.replace("%j", &job_id).replace("%A", &job_id);
+    let err = plan.stderr_path.replace("%j", &job_id).replace("%A", &job_id);
+    match &plan.sweep {
+        Some(p) => ctx.note(format!(
+            "sweep accepted: job array {job_id}, {} tasks ({}); logs: {out} (%a: the task's index)",
+            p.tasks.len(),
+            p.array_spec()
+        )),
+        None => ctx.note(format!("job {job_id} accepted; logs: {out}")),
+    }
     section.job_id = Some(job_id);
     section.stdout_path = Some(out);
     section.stderr_path = Some(err);
@@ -259,8 +290,10 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     section.tree = Some(plan.tree.job.clone());
     section.trees_disk_kb = trees_kb;
     section.tree_commit = (!plan.tree.commit.is_empty()).then(|| plan.tree.commit.clone());
+    // A sweep's tasks end one by one: slurm-watch follows them in squeue and sacct.
     section.end_marker = plan
         .recipe
+        .filter(|_| plan.sweep.is_none())
         .map(|recipe| end_marker(&plan.state_dir, &token, recipe));
     keep_build_record(&mut ctx.doc)?;
     let id = section.job_id.clone().unwrap_or_default();
@@ -381,6 +414,69 @@ fn no_build_reason(ctx: &Context) -> Result<Option<String>> {
     }
 }
 
+/// --only-failed: the document made ready to run again the sweep's tasks that did not pass
+/// (`sweep.only`), keeping the others' rows in `sweep_done`. False when every task passed
+/// (nothing to run; the document passes on unchanged).
+fn only_failed(ctx: &mut Context) -> Result<bool> {
+    let hint = "give the document slurm-watch wrote for the sweep (e.g. `slurm-submit --only-failed report.json`)";
+    let sweep = ctx
+        .doc
+        .section_as::<shared::schema::Sweep>("sweep")?
+        .ok_or_else(|| shared::doc::missing("sweep", &format!("--only-failed reruns a sweep's tasks; {hint}")))?;
+    let rows = ctx
+        .doc
+        .section_as::<Report>("report")?
+        .and_then(|r| r.tasks)
+        .ok_or_else(|| shared::doc::missing("report", &format!("--only-failed needs the sweep's verdicts per task; {hint}")))?;
+    let (passed, failed): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.status == Status::Passed);
+    if failed.is_empty() {
+        ctx.note(format!("every task of the sweep passed ({}): nothing to run again", passed.len()));
+        return Ok(false);
+    }
+    let only: Vec<u32> = failed.iter().map(|r| r.index).collect();
+    ctx.note(format!(
+        "running again the {} task(s) that did not pass ({}), with the same snapshot; {} passed task(s) keep their verdicts",
+        only.len(),
+        failed.iter().map(|r| format!("{} {}", r.index, r.status)).collect::<Vec<_>>().join(", "),
+        passed.len()
+    ));
+    let mut done = ctx.doc.section_as::<Vec<shared::schema::TaskReport>>("sweep_done")?.unwrap_or_default();
+    done.retain(|d| !passed.iter().any(|p| p.index == d.index) && !only.contains(&d.index));
+    done.extend(passed);
+    done.sort_by_key(|r| r.index);
+    ctx.doc.set_section("sweep", &shared::schema::Sweep { only: Some(only), ..sweep });
+    ctx.doc.set_section("sweep_done", &done);
+    for section in ["job", "report", "forensics"] {
+        ctx.doc.remove(section);
+    }
+    Ok(true)
+}
+
+/// `after`: the jobs this run waits for, as `--dependency` (a saved document gives its
+/// `job.job_id`).
+fn after(doc: &shared::Document) -> Result<Option<String>> {
+    let Some(after) = doc.section_as::<shared::schema::Mounts>("after")? else {
+        return Ok(None);
+    };
+    let entries = match after {
+        shared::schema::Mounts::Joined(one) => vec![one],
+        shared::schema::Mounts::List(list) => list,
+    };
+    shared::slurm::sweep::dependency(&entries, |path| {
+        let bad = |what: String| {
+            shared::doc::field_error("after", &format!("names {}, {what}", shared::quote::preview(path)))
+                .with_hint("give a job id (digits, or ID_INDEX for an array task) or a job document saved from slurm-submit's output (e.g. `slurm-submit < a.json > a.submitted.json`)")
+        };
+        let text = std::fs::read(path).map_err(|e| bad(format!("which is not a job id and cannot be read as a document ({e})")))?;
+        let saved: shared::schema::JobDocument = serde_json::from_slice(&text)
+            .map_err(|e| bad(format!("which is not a job document ({e})")))?;
+        saved
+            .job
+            .and_then(|j| j.job_id)
+            .ok_or_else(|| bad("a document without `job.job_id` (was it submitted?)".to_string()))
+    })
+}
+
 fn new_token() -> String {
     shared::journal::unique_tag("slurm-tools")
 }
@@ -460,13 +556,20 @@ fn run_plan(
     if command.contains('\0') {
         return Err(shared::doc::field_error("command", "contains a NUL byte"));
     }
+    let sweep = match doc.section_as::<shared::schema::Sweep>("sweep")? {
+        Some(sw) => Some(shared::slurm::sweep::plan(&sw)?),
+        None => None,
+    };
+    let dependency = after(doc)?;
     let leaf = st
         .job_name
         .as_deref()
         .map(|n| layout::sanitize(n, true))
         .unwrap_or_else(|| "job".into());
-    let stdout_path = join(&work, &format!("{leaf}-%j.out"));
-    let stderr_path = join(&work, &format!("{leaf}-%j.err"));
+    // A sweep's tasks each have their own logs: %A the array's id, %a the task's index.
+    let id_in_name = if sweep.is_some() { "%A_%a" } else { "%j" };
+    let stdout_path = join(&work, &format!("{leaf}-{id_in_name}.out"));
+    let stderr_path = join(&work, &format!("{leaf}-{id_in_name}.err"));
     let jobid_file = join(&state_dir, &format!("{token}.jobid"));
     let cmd_name = format!(".slurm-tools/{token}.cmd.sh");
     items.push(Item::bytes(
@@ -477,6 +580,7 @@ fn run_plan(
             &command,
             &jobid_file,
             &end_marker(&state_dir, token, recipe),
+            sweep.as_ref(),
         )?,
         true,
     ));
@@ -490,11 +594,29 @@ fn run_plan(
         ],
     )?;
     // The job runs in its own tree: no later sync changes the code it was submitted with.
-    let mut argv = recipe::run_argv(recipe, st, token, &tree.job, &stdout_path, &stderr_path);
+    let (mut argv, mut step) = match &sweep {
+        Some(p) => recipe::array_argv(
+            recipe,
+            st,
+            token,
+            &tree.job,
+            (&stdout_path, &stderr_path),
+            &p.array_spec(),
+        ),
+        None => (
+            recipe::run_argv(recipe, st, token, &tree.job, &stdout_path, &stderr_path),
+            None,
+        ),
+    };
+    if let Some(d) = &dependency {
+        argv.push(format!("--dependency={d}"));
+    }
     if st.container_runtime == Some(shared::slurm::container::Runtime::Pyxis) {
         // Named, so slurm-attach can join the running container (pyxis removes it when the
         // job ends, with its default container_scope=job).
-        argv.push(format!("--container-name={token}"));
+        step.as_mut()
+            .unwrap_or(&mut argv)
+            .push(format!("--container-name={token}"));
     }
     // On Apptainer every task runs the command through the launcher (the image cache, then
     // `apptainer exec`), in the job's own tree.
@@ -512,6 +634,38 @@ fn run_plan(
         }
         None => None,
     };
+    if let Some(step) = step {
+        // A sweep of an srun recipe: each task's batch script runs the recipe's step.
+        let mut w = Script::new();
+        w.raw("#!/bin/sh\n# Written by slurm-submit: one task of a sweep runs the recipe's step.\nexec");
+        for word in step.iter() {
+            w.arg(word)?;
+        }
+        if let Some(l) = &launcher {
+            w.arg("/bin/sh")?.arg(l)?;
+        }
+        w.arg("bash")?.arg(&cmd_path)?.raw("\n");
+        let name = format!(".slurm-tools/{token}.array.sh");
+        items.push(Item::bytes(name.clone(), w.into_string(), true));
+        return Ok(Plan {
+            kind: JobKind::Run,
+            recipe: Some(recipe),
+            argv,
+            tail: vec![join(&work, &name)],
+            upload_dir: work,
+            items,
+            stdout_path,
+            stderr_path,
+            tmux_session: None,
+            wrapper: None,
+            launcher,
+            state_dir,
+            token: token.to_string(),
+            tree,
+            sweep,
+            dependency,
+        });
+    }
     if recipe == Recipe::Batch {
         let tail = match &launcher {
             Some(l) => vec![l.clone(), "bash".to_string(), cmd_path],
@@ -532,6 +686,8 @@ fn run_plan(
             state_dir,
             token: token.to_string(),
             tree,
+            sweep,
+            dependency,
         });
     }
     let tail = match &launcher {
@@ -577,6 +733,8 @@ fn run_plan(
         state_dir,
         token: token.to_string(),
         tree,
+        sweep,
+        dependency,
     })
 }
 
@@ -662,6 +820,8 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         state_dir: join(&scripts, "log"),
         token: token.to_string(),
         tree,
+        sweep: None,
+        dependency: None,
     })
 }
 
@@ -770,6 +930,11 @@ exit "$E_NO_JOB_ID"
             );
         }
         _ => {
+            if let Some(p) = &plan.sweep {
+                let last = p.running().last().map_or(0, |t| t.index);
+                s.assign("array_last", &last.to_string())?;
+                s.raw(shared::remote::ARRAY_SIZE);
+            }
             s.raw("out=$(");
             for w in plan.argv.iter().chain(plan.tail.iter()) {
                 s.arg(w)?;
@@ -862,6 +1027,12 @@ fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
             .with_hint("another slurm-submit on the same input is still submitting; wait for it, then rerun"),
         Some(Exit::LockFailed) => ToolError::remote(format!("could not create the submission's lock directory in {} on {}", plan.state_dir, ssh.host))
             .with_hint("mkdir failed there (read-only, full, or not yours): check the directory; nothing was submitted"),
+        Some(Exit::ArrayTooBig) => {
+            let max = out.stdout_text().lines().find_map(|l| l.strip_prefix("ARRAY_TOO_BIG ").map(str::to_string)).unwrap_or_default();
+            let n = plan.sweep.as_ref().map_or(0, |p| p.tasks.len());
+            ToolError::field(ErrorKind::BadInput, "sweep", format!("field `sweep` makes {n} tasks (indexes 0-{}), but the cluster's MaxArraySize is {max}: Slurm takes indexes below it", n.saturating_sub(1)))
+                .with_hint(format!("split the sweep into documents of at most {max} tasks (`after` can chain them), or ask the site to raise MaxArraySize; nothing was submitted"))
+        }
         Some(Exit::NoJobId) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
             .with_hint(format!("look with: squeue -u $USER -o '%i %k' | grep {token}; attach with: tmux attach -t {token}")),
         None => ToolError::remote(format!("submission on {} failed ({}) without a job id", ssh.host, shared::process::describe_exit(out.code))).with_hint("see the command's stderr in this error"),

@@ -27,6 +27,49 @@ pub fn run_argv(
     if recipe == Recipe::Batch {
         argv.push("--parsable".into());
     }
+    allocation(&mut argv, recipe, st, token, repo, out, err);
+    if recipe == Recipe::Mpi {
+        argv.push("--mpi=pmix".into());
+    }
+    st.container(&mut argv, repo);
+    argv
+}
+
+/// A sweep's sbatch argv (one job array, `--array=spec`) and, for the srun recipes, the step
+/// every task runs inside its allocation (the recipe's launcher and container flags).
+pub fn array_argv(
+    recipe: Recipe,
+    st: &Settings,
+    token: &str,
+    repo: &str,
+    logs: (&str, &str),
+    spec: &str,
+) -> (Vec<String>, Option<Vec<String>>) {
+    let mut argv = vec!["sbatch".to_string(), "--parsable".into(), format!("--array={spec}")];
+    allocation(&mut argv, recipe, st, token, repo, logs.0, logs.1);
+    if recipe == Recipe::Batch {
+        st.container(&mut argv, repo);
+        return (argv, None);
+    }
+    let mut step = vec!["srun".to_string()];
+    if recipe == Recipe::Mpi {
+        step.push("--mpi=pmix".into());
+    }
+    st.container(&mut step, repo);
+    (argv, Some(step))
+}
+
+/// What every job of a recipe asks Slurm for: name, nodes, tasks, time, the site's options, the
+/// tree, the logs and the tag.
+fn allocation(
+    argv: &mut Vec<String>,
+    recipe: Recipe,
+    st: &Settings,
+    token: &str,
+    repo: &str,
+    out: &str,
+    err: &str,
+) {
     if let Some(n) = &st.job_name {
         argv.push(format!("--job-name={n}"));
     }
@@ -37,37 +80,40 @@ pub fn run_argv(
     };
     argv.push(format!("--nodes={nodes}"));
     argv.push(format!("--ntasks-per-node={}", st.tasks_per_node(recipe)));
-    if recipe == Recipe::Mpi {
-        argv.push("--mpi=pmix".into());
-    }
     if let Some(t) = &st.time_limit {
         argv.push(format!("--time={t}"));
     }
-    st.common(&mut argv);
+    st.common(argv);
     argv.push(format!("--chdir={repo}"));
     argv.push(format!("--output={out}"));
     argv.push(format!("--error={err}"));
     argv.push(st.comment(token));
-    st.container(&mut argv, repo);
-    argv
 }
 
 /// The job's own script: the document's `command` exactly as written, after a preamble that
 /// records the job id (so the submitter learns it even for a job that ends at once), sets the
 /// launcher variables, and runs the GPU clock pre-step on each node's first task.
+/// A sweep's tasks each get their parameters first, and `{name}` in the command is the
+/// parameter's variable (shared/src/slurm/sweep.rs); a sweep has no end marker (slurm-watch
+/// follows its tasks through squeue and sacct).
 pub fn command_file(
     recipe: Recipe,
     st: &Settings,
     command: &str,
     jobid_file: &str,
     end_marker: &str,
+    sweep: Option<&shared::slurm::sweep::Plan>,
 ) -> Result<String> {
     let mut s = shared::quote::Script::new();
     s.raw("#!/bin/bash\n# Written by slurm-submit. The job's command follows the preamble unchanged.\n");
-    s.raw("if [ \"${SLURM_PROCID:-0}\" = 0 ]; then printf '%s\\n' \"$SLURM_JOB_ID\" >");
+    // An array's tasks each have their own job id: the file names the array.
+    s.raw("if [ \"${SLURM_PROCID:-0}\" = 0 ]; then printf '%s\\n' \"${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}\" >");
     s.arg(jobid_file)?;
     s.raw("; fi\n");
-    if recipe == Recipe::Batch {
+    if let Some(p) = sweep {
+        p.preamble(&mut s)?;
+    }
+    if recipe == Recipe::Batch && sweep.is_none() {
         // The batch script's end, for slurm-watch to notice at once (squeue is the fallback
         // when the command replaces this shell or sets its own EXIT trap).
         s.assign("slurm_tools_end", end_marker)?;
@@ -99,7 +145,10 @@ pub fn command_file(
         s.glued(&gpus.to_string())?;
         s.raw(" ");
     }
-    s.user_shell_text(command);
+    match sweep {
+        Some(p) => s.user_shell_text(&shared::slurm::sweep::substitute(command, &p.names())),
+        None => s.user_shell_text(command),
+    };
     s.raw("\n");
     Ok(s.into_string())
 }
@@ -246,12 +295,13 @@ mod tests {
             "python train.py 'a b'",
             "/s/t.jobid",
             "/s/t.end",
+            None,
         )
         .unwrap();
         assert!(d.contains(DISTRIBUTED_ENV), "{d}");
         assert!(d.contains("MASTER_ADDR="), "{d}");
         assert!(d.ends_with("python train.py 'a b'\n"), "{d}");
-        let l = command_file(Recipe::Launcher, &st, "train.py", "/s/t.jobid", "/s/t.end").unwrap();
+        let l = command_file(Recipe::Launcher, &st, "train.py", "/s/t.jobid", "/s/t.end", None).unwrap();
         assert!(
             l.contains("exec torchrun --nnodes=\"$SLURM_NNODES\""),
             "{l}"
@@ -260,14 +310,14 @@ mod tests {
         for old_torchrun_refuses in ["--nproc-per-node", "--node-rank", "--rdzv-"] {
             assert!(!l.contains(old_torchrun_refuses), "{l}");
         }
-        let b = command_file(Recipe::Batch, &st, "true", "/s/t.jobid", "/s/t.end").unwrap();
+        let b = command_file(Recipe::Batch, &st, "true", "/s/t.jobid", "/s/t.end", None).unwrap();
         assert!(
             b.contains(
                 "trap 'printf \"%s %s\\n\" \"$?\" \"$(date +%s)\" >\"$slurm_tools_end\"' EXIT"
             ),
             "{b}"
         );
-        let s = command_file(Recipe::Single, &st, "true", "/s/t.jobid", "/s/t.end").unwrap();
+        let s = command_file(Recipe::Single, &st, "true", "/s/t.jobid", "/s/t.end", None).unwrap();
         assert!(
             !s.contains("trap") && !s.contains("torchrun") && !s.contains("RANK"),
             "{s}"

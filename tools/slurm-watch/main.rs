@@ -1,6 +1,7 @@
 //! slurm-watch: follow a job to an honest verdict, with hang detection ("Watching a job",
 //! "Recovering" and "The report" in the manual procedure, docs/migrating.md).
 
+mod array;
 mod poll;
 mod race;
 mod retry;
@@ -136,6 +137,8 @@ struct Job {
     container_image: Option<String>,
     /// On pyxis: the cached image slurm-submit found or imported for the job.
     container_use: Option<schema::ContainerUse>,
+    /// A sweep: the array's tasks.
+    sweep_tasks: Option<Vec<schema::SweepTask>>,
 }
 
 fn job_of(ctx: &Context) -> Result<Option<Job>> {
@@ -172,33 +175,54 @@ fn job_of(ctx: &Context) -> Result<Option<Job>> {
         end_marker: job.end_marker,
         container_image: job.container_image,
         container_use: job.container_use,
+        sweep_tasks: job.sweep_tasks,
     }))
 }
 
-/// The watch's one ssh session (see `poll`): started on the first poll, started again after a
-/// lost connection, closed at the end.
-struct Link<'a> {
+/// A serving loop's reply parser: the first whole reply in the bytes read, and how many bytes
+/// it took.
+type ParseReply<R> = Box<dyn Fn(&[u8]) -> Option<(R, usize)>>;
+
+/// The watch's one ssh session (see `poll`, and `array` for a sweep): started on the first
+/// poll, started again after a lost connection, closed at the end. `R` is the serving loop's
+/// reply.
+struct Link<'a, R> {
     ssh: &'a Ssh,
     script: Script,
     session: Option<shared::process::Running>,
     buf: Vec<u8>,
+    /// The first whole reply in the bytes read, and how many bytes it took.
+    parse: ParseReply<R>,
+    /// The log bytes a reply brought (for the trace).
+    log_bytes: fn(&R) -> u64,
 }
 
-impl Link<'_> {
-    /// Ask for one poll after waiting `wait` seconds. `Ok(None)`: the session broke or went
-    /// quiet (it is closed; the next poll starts a new one). `Err`: ssh itself failed, classified.
-    fn poll(
-        &mut self,
-        wait: f64,
-        watch_marker: bool,
-        offsets: (u64, u64),
-    ) -> Result<Option<poll::Reply>> {
+impl<'a, R> Link<'a, R> {
+    fn new(
+        ssh: &'a Ssh,
+        script: Script,
+        parse: ParseReply<R>,
+        log_bytes: fn(&R) -> u64,
+    ) -> Self {
+        Link {
+            ssh,
+            script,
+            session: None,
+            buf: Vec::new(),
+            parse,
+            log_bytes,
+        }
+    }
+
+    /// Send one request line (whose poll waits `wait` seconds first on the cluster) and read its
+    /// reply. `Ok(None)`: the session broke or went quiet (it is closed; the next poll starts a
+    /// new one). `Err`: ssh itself failed, classified.
+    fn ask(&mut self, line: &str, wait: f64) -> Result<Option<R>> {
         use shared::process::Received;
         if self.session.is_none() {
             self.session = Some(self.ssh.start_script(&self.script)?);
             self.buf.clear();
         }
-        let line = poll::request(wait, watch_marker, offsets.0, offsets.1);
         let deadline = Instant::now() + Duration::from_secs_f64(wait + 120.0);
         let mut woke: Option<Instant> = None;
         if let Some(s) = self.session.as_mut() {
@@ -210,11 +234,11 @@ impl Link<'_> {
             if woke.is_none() && self.buf.starts_with(b"WOKE\n") {
                 woke = Some(Instant::now());
             }
-            if let Some((reply, used)) = poll::parse_at(&self.buf) {
+            if let Some((reply, used)) = (self.parse)(&self.buf) {
                 self.buf.drain(..used);
                 shared::process::trace_event(&shared::process::TraceEvent::poll(
                     woke.map_or(0.0, |w| w.elapsed().as_secs_f64() * 1000.0),
-                    reply.chunks.iter().map(|c| c.data.len() as u64).sum(),
+                    (self.log_bytes)(&reply),
                 ));
                 return Ok(Some(reply));
             }
@@ -234,7 +258,7 @@ impl Link<'_> {
         }
     }
 
-    fn broken(&mut self) -> Result<Option<poll::Reply>> {
+    fn broken(&mut self) -> Result<Option<R>> {
         let Some(s) = self.session.take() else {
             return Ok(None);
         };
@@ -385,6 +409,21 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let stall = doc
         .int_opt("stall_seconds", 10, 86_400)?
         .map(|s| Duration::from_secs(s as u64));
+    if let Some(tasks) = &job.sweep_tasks {
+        let setup = array::Setup {
+            id: &job.id,
+            out: &job.out,
+            err: &job.err,
+            tasks,
+            patterns: &patterns,
+            stall,
+            monitor_timeout,
+            max_interval,
+            outage_limit: cli.outage_limit,
+            follow: cli.follow,
+        };
+        return array::watch(ctx, &ssh, &setup, &mut events);
+    }
     let collect_forensics = doc.bool_opt("collect_forensics")?.unwrap_or(true);
     let install_py_spy = doc.bool_opt("install_py_spy")?.unwrap_or(false);
     let mut silence = forensics::Silence::default();
@@ -415,17 +454,17 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let mut progress = Progress::new(ctx.tool);
     let mut last_state = String::new();
     let mut waiting_for_accounting: Option<Instant> = None;
-    let mut link = Link {
-        ssh: &ssh,
-        script: poll::script(&poll::Target {
+    let mut link = Link::new(
+        &ssh,
+        poll::script(&poll::Target {
             job_id: &job.id,
             out: &job.out,
             err: (!same_log).then_some(job.err.as_str()),
             end_marker: job.end_marker.as_deref(),
         })?,
-        session: None,
-        buf: Vec::new(),
-    };
+        Box::new(poll::parse_at),
+        |r: &poll::Reply| r.chunks.iter().map(|c| c.data.len() as u64).sum(),
+    );
 
     let verdict = loop {
         if let Some(limit) = monitor_timeout {
@@ -438,7 +477,8 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         st.polls += 1;
         let offsets = (st.streams[0].offset, st.streams[1].offset);
         let watch_marker = job.end_marker.is_some() && !marker_seen;
-        let reply = match link.poll(wait, watch_marker, offsets) {
+        let request = poll::request(wait, watch_marker, offsets.0, offsets.1);
+        let reply = match link.ask(&request, wait) {
             Ok(r) => r,
             Err(e) if e.kind == ErrorKind::NeedsPerson => {
                 // The MFA master is gone: only the person can log in again. The job is untouched.
@@ -1014,6 +1054,7 @@ fn finish_report(
             .container_use
             .clone()
             .or_else(|| job.container_use.clone()),
+        tasks: None,
     })
 }
 

@@ -5,7 +5,7 @@
 
 use shared::process::{Cmd, Input};
 use shared::quote::Script;
-use shared::schema::{Attempt, Report};
+use shared::schema::{Attempt, Report, Sweep, TaskReport};
 use shared::ssh::Ssh;
 use shared::{Context, Document, Outcome, Result, ToolError};
 use std::time::Duration;
@@ -40,45 +40,26 @@ pub fn after_verdict(ctx: &mut Context, max: u32) -> Result<Next> {
     let Some(report) = ctx.doc.section_as::<Report>("report")? else {
         return Ok(Next::Done);
     };
+    if let Some(rows) = &report.tasks {
+        return after_sweep(ctx, max, &report, rows);
+    }
     if !is_infrastructure(&report.slurm_state) {
         return Ok(Next::Done);
     }
-    let attempt = ctx.doc.int_opt("attempt", 1, 1000)?.unwrap_or(1) as u32;
-    if attempt > max {
-        ctx.note(format!(
-            "job {} ended {} and this was attempt {attempt}: no retries left (--retry {max})",
-            report.job_id, report.slurm_state
-        ));
+    let Some(attempt) = attempt_left(ctx, max, &report.job_id, &report.slurm_state)? else {
         return Ok(Next::Done);
-    }
+    };
     let ssh = Ssh::from_doc(&ctx.doc)?;
     let nodes = nodes_of(&ssh, &report.job_id);
-    let mut doc = ctx.doc.clone();
-    let mut attempts = doc
-        .section_as::<Vec<Attempt>>("attempts")?
-        .unwrap_or_default();
-    attempts.push(Attempt {
+    let attempt_record = Attempt {
         job_id: report.job_id.clone(),
         slurm_state: report.slurm_state.clone(),
         status: report.status,
         nodes: nodes.clone(),
-    });
-    let mut exclude = doc.str_list_opt("exclude_nodes")?.unwrap_or_default();
-    if let Some(n) = &nodes {
-        if !exclude.contains(n) {
-            exclude.push(n.clone());
-        }
-    }
-    let first = doc
-        .str_opt("retry_of")?
-        .map(str::to_string)
-        .unwrap_or_else(|| report.job_id.clone());
-    doc.remove("report");
-    doc.remove("job");
-    doc.set_section("attempts", &attempts);
-    doc.set_section("exclude_nodes", &exclude);
-    doc.set_section("retry_of", &first);
-    doc.set_section("attempt", &(attempt + 1));
+    };
+    let failed: Vec<String> = nodes.iter().cloned().collect();
+    let doc = ctx.doc.clone();
+    let (doc, exclude) = next_attempt(doc, attempt_record, &failed, attempt, &report.job_id)?;
     ctx.note(format!(
         "job {} ended {} ({}): not the code's fault, submitting attempt {} of at most {} with {} excluded",
         report.job_id,
@@ -88,6 +69,97 @@ pub fn after_verdict(ctx: &mut Context, max: u32) -> Result<Next> {
         max + 1,
         if exclude.is_empty() { "no node".to_string() } else { exclude.join(",") }
     ));
+    resubmit(ctx, doc)
+}
+
+/// This run's attempt number, when another is allowed (said when not).
+fn attempt_left(ctx: &Context, max: u32, job: &str, state: &str) -> Result<Option<u32>> {
+    let attempt = ctx.doc.int_opt("attempt", 1, 1000)?.unwrap_or(1) as u32;
+    if attempt > max {
+        ctx.note(format!(
+            "job {job} ended {state} and this was attempt {attempt}: no retries left (--retry {max})"
+        ));
+        return Ok(None);
+    }
+    Ok(Some(attempt))
+}
+
+/// The document of the next attempt: this one recorded in `attempts`, its failed nodes
+/// excluded, linked to the first; returns it and the nodes now excluded.
+fn next_attempt(
+    mut doc: Document,
+    record: Attempt,
+    failed_nodes: &[String],
+    attempt: u32,
+    job_id: &str,
+) -> Result<(Document, Vec<String>)> {
+    let mut attempts = doc
+        .section_as::<Vec<Attempt>>("attempts")?
+        .unwrap_or_default();
+    attempts.push(record);
+    let mut exclude = doc.str_list_opt("exclude_nodes")?.unwrap_or_default();
+    for n in failed_nodes {
+        if !exclude.contains(n) {
+            exclude.push(n.clone());
+        }
+    }
+    let first = doc
+        .str_opt("retry_of")?
+        .map(str::to_string)
+        .unwrap_or_else(|| job_id.to_string());
+    doc.remove("report");
+    doc.remove("job");
+    doc.set_section("attempts", &attempts);
+    doc.set_section("exclude_nodes", &exclude);
+    doc.set_section("retry_of", &first);
+    doc.set_section("attempt", &(attempt + 1));
+    Ok((doc, exclude))
+}
+
+/// A sweep: only the tasks that ended on an infrastructure failure are submitted again (an
+/// array of just those indexes, their nodes excluded); the others keep their verdicts.
+fn after_sweep(ctx: &mut Context, max: u32, report: &Report, rows: &[TaskReport]) -> Result<Next> {
+    let (infra, rest): (Vec<&TaskReport>, Vec<&TaskReport>) =
+        rows.iter().partition(|r| is_infrastructure(&r.slurm_state));
+    if infra.is_empty() {
+        return Ok(Next::Done);
+    }
+    let states: Vec<String> = infra.iter().map(|r| format!("task {} {}", r.index, r.slurm_state)).collect();
+    let Some(attempt) = attempt_left(ctx, max, &report.job_id, &states.join(", "))? else {
+        return Ok(Next::Done);
+    };
+    let mut failed_nodes: Vec<String> = Vec::new();
+    for n in infra.iter().filter_map(|r| r.nodes.clone()) {
+        if !failed_nodes.contains(&n) {
+            failed_nodes.push(n);
+        }
+    }
+    let record = Attempt {
+        job_id: report.job_id.clone(),
+        slurm_state: infra[0].slurm_state.clone(),
+        status: report.status,
+        nodes: (!failed_nodes.is_empty()).then(|| failed_nodes.join(",")),
+    };
+    let mut doc = ctx.doc.clone();
+    let sweep = doc.section_as::<Sweep>("sweep")?.unwrap_or_default();
+    let only: Vec<u32> = infra.iter().map(|r| r.index).collect();
+    doc.set_section("sweep", &Sweep { only: Some(only.clone()), ..sweep });
+    doc.set_section("sweep_done", &rest.into_iter().cloned().collect::<Vec<TaskReport>>());
+    let (doc, exclude) = next_attempt(doc, record, &failed_nodes, attempt, &report.job_id)?;
+    ctx.note(format!(
+        "sweep {}: {} (not the code's fault): submitting only {} again as attempt {} of at most {}, with {} excluded; the other tasks keep their verdicts",
+        report.job_id,
+        states.join(", "),
+        if only.len() == 1 { format!("task {}", only[0]) } else { format!("tasks {}", only.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")) },
+        attempt + 1,
+        max + 1,
+        if exclude.is_empty() { "no node".to_string() } else { exclude.join(",") }
+    ));
+    resubmit(ctx, doc)
+}
+
+/// slurm-submit (beside this tool) on `doc`; the watch goes on with its output.
+fn resubmit(ctx: &mut Context, doc: Document) -> Result<Next> {
     let submit = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("slurm-submit")))

@@ -81,6 +81,12 @@ pub const TRACKED_UNCHANGED: &str = include_str!("sh/tracked-unchanged.sh");
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 
+/// slurm-watch on a sweep: the serving loop of a whole job array's polls.
+pub const ARRAY_POLL: &str = include_str!("sh/array-poll.sh");
+
+/// slurm-submit's sweep: the array's last index against the cluster's MaxArraySize.
+pub const ARRAY_SIZE: &str = include_str!("sh/array-size.sh");
+
 #[cfg(test)]
 mod tests {
     #[test]

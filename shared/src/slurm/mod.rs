@@ -6,6 +6,7 @@ pub mod container;
 pub mod pending;
 pub mod pyxis;
 mod settings;
+pub mod sweep;
 pub mod usage;
 pub use pyxis::enroot_image;
 pub use settings::{mounts, Settings, SiteOptions, DISTRIBUTED_ENV};
