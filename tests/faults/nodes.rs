@@ -238,3 +238,79 @@ fn output_of_ranks_on_two_nodes_interleaved_in_one_log_still_matches_patterns() 
         .collect();
     assert_eq!(hosts.len(), 2, "{log}");
 }
+
+/// A sweep whose one task loses its node (its slurmd killed under it: NODE_FAIL, for real):
+/// `slurm-watch --retry` submits that task alone again as an array of its index, with the node
+/// excluded; the tasks that passed keep their verdicts (from the first array) and the sweep
+/// passes.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_sweep_task_that_loses_its_node_is_retried_alone() {
+    crate::needs_cluster!();
+    let Some(_one) = two_nodes_to_ourselves() else {
+        return;
+    };
+    let (_fx, mut d) = synced("f-sweep-retry");
+    let mark = format!("sweep-retry-mark-{}", std::process::id());
+    d["recipe"] = json!("single");
+    d["sweep"] = json!({"sets": [{"t": "quick"}, {"t": "slow"}, {"t": "quick"}]});
+    // Slurm requeues a batch job (an array task too) on a node failure by itself where the site
+    // has JobRequeue=1 (the default): the watch follows the task through it. Without it, the
+    // NODE_FAIL is the end, and --retry's to handle.
+    d["slurm_options"] = json!(["--no-requeue"]);
+    d["command"] = json!(format!(
+        "if [ {{t}} = slow ] && [ ! -e \"$HOME/{mark}\" ]; then touch \"$HOME/{mark}\"; echo first attempt; sleep 300; fi; echo done {{t}}"
+    ));
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let input = s.doc.to_string();
+    let watcher = std::thread::spawn(move || {
+        let mut cmd = tool("slurm-watch");
+        cmd.args(["--interval", "1", "--retry", "1"]);
+        run_raw(cmd, input.as_bytes())
+    });
+    let slow = format!("{id}_1");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let node = loop {
+        if let Some(n) = job_nodes(&slow).into_iter().next() {
+            break n;
+        }
+        assert!(std::time::Instant::now() < deadline, "task {slow} did not start");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // The quick tasks end in a moment; then the slow one's node goes.
+    std::thread::sleep(Duration::from_secs(3));
+    let pid = pid_of(&format!("/run/slurm-tools/slurmd-{node}.pid"));
+    assert!(Command::new("kill").arg(&pid).status().unwrap().success());
+    let killed = std::time::Instant::now();
+    let w = watcher.join().unwrap();
+    eprintln!("the watch ended {:.0} s after the kill", killed.elapsed().as_secs_f64());
+    cluster_up();
+    assert_eq!(w.code, 0, "{}", w.stderr);
+    let report: shared::schema::Report = serde_json::from_value(w.doc["report"].clone()).unwrap();
+    let tasks = report.tasks.expect("a row per task");
+    assert_eq!(
+        tasks.iter().map(|t| (t.index, t.status)).collect::<Vec<_>>(),
+        (0..3).map(|i| (i, shared::schema::Status::Passed)).collect::<Vec<_>>(),
+        "{}",
+        w.stderr
+    );
+    assert_eq!(tasks[0].from_job.as_deref(), Some(id.as_str()), "kept from the first array");
+    assert_eq!(tasks[2].from_job.as_deref(), Some(id.as_str()));
+    assert_eq!(tasks[1].from_job, None, "task 1 ran again");
+    assert_eq!(tasks[1].excerpt, ["done slow"]);
+    assert_eq!(w.doc["attempts"][0]["job_id"], id.as_str());
+    assert_eq!(w.doc["attempts"][0]["slurm_state"], "NODE_FAIL");
+    assert_eq!(w.doc["exclude_nodes"], json!([node.clone()]));
+    assert_eq!(w.doc["job"]["array"], "1", "only the failed task was submitted again");
+    let second = w.doc["job"]["job_id"].as_str().unwrap().to_string();
+    assert_ne!(second, id);
+    let out = Command::new("sacct")
+        .args(["-X", "-n", "-P", "-o", "NodeList", "-j", &format!("{second}_1")])
+        .output()
+        .unwrap();
+    let ran_on = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(!ran_on.is_empty() && ran_on != node, "ran on {ran_on}, not {node}");
+    assert!(w.stderr.contains("submitting only task 1 again"), "{}", w.stderr);
+}
