@@ -75,6 +75,15 @@ fn sh_blocks(file: &'static str) -> Vec<Block> {
 const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
     (
         "README.md",
+        "More than one job",
+        4,
+        "the_cookbooks_examples_run_as_printed",
+        "the cookbook's sweep example runs the same commands (a jq-made sweep, slurm-submit, \
+         slurm-watch, slurm-report --table, slurm-submit --only-failed) on its own pipeline; \
+         train.py is the reader's",
+    ),
+    (
+        "README.md",
         "Install",
         2,
         "scripts/install-check",
@@ -954,6 +963,32 @@ fn the_cookbooks_examples_run_as_printed() {
                     o.out,
                     o.err
                 );
+            }
+            ("A sweep: one document, many runs, one verdict table", 0) => {
+                let o = s.run(&b, &[]);
+                let swept = s.read_doc("swept.json");
+                assert_eq!(swept["report"]["status"], "PASSED", "{}", o.err);
+                let tasks = swept["report"]["tasks"].as_array().unwrap();
+                assert_eq!(tasks.len(), 4, "{swept}");
+                assert_eq!(
+                    tasks[3]["excerpt"],
+                    json!(["training with lr=0.01 seed=2 as task 3 of 4"]),
+                    "{swept}"
+                );
+                assert!(o.out.contains("lr=0.01 seed=2"), "the table:\n{}", o.both());
+                assert!(o.err.contains("every task of the sweep passed"), "{}", o.err);
+            }
+            ("A sweep: one document, many runs, one verdict table", 1) => {
+                let o = s.run(&b, &[]);
+                let agg = s.read_doc("aggregated.json");
+                let sweep_id = s.read_doc("submitted.json")["job"]["job_id"].clone();
+                assert_eq!(
+                    agg["job"]["dependency"],
+                    json!(format!("afterok:{}", sweep_id.as_str().unwrap())),
+                    "{}",
+                    o.err
+                );
+                assert_eq!(agg["report"]["status"], "PASSED", "{}", o.err);
             }
             (
                 "Many runs on many clusters: the ledger, events, notifications, retries, results",
