@@ -47,6 +47,25 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     assert_eq!(job.array.as_deref(), Some("0-5%3"));
     assert_eq!(job.sweep_tasks.as_ref().map(Vec::len), Some(6));
     assert!(job.stdout_path.as_deref().unwrap().ends_with(&format!("{}_%a.out", job.job_id.as_deref().unwrap())), "{job:?}");
+    // slurm-runs shows the array as one run, its tasks counted per state.
+    let listed = tool("slurm-runs")
+        .args(["--json", "--name", "st-sweep-grid"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let line: Value = listed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["job_id"] == job.job_id.as_deref().unwrap())
+        .unwrap_or_else(|| panic!("the sweep in slurm-runs:\n{listed}"));
+    let counted: u32 = line["tasks"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{line}"))
+        .split(", ")
+        .map(|c| c.split(' ').next().unwrap().parse::<u32>().unwrap())
+        .sum();
+    assert!((1..=6).contains(&counted), "{line}");
     let trace = tempdir();
     let file = trace.path().join("t.jsonl");
     let mut cmd = tool("slurm-watch");

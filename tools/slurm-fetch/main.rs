@@ -16,7 +16,8 @@ use std::time::Duration;
 /// Patterns (--pattern, repeatable, and the document's `fetch_patterns`) are globs relative to
 /// the job's own code tree on the cluster (job.tree, where it ran), or, prefixed `work:`, to its
 /// work directory (where its logs are); `*` and `?` match across directories, as in
-/// `find -path` (`*.pt` finds every .pt file below). The job's .out and .err logs always come.
+/// `find -path` (`*.pt` finds every .pt file below). The job's .out and .err logs always come (a
+/// sweep's: every task's, each named by its array index).
 /// Works on any verdict (failed, cancelled, timed out) and on a running job (what exists now).
 ///
 /// Incremental: a file already here with the same size and modification time is not copied
@@ -196,10 +197,12 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     let patterns: Vec<String> = cli.patterns.iter().cloned().chain(from_doc).collect();
     if !cli.no_logs {
-        globs.push((Base::Work, basename(&out_log)));
+        // A sweep's logs hold `%a` (the task's index): every task's logs, each named by its task.
+        let every_task = |name: String| name.replace("%a", "*");
+        globs.push((Base::Work, every_task(basename(&out_log))));
         if let Some(err) = &job.stderr_path {
             if parent(err) == work && *err != out_log {
-                globs.push((Base::Work, basename(err)));
+                globs.push((Base::Work, every_task(basename(err))));
             }
         }
     }

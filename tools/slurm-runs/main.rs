@@ -23,7 +23,10 @@ mod stats;
 /// submission and slurm-watch its verdict. Unfinished runs are refreshed from their clusters:
 /// one ssh execution per cluster (through its master, never a new login prompt) running one
 /// squeue and at most one sacct for all of that cluster's runs. Runs seen ending are written
-/// back to the ledger, so later listings need not ask again.
+/// back to the ledger, so later listings need not ask again. A sweep (one job array) is one line:
+/// RUNNING while a task runs, PENDING while one waits, then COMPLETED or the first other end,
+/// with its tasks counted per state (`[2 RUNNING, 3 PENDING, 1 COMPLETED]`; `tasks` in --json);
+/// its watched document's report has a row per task (`slurm-report --table`).
 ///
 /// Each run's saved document (the `document` field of --json) can be handed to slurm-watch to
 /// resume watching it, to slurm-fetch for its files, or to slurm-report. The IMAGE column (and
@@ -111,6 +114,59 @@ struct Live {
     estimated_start: Option<u64>,
     nodes: Option<String>,
     exit_code: Option<String>,
+    /// A sweep's job array: how many tasks are in each state (`2 RUNNING, 3 PENDING`).
+    tasks: Option<String>,
+}
+
+/// A job array's tasks (`<id>_<n>` in squeue -r and sacct) as one run: RUNNING while a task runs,
+/// else PENDING while one waits, else COMPLETED when every task completed, else the first other
+/// end; with the count of tasks in each state. `None` when no task of `id` was seen.
+fn fold_array(id: &str, found: &[(String, Live)]) -> Option<Live> {
+    let prefix = format!("{id}_");
+    let mut tasks: Vec<(&str, &Live)> = Vec::new();
+    for (tid, l) in found {
+        if tid.starts_with(&prefix) && !tasks.iter().any(|(t, _)| t == tid) {
+            tasks.push((tid.as_str(), l));
+        }
+    }
+    if tasks.is_empty() {
+        return None;
+    }
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for (_, l) in &tasks {
+        match counts.iter_mut().find(|(s, _)| *s == l.state) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((l.state.clone(), 1)),
+        }
+    }
+    let has = |s: &str| tasks.iter().any(|(_, l)| l.state == s);
+    let state = if has("RUNNING") || has("COMPLETING") || has("CONFIGURING") {
+        "RUNNING".to_string()
+    } else if has("PENDING") || has("REQUEUED") {
+        "PENDING".to_string()
+    } else if tasks.iter().any(|(_, l)| !shared::slurm::is_final(&l.state)) {
+        tasks[0].1.state.clone()
+    } else {
+        tasks
+            .iter()
+            .map(|(_, l)| l.state.clone())
+            .find(|s| s != "COMPLETED")
+            .unwrap_or_else(|| "COMPLETED".to_string())
+    };
+    let mut nodes: Vec<&str> = tasks.iter().filter_map(|(_, l)| l.nodes.as_deref()).collect();
+    nodes.dedup();
+    Some(Live {
+        state,
+        tasks: Some(
+            counts
+                .iter()
+                .map(|(s, n)| format!("{n} {s}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        ),
+        nodes: (!nodes.is_empty()).then(|| nodes.join(",")),
+        ..Live::default()
+    })
 }
 
 fn runs(cli: &Cli) -> Result<u8> {
@@ -249,6 +305,9 @@ fn runs(cli: &Cli) -> Result<u8> {
                 v["reason"] = l.reason.clone().into();
                 v["pending_category"] = pending_category(l).into();
                 v["estimated_start"] = l.estimated_start.into();
+                if let Some(t) = &l.tasks {
+                    v["tasks"] = t.clone().into();
+                }
             }
             t.push_str(&v.to_string());
             t.push('\n');
@@ -382,9 +441,10 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
             sacct: calls.1,
             jobs: ids.len() as u32,
         });
-        for (id, l) in found {
-            if ids.contains(&id) {
-                seen.push(((cluster.clone(), id), l));
+        for id in &ids {
+            let direct = found.iter().find(|(f, _)| f == id).map(|(_, l)| l.clone());
+            if let Some(l) = direct.or_else(|| fold_array(id, &found)) {
+                seen.push(((cluster.clone(), id.clone()), l));
             }
         }
     }
@@ -444,7 +504,7 @@ fn query_script(ids: &[String]) -> Result<Script> {
     let mut s = Script::new();
     s.assign("ids", &ids.join(","))?;
     s.raw(
-        r#"q=$(env SLURM_TIME_FORMAT=%s squeue -h -t all -j "$ids" -o '%i|%T|%r|%S|%N' 2>&1); qrc=$?
+        r#"q=$(env SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$ids" -o '%i|%T|%r|%S|%N' 2>&1); qrc=$?
 echo "SQUEUE $qrc"
 printf '%s\n' "$q" | sed 's/^/Q /'
 missing=
@@ -452,7 +512,8 @@ for id in $(printf '%s' "$ids" | tr ',' ' '); do
   case "
 $q" in
     *"
-$id|"*) ;;
+$id|"* | *"
+${id}_"*) ;;
     *) missing="$missing${missing:+,}$id" ;;
   esac
 done
@@ -486,7 +547,7 @@ fn parse_reply(text: &str) -> (Vec<(String, Live)>, (u32, u32)) {
                         reason: Some(f[2].to_string()).filter(|r| pending && r != "None"),
                         estimated_start: f[3].parse().ok().filter(|s| pending && *s > 0),
                         nodes: Some(f[4].to_string()).filter(|n| !n.is_empty() && !pending),
-                        exit_code: None,
+                        ..Live::default()
                     },
                 ));
             }
@@ -626,6 +687,9 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
         {
             state.push_str(" (by the race)");
         }
+        if let Some(tasks) = l.and_then(|l| l.tasks.as_deref()) {
+            state.push_str(&format!(" [{tasks}]"));
+        }
         if let Some(reason) = l.and_then(|l| l.reason.as_deref()) {
             match l.and_then(pending_category) {
                 Some(c) => state.push_str(&format!(" ({reason}: {c})")),
@@ -679,6 +743,22 @@ fn columns<const N: usize>(mut rows: Vec<[String; N]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_array_is_one_run_with_its_tasks_counted() {
+        let (found, _) = parse_reply(
+            "SQUEUE 0\nQ 20_0|RUNNING|None|1|mn1\nQ 20_1|PENDING|JobArrayTaskLimit|0|\nQ 20_2|COMPLETED|None|1|mn2\nQ 21|RUNNING|None|1|mn3\nSACCT 0\nA 20_2|COMPLETED|0:0|mn2\n",
+        );
+        let l = fold_array("20", &found).unwrap();
+        assert_eq!(l.state, "RUNNING");
+        assert_eq!(l.tasks.as_deref(), Some("1 RUNNING, 1 PENDING, 1 COMPLETED"));
+        assert_eq!(fold_array("21", &found), None, "a plain job is not an array");
+        assert_eq!(fold_array("2", &found), None, "20's tasks are not 2's");
+        let (done, _) = parse_reply("SACCT 0\nA 30_0|COMPLETED|0:0|mn1\nA 30_1|FAILED|3:0|mn1\nA 30_2|COMPLETED|0:0|mn1\n");
+        let l = fold_array("30", &done).unwrap();
+        assert_eq!((l.state.as_str(), l.tasks.as_deref()), ("FAILED", Some("2 COMPLETED, 1 FAILED")));
+        assert_eq!(l.nodes.as_deref(), Some("mn1"));
+    }
 
     #[test]
     fn ages_globs_and_replies() {
