@@ -869,3 +869,49 @@ fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
     let state = on_modern("modern-login", &format!("squeue -h -j {id} -o %T"));
     assert!(!state.contains("RUNNING"), "released: {state}");
 }
+
+/// A sweep on the modern site: a job array of a two-task recipe in Apptainer, on Slurm 24.11
+/// without accounting (each task's end from scontrol); every task gets its parameters, in the
+/// container, on every rank, and its own verdict.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_sweep_runs_every_task_in_apptainer_and_judges_each_without_accounting() {
+    crate::needs_cluster!();
+    let j = container_job("ctr-sweep");
+    let mut d = j.doc.clone();
+    d["recipe"] = json!("distributed");
+    d["required_devices_per_node"] = json!(2);
+    d["container_image"] = json!(testbed().s("container_image"));
+    d["sweep"] = json!({"sets": [{"v": "a b"}, {"v": "$HOME 'q'"}, {"v": "fails"}]});
+    d["command"] = json!(
+        "echo \"rank $RANK v=[{v}] task $SWEEP_INDEX\"; head -n 1 /etc/slurm-tools-image; [ {v} != fails ]"
+    );
+    let s = step(&j.state, "slurm-submit", &[], &d);
+    assert_eq!(s.doc["job"]["container_runtime"], "apptainer", "{}", s.doc);
+    assert_eq!(s.doc["job"]["array"], "0-2");
+    let mut c = tool("slurm-watch");
+    c.env("SLURM_TOOLS_STATE_DIR", &j.state).args(["--interval", "1"]);
+    let w = run_raw(c, s.doc.to_string().as_bytes());
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let r: shared::schema::Report = serde_json::from_value(w.doc["report"].clone()).unwrap();
+    assert_eq!(r.source, shared::schema::Source::Scontrol, "no accounting on this site");
+    let tasks = r.tasks.unwrap();
+    use shared::schema::Status::*;
+    assert_eq!(
+        tasks.iter().map(|t| t.status).collect::<Vec<_>>(),
+        [Passed, Passed, Failed],
+        "{}",
+        w.stderr
+    );
+    for (t, v) in tasks.iter().zip(["a b", "$HOME 'q'"]) {
+        let log = on_modern("modern-login", &format!("cat '{}'", t.remote_log));
+        for rank in 0..2 {
+            assert!(
+                log.contains(&format!("rank {rank} v=[{v}] task {}", t.index)),
+                "task {} rank {rank}: {log}",
+                t.index
+            );
+        }
+        assert!(log.contains("slurm-tools testbed image"), "in the image: {log}");
+    }
+}
