@@ -56,10 +56,18 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 ///   slurm-submit --build | slurm-watch | slurm-submit | slurm-watch
 /// and a build that did not pass stops the second slurm-submit (exit 1, document unchanged).
 ///
+/// Sweeps: a `sweep` (a `grid` of parameter lists, crossed, or a list of `sets`, and
+/// `max_parallel`) is submitted as one Slurm job array (sbatch --array, for every recipe: an srun
+/// recipe's step runs inside each task's allocation), checked against the cluster's MaxArraySize
+/// first. Each task has SWEEP_<NAME>, SWEEP_INDEX, SWEEP_COUNT and SWEEP_PARAMS (JSON) in its
+/// environment, and `{name}` in `command` is the value as one word. --only-failed runs again the
+/// tasks of a watched sweep that did not pass. `after` (job ids or saved documents) makes Slurm
+/// hold the job until they end (--dependency, afterok unless prefixed).
+///
 /// Reads: recipe (default single), command or script_path (+ script_name), extra_files,
 /// job_name, account, partition, time_limit, node_count, required_devices_per_node,
 /// gpus_per_node, container_image, container_runtime, mounts (a string or a list), exclude_nodes,
-/// remote_repo_path, remote_work_dir, resolve.flags; with --build also build_project,
+/// remote_repo_path, remote_work_dir, resolve.flags, sweep, after; with --build also build_project,
 /// build_command, device_type, default_user_root_dir (else remote_cwd).
 ///
 /// {adds}

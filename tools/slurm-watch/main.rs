@@ -55,6 +55,12 @@ use verdict::{final_verdict, Verdict};
 /// be found for PASSED. `monitor_timeout_seconds` ends the watch with TIMEOUT and cancels the
 /// job (unless --keep-on-timeout).
 ///
+/// A sweep (slurm-submit's job array) is followed whole: each poll asks squeue once for every
+/// task and sacct at most once (when a task left the queue), reads each running task's new log
+/// bytes, and judges each task as a job of its own (its hang cancels it alone); the report has a
+/// row per task (`tasks`) and is PASSED only when every task passed. With --retry, only the
+/// tasks a node failure ended are submitted again (an array of their indexes, nodes excluded).
+///
 /// A lost connection, an unreachable controller, a job not yet in sacct or a log not yet
 /// visible is never a verdict: the watch retries with backoff and never cancels the job because
 /// it lost its link. If the MFA master died it exits 3 with the login command; rerunning
