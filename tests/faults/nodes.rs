@@ -276,7 +276,10 @@ fn a_sweep_task_that_loses_its_node_is_retried_alone() {
         if let Some(n) = job_nodes(&slow).into_iter().next() {
             break n;
         }
-        assert!(std::time::Instant::now() < deadline, "task {slow} did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "task {slow} did not start"
+        );
         std::thread::sleep(Duration::from_millis(500));
     };
     // The quick tasks end in a moment; then the slow one's node goes.
@@ -285,32 +288,62 @@ fn a_sweep_task_that_loses_its_node_is_retried_alone() {
     assert!(Command::new("kill").arg(&pid).status().unwrap().success());
     let killed = std::time::Instant::now();
     let w = watcher.join().unwrap();
-    eprintln!("the watch ended {:.0} s after the kill", killed.elapsed().as_secs_f64());
+    eprintln!(
+        "the watch ended {:.0} s after the kill",
+        killed.elapsed().as_secs_f64()
+    );
     cluster_up();
     assert_eq!(w.code, 0, "{}", w.stderr);
     let report: shared::schema::Report = serde_json::from_value(w.doc["report"].clone()).unwrap();
     let tasks = report.tasks.expect("a row per task");
     assert_eq!(
-        tasks.iter().map(|t| (t.index, t.status)).collect::<Vec<_>>(),
-        (0..3).map(|i| (i, shared::schema::Status::Passed)).collect::<Vec<_>>(),
+        tasks
+            .iter()
+            .map(|t| (t.index, t.status))
+            .collect::<Vec<_>>(),
+        (0..3)
+            .map(|i| (i, shared::schema::Status::Passed))
+            .collect::<Vec<_>>(),
         "{}",
         w.stderr
     );
-    assert_eq!(tasks[0].from_job.as_deref(), Some(id.as_str()), "kept from the first array");
+    assert_eq!(
+        tasks[0].from_job.as_deref(),
+        Some(id.as_str()),
+        "kept from the first array"
+    );
     assert_eq!(tasks[2].from_job.as_deref(), Some(id.as_str()));
     assert_eq!(tasks[1].from_job, None, "task 1 ran again");
     assert_eq!(tasks[1].excerpt, ["done slow"]);
     assert_eq!(w.doc["attempts"][0]["job_id"], id.as_str());
     assert_eq!(w.doc["attempts"][0]["slurm_state"], "NODE_FAIL");
     assert_eq!(w.doc["exclude_nodes"], json!([node.clone()]));
-    assert_eq!(w.doc["job"]["array"], "1", "only the failed task was submitted again");
+    assert_eq!(
+        w.doc["job"]["array"], "1",
+        "only the failed task was submitted again"
+    );
     let second = w.doc["job"]["job_id"].as_str().unwrap().to_string();
     assert_ne!(second, id);
     let out = Command::new("sacct")
-        .args(["-X", "-n", "-P", "-o", "NodeList", "-j", &format!("{second}_1")])
+        .args([
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "NodeList",
+            "-j",
+            &format!("{second}_1"),
+        ])
         .output()
         .unwrap();
     let ran_on = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(!ran_on.is_empty() && ran_on != node, "ran on {ran_on}, not {node}");
-    assert!(w.stderr.contains("submitting only task 1 again"), "{}", w.stderr);
+    assert!(
+        !ran_on.is_empty() && ran_on != node,
+        "ran on {ran_on}, not {node}"
+    );
+    assert!(
+        w.stderr.contains("submitting only task 1 again"),
+        "{}",
+        w.stderr
+    );
 }

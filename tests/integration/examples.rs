@@ -976,7 +976,11 @@ fn the_cookbooks_examples_run_as_printed() {
                     "{swept}"
                 );
                 assert!(o.out.contains("lr=0.01 seed=2"), "the table:\n{}", o.both());
-                assert!(o.err.contains("every task of the sweep passed"), "{}", o.err);
+                assert!(
+                    o.err.contains("every task of the sweep passed"),
+                    "{}",
+                    o.err
+                );
             }
             ("A sweep: one document, many runs, one verdict table", 1) => {
                 let o = s.run(&b, &[]);

@@ -46,7 +46,13 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     let job = job_of(&s.doc);
     assert_eq!(job.array.as_deref(), Some("0-5%3"));
     assert_eq!(job.sweep_tasks.as_ref().map(Vec::len), Some(6));
-    assert!(job.stdout_path.as_deref().unwrap().ends_with(&format!("{}_%a.out", job.job_id.as_deref().unwrap())), "{job:?}");
+    assert!(
+        job.stdout_path
+            .as_deref()
+            .unwrap()
+            .ends_with(&format!("{}_%a.out", job.job_id.as_deref().unwrap())),
+        "{job:?}"
+    );
     // slurm-runs shows the array as one run, its tasks counted per state.
     let listed = tool("slurm-runs")
         .args(["--json", "--name", "st-sweep-grid"])
@@ -69,7 +75,8 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     let trace = tempdir();
     let file = trace.path().join("t.jsonl");
     let mut cmd = tool("slurm-watch");
-    cmd.args(["--interval", "2"]).env("SLURM_TOOLS_TRACE", &file);
+    cmd.args(["--interval", "2"])
+        .env("SLURM_TOOLS_TRACE", &file);
     let w = run_raw(cmd, s.doc.to_string().as_bytes());
     assert_eq!(w.code, 1, "{}", w.stderr);
     assert_schema(&w.doc);
@@ -77,15 +84,31 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     use Status::*;
     assert_eq!(
         statuses(&r),
-        [(0, Passed), (1, Passed), (2, Passed), (3, Failed), (4, HangDetected), (5, Passed)]
+        [
+            (0, Passed),
+            (1, Passed),
+            (2, Passed),
+            (3, Failed),
+            (4, HangDetected),
+            (5, Passed)
+        ]
     );
     assert_eq!(r.status, Failed);
-    assert!(r.summary.starts_with("6 tasks: 4 PASSED, 1 FAILED (task 3), 1 HANG_DETECTED (task 4)"), "{}", r.summary);
+    assert!(
+        r.summary
+            .starts_with("6 tasks: 4 PASSED, 1 FAILED (task 3), 1 HANG_DETECTED (task 4)"),
+        "{}",
+        r.summary
+    );
     let tasks = r.tasks.as_ref().unwrap();
     assert_eq!(tasks[3].exit_code.as_deref(), Some("3:0"));
     // The task's stderr, then srun's own line about the step (it runs inside the array's batch
     // script, whose stderr is the task's).
-    assert!(tasks[3].excerpt_err.iter().any(|l| l == "boom"), "{:#?}", tasks[3]);
+    assert!(
+        tasks[3].excerpt_err.iter().any(|l| l == "boom"),
+        "{:#?}",
+        tasks[3]
+    );
     assert_eq!(tasks[4].hang_line.as_deref(), Some("Hang detected in step"));
     assert_eq!(tasks[4].params["case"], "c");
     assert_eq!(tasks[4].params["seed"], "1");
@@ -107,7 +130,10 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
         assert_eq!(c["jobs"], 6, "{c}");
     }
     // The table.
-    let table = pipe(tool("slurm-report").arg("--table"), w.doc.to_string().as_bytes());
+    let table = pipe(
+        tool("slurm-report").arg("--table"),
+        w.doc.to_string().as_bytes(),
+    );
     assert_eq!(table.status.code(), Some(1), "a sweep that did not pass");
     let table = String::from_utf8_lossy(&table.stdout).into_owned();
     for want in [
@@ -140,12 +166,19 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     let w2 = run("slurm-watch", &["--interval", "2"], &again.doc);
     assert_eq!(w2.code, 0, "{}", w2.stderr);
     let r2 = report_of(&w2.doc);
-    assert_eq!(statuses(&r2), (0..6).map(|i| (i, Passed)).collect::<Vec<_>>());
+    assert_eq!(
+        statuses(&r2),
+        (0..6).map(|i| (i, Passed)).collect::<Vec<_>>()
+    );
     let t2 = r2.tasks.unwrap();
     let first = job.job_id.clone().unwrap();
     for t in &t2 {
         let earlier = ![3, 4].contains(&t.index);
-        assert_eq!(t.from_job.as_deref() == Some(first.as_str()), earlier, "{t:?}");
+        assert_eq!(
+            t.from_job.as_deref() == Some(first.as_str()),
+            earlier,
+            "{t:?}"
+        );
     }
     assert!(w2.doc.get("sweep_done").is_none(), "{}", w2.doc);
 }
@@ -179,13 +212,19 @@ fn sweep_values_arrive_whole_and_after_waits_for_the_sweep() {
     agg["command"] = json!(format!("cat $HOME/{dir}/0; echo; cat $HOME/{dir}/1; echo"));
     let a = run("slurm-submit", &[], &agg);
     assert_eq!(a.code, 0, "{}", a.stderr);
-    assert_eq!(job_of(&a.doc).dependency, Some(format!("afterok:{sweep_id}")));
+    assert_eq!(
+        job_of(&a.doc).dependency,
+        Some(format!("afterok:{sweep_id}"))
+    );
 
     let w = run("slurm-watch", &["--interval", "2"], &s.doc);
     assert_eq!(w.code, 0, "{}", w.stderr);
     let r = report_of(&w.doc);
     let tasks = r.tasks.unwrap();
-    assert_eq!(tasks[0].excerpt, ["got<a b 'c' \"d\" $HOME `id` \\ ; e", "line2>"]);
+    assert_eq!(
+        tasks[0].excerpt,
+        ["got<a b 'c' \"d\" $HOME `id` \\ ; e", "line2>"]
+    );
     assert_eq!(tasks[1].excerpt, ["got<plain>"]);
     assert_eq!(tasks[0].params["n"], "1");
     let wa = run("slurm-watch", &["--interval", "2"], &a.doc);
@@ -210,7 +249,10 @@ fn a_sweep_over_max_array_size_is_refused_naming_the_limit() {
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap()
         .lines()
-        .find_map(|l| l.strip_prefix("MaxArraySize").map(|v| v.trim_start_matches([' ', '=']).trim().to_string()))
+        .find_map(|l| {
+            l.strip_prefix("MaxArraySize")
+                .map(|v| v.trim_start_matches([' ', '=']).trim().to_string())
+        })
         .and_then(|v| v.parse().ok())
         .expect("MaxArraySize in scontrol show config");
     let mut d = base.clone();
@@ -220,7 +262,11 @@ fn a_sweep_over_max_array_size_is_refused_naming_the_limit() {
     assert_eq!(s.code, 2, "{}", s.stderr);
     assert_eq!(s.doc["error"]["field"], "sweep", "{}", s.doc);
     let msg = s.error_message();
-    assert!(msg.contains(&format!("MaxArraySize is {max}")) && msg.contains(&format!("makes {} tasks", max + 1)), "{msg}");
+    assert!(
+        msg.contains(&format!("MaxArraySize is {max}"))
+            && msg.contains(&format!("makes {} tasks", max + 1)),
+        "{msg}"
+    );
     let q = std::process::Command::new("squeue")
         .args(["-h", "-n", "st-sweep-big", "-o", "%i"])
         .output()
@@ -229,5 +275,9 @@ fn a_sweep_over_max_array_size_is_refused_naming_the_limit() {
     d["sweep"] = json!({"grid": {"lr": []}});
     let bad = run("slurm-submit", &[], &d);
     assert_eq!(bad.code, 2);
-    assert!(bad.error_message().contains("grid.lr"), "{}", bad.error_message());
+    assert!(
+        bad.error_message().contains("grid.lr"),
+        "{}",
+        bad.error_message()
+    );
 }

@@ -211,7 +211,15 @@ fn task_table(t: &mut String, tasks: &[shared::schema::TaskReport]) {
             ]
         })
         .collect();
-    let head = ["TASK", "VERDICT", "SLURM", "EXIT", "ELAPSED", "NODES", "PARAMETERS"];
+    let head = [
+        "TASK",
+        "VERDICT",
+        "SLURM",
+        "EXIT",
+        "ELAPSED",
+        "NODES",
+        "PARAMETERS",
+    ];
     let mut width = head.map(str::len);
     for r in &rows {
         for (w, c) in width.iter_mut().zip(r) {
@@ -294,7 +302,9 @@ mod tests {
         let task = |index: u32, status: Status, state: &str, v: &str| TaskReport {
             index,
             job_id: format!("9_{index}"),
-            params: [("lr".to_string(), serde_json::Value::String(v.into()))].into_iter().collect(),
+            params: [("lr".to_string(), serde_json::Value::String(v.into()))]
+                .into_iter()
+                .collect(),
             status,
             slurm_state: state.into(),
             exit_code: Some("0:0".into()),
@@ -310,13 +320,25 @@ mod tests {
         let mut t = String::new();
         task_table(
             &mut t,
-            &[task(0, Status::Passed, "COMPLETED", "0.1"), task(1, Status::HangDetected, "CANCELLED", "a b")],
+            &[
+                task(0, Status::Passed, "COMPLETED", "0.1"),
+                task(1, Status::HangDetected, "CANCELLED", "a b"),
+            ],
         );
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0], "  tasks:");
-        assert_eq!(lines[1], "    TASK VERDICT       SLURM     EXIT ELAPSED  NODES PARAMETERS");
-        assert_eq!(lines[2], "    0    PASSED        COMPLETED 0:0  00:00:03 mn1   lr=0.1");
-        assert_eq!(lines[3], "    1    HANG_DETECTED CANCELLED 0:0  00:00:03 mn1   lr='a b'");
+        assert_eq!(
+            lines[1],
+            "    TASK VERDICT       SLURM     EXIT ELAPSED  NODES PARAMETERS"
+        );
+        assert_eq!(
+            lines[2],
+            "    0    PASSED        COMPLETED 0:0  00:00:03 mn1   lr=0.1"
+        );
+        assert_eq!(
+            lines[3],
+            "    1    HANG_DETECTED CANCELLED 0:0  00:00:03 mn1   lr='a b'"
+        );
         assert_eq!(lines[4], "    task 1: summary 1");
         assert_eq!(lines[5], "      | boom");
         assert_eq!(lines.len(), 6);

@@ -144,7 +144,10 @@ fn fold_array(id: &str, found: &[(String, Live)]) -> Option<Live> {
         "RUNNING".to_string()
     } else if has("PENDING") || has("REQUEUED") {
         "PENDING".to_string()
-    } else if tasks.iter().any(|(_, l)| !shared::slurm::is_final(&l.state)) {
+    } else if tasks
+        .iter()
+        .any(|(_, l)| !shared::slurm::is_final(&l.state))
+    {
         tasks[0].1.state.clone()
     } else {
         tasks
@@ -153,7 +156,10 @@ fn fold_array(id: &str, found: &[(String, Live)]) -> Option<Live> {
             .find(|s| s != "COMPLETED")
             .unwrap_or_else(|| "COMPLETED".to_string())
     };
-    let mut nodes: Vec<&str> = tasks.iter().filter_map(|(_, l)| l.nodes.as_deref()).collect();
+    let mut nodes: Vec<&str> = tasks
+        .iter()
+        .filter_map(|(_, l)| l.nodes.as_deref())
+        .collect();
     nodes.dedup();
     Some(Live {
         state,
@@ -751,12 +757,24 @@ mod tests {
         );
         let l = fold_array("20", &found).unwrap();
         assert_eq!(l.state, "RUNNING");
-        assert_eq!(l.tasks.as_deref(), Some("1 RUNNING, 1 PENDING, 1 COMPLETED"));
-        assert_eq!(fold_array("21", &found), None, "a plain job is not an array");
+        assert_eq!(
+            l.tasks.as_deref(),
+            Some("1 RUNNING, 1 PENDING, 1 COMPLETED")
+        );
+        assert_eq!(
+            fold_array("21", &found),
+            None,
+            "a plain job is not an array"
+        );
         assert_eq!(fold_array("2", &found), None, "20's tasks are not 2's");
-        let (done, _) = parse_reply("SACCT 0\nA 30_0|COMPLETED|0:0|mn1\nA 30_1|FAILED|3:0|mn1\nA 30_2|COMPLETED|0:0|mn1\n");
+        let (done, _) = parse_reply(
+            "SACCT 0\nA 30_0|COMPLETED|0:0|mn1\nA 30_1|FAILED|3:0|mn1\nA 30_2|COMPLETED|0:0|mn1\n",
+        );
         let l = fold_array("30", &done).unwrap();
-        assert_eq!((l.state.as_str(), l.tasks.as_deref()), ("FAILED", Some("2 COMPLETED, 1 FAILED")));
+        assert_eq!(
+            (l.state.as_str(), l.tasks.as_deref()),
+            ("FAILED", Some("2 COMPLETED, 1 FAILED"))
+        );
         assert_eq!(l.nodes.as_deref(), Some("mn1"));
     }
 

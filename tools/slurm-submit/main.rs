@@ -280,8 +280,14 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if let Some(entry) = journal {
         ctx.after_written(move || entry.finish());
     }
-    let out = plan.stdout_path.replace("%j", &job_id).replace("%A", &job_id);
-    let err = plan.stderr_path.replace("%j", &job_id).replace("%A", &job_id);
+    let out = plan
+        .stdout_path
+        .replace("%j", &job_id)
+        .replace("%A", &job_id);
+    let err = plan
+        .stderr_path
+        .replace("%j", &job_id)
+        .replace("%A", &job_id);
     match &plan.sweep {
         Some(p) => ctx.note(format!(
             "sweep accepted: job array {job_id}, {} tasks ({}); logs: {out} (%a: the task's index)",
@@ -430,15 +436,29 @@ fn only_failed(ctx: &mut Context) -> Result<bool> {
     let sweep = ctx
         .doc
         .section_as::<shared::schema::Sweep>("sweep")?
-        .ok_or_else(|| shared::doc::missing("sweep", &format!("--only-failed reruns a sweep's tasks; {hint}")))?;
+        .ok_or_else(|| {
+            shared::doc::missing(
+                "sweep",
+                &format!("--only-failed reruns a sweep's tasks; {hint}"),
+            )
+        })?;
     let rows = ctx
         .doc
         .section_as::<Report>("report")?
         .and_then(|r| r.tasks)
-        .ok_or_else(|| shared::doc::missing("report", &format!("--only-failed needs the sweep's verdicts per task; {hint}")))?;
-    let (passed, failed): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| r.status == Status::Passed);
+        .ok_or_else(|| {
+            shared::doc::missing(
+                "report",
+                &format!("--only-failed needs the sweep's verdicts per task; {hint}"),
+            )
+        })?;
+    let (passed, failed): (Vec<_>, Vec<_>) =
+        rows.into_iter().partition(|r| r.status == Status::Passed);
     if failed.is_empty() {
-        ctx.note(format!("every task of the sweep passed ({}): nothing to run again", passed.len()));
+        ctx.note(format!(
+            "every task of the sweep passed ({}): nothing to run again",
+            passed.len()
+        ));
         return Ok(false);
     }
     let only: Vec<u32> = failed.iter().map(|r| r.index).collect();
@@ -448,11 +468,20 @@ fn only_failed(ctx: &mut Context) -> Result<bool> {
         failed.iter().map(|r| format!("{} {}", r.index, r.status)).collect::<Vec<_>>().join(", "),
         passed.len()
     ));
-    let mut done = ctx.doc.section_as::<Vec<shared::schema::TaskReport>>("sweep_done")?.unwrap_or_default();
+    let mut done = ctx
+        .doc
+        .section_as::<Vec<shared::schema::TaskReport>>("sweep_done")?
+        .unwrap_or_default();
     done.retain(|d| !passed.iter().any(|p| p.index == d.index) && !only.contains(&d.index));
     done.extend(passed);
     done.sort_by_key(|r| r.index);
-    ctx.doc.set_section("sweep", &shared::schema::Sweep { only: Some(only), ..sweep });
+    ctx.doc.set_section(
+        "sweep",
+        &shared::schema::Sweep {
+            only: Some(only),
+            ..sweep
+        },
+    );
     ctx.doc.set_section("sweep_done", &done);
     for section in ["job", "report", "forensics"] {
         ctx.doc.remove(section);
@@ -475,7 +504,11 @@ fn after(doc: &shared::Document) -> Result<Option<String>> {
             shared::doc::field_error("after", &format!("names {}, {what}", shared::quote::preview(path)))
                 .with_hint("give a job id (digits, or ID_INDEX for an array task) or a job document saved from slurm-submit's output (e.g. `slurm-submit < a.json > a.submitted.json`)")
         };
-        let text = std::fs::read(path).map_err(|e| bad(format!("which is not a job id and cannot be read as a document ({e})")))?;
+        let text = std::fs::read(path).map_err(|e| {
+            bad(format!(
+                "which is not a job id and cannot be read as a document ({e})"
+            ))
+        })?;
         let saved: shared::schema::JobDocument = serde_json::from_slice(&text)
             .map_err(|e| bad(format!("which is not a job document ({e})")))?;
         saved
@@ -642,42 +675,29 @@ fn run_plan(
         }
         None => None,
     };
-    if let Some(step) = step {
-        // A sweep of an srun recipe: each task's batch script runs the recipe's step.
-        let mut w = Script::new();
-        w.raw("#!/bin/sh\n# Written by slurm-submit: one task of a sweep runs the recipe's step.\nexec");
-        for word in step.iter() {
-            w.arg(word)?;
+    // A sweep of an srun recipe: each task's batch script runs the recipe's step.
+    let array_script = match step {
+        Some(step) => {
+            let mut w = Script::new();
+            w.raw("#!/bin/sh\n# Written by slurm-submit: one task of a sweep runs the recipe's step.\nexec");
+            for word in step.iter() {
+                w.arg(word)?;
+            }
+            if let Some(l) = &launcher {
+                w.arg("/bin/sh")?.arg(l)?;
+            }
+            w.arg("bash")?.arg(&cmd_path)?.raw("\n");
+            let name = format!(".slurm-tools/{token}.array.sh");
+            items.push(Item::bytes(name.clone(), w.into_string(), true));
+            Some(join(&work, &name))
         }
-        if let Some(l) = &launcher {
-            w.arg("/bin/sh")?.arg(l)?;
-        }
-        w.arg("bash")?.arg(&cmd_path)?.raw("\n");
-        let name = format!(".slurm-tools/{token}.array.sh");
-        items.push(Item::bytes(name.clone(), w.into_string(), true));
-        return Ok(Plan {
-            kind: JobKind::Run,
-            recipe: Some(recipe),
-            argv,
-            tail: vec![join(&work, &name)],
-            upload_dir: work,
-            items,
-            stdout_path,
-            stderr_path,
-            tmux_session: None,
-            wrapper: None,
-            launcher,
-            state_dir,
-            token: token.to_string(),
-            tree,
-            sweep,
-            dependency,
-        });
-    }
-    if recipe == Recipe::Batch {
-        let tail = match &launcher {
-            Some(l) => vec![l.clone(), "bash".to_string(), cmd_path],
-            None => vec![cmd_path],
+        None => None,
+    };
+    if recipe == Recipe::Batch || array_script.is_some() {
+        let tail = match (array_script, &launcher) {
+            (Some(a), _) => vec![a],
+            (None, Some(l)) => vec![l.clone(), "bash".to_string(), cmd_path],
+            (None, None) => vec![cmd_path],
         };
         return Ok(Plan {
             kind: JobKind::Run,

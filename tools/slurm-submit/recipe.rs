@@ -45,7 +45,11 @@ pub fn array_argv(
     logs: (&str, &str),
     spec: &str,
 ) -> (Vec<String>, Option<Vec<String>>) {
-    let mut argv = vec!["sbatch".to_string(), "--parsable".into(), format!("--array={spec}")];
+    let mut argv = vec![
+        "sbatch".to_string(),
+        "--parsable".into(),
+        format!("--array={spec}"),
+    ];
     allocation(&mut argv, recipe, st, token, repo, logs.0, logs.1);
     if recipe == Recipe::Batch {
         st.container(&mut argv, repo);
@@ -301,7 +305,15 @@ mod tests {
         assert!(d.contains(DISTRIBUTED_ENV), "{d}");
         assert!(d.contains("MASTER_ADDR="), "{d}");
         assert!(d.ends_with("python train.py 'a b'\n"), "{d}");
-        let l = command_file(Recipe::Launcher, &st, "train.py", "/s/t.jobid", "/s/t.end", None).unwrap();
+        let l = command_file(
+            Recipe::Launcher,
+            &st,
+            "train.py",
+            "/s/t.jobid",
+            "/s/t.end",
+            None,
+        )
+        .unwrap();
         assert!(
             l.contains("exec torchrun --nnodes=\"$SLURM_NNODES\""),
             "{l}"

@@ -8,7 +8,7 @@
 
 use super::scan::{Findings, Patterns, Stream};
 use super::verdict::{final_verdict, Verdict};
-use super::{outcome, Events, Link};
+use super::{publish, Events, Link};
 use shared::quote::Script;
 use shared::schema::{JobKind, Report, Source, Status, SweepTask, TaskReport};
 use shared::slurm::{self, AccountingEntry};
@@ -219,7 +219,18 @@ fn script(s: &Setup) -> Result<Script> {
 fn is_live(state: &str) -> bool {
     matches!(
         state,
-        "PENDING" | "RUNNING" | "REQUEUED" | "COMPLETING" | "SUSPENDED" | "CONFIGURING" | "RESIZING" | "REQUEUE_HOLD" | "REQUEUE_FED" | "STOPPED" | "SIGNALING" | "STAGE_OUT"
+        "PENDING"
+            | "RUNNING"
+            | "REQUEUED"
+            | "COMPLETING"
+            | "SUSPENDED"
+            | "CONFIGURING"
+            | "RESIZING"
+            | "REQUEUE_HOLD"
+            | "REQUEUE_FED"
+            | "STOPPED"
+            | "SIGNALING"
+            | "STAGE_OUT"
     )
 }
 
@@ -282,7 +293,10 @@ fn row(setup: &Setup, t: &Task, v: Verdict) -> TaskReport {
         exit_code: v.exit_code,
         elapsed: v.elapsed,
         summary: v.summary,
-        nodes: t.nodes.clone().filter(|n| !n.is_empty() && n != "(null)" && n != "None assigned"),
+        nodes: t
+            .nodes
+            .clone()
+            .filter(|n| !n.is_empty() && n != "(null)" && n != "None assigned"),
         remote_log: setup.out.replace("%a", &idx),
         hang_line: v.hang_line,
         excerpt: t.streams[0].last_lines(out_n),
@@ -325,8 +339,10 @@ fn cancel(ssh: &Ssh, ids: &[String]) -> Result<()> {
         && !out.stderr_tail.contains("already completed")
         && !out.stderr_tail.contains("Invalid job id")
     {
-        return Err(ToolError::remote(format!("scancel {} failed", ids.join(" ")))
-            .with_command(out.record()));
+        return Err(
+            ToolError::remote(format!("scancel {} failed", ids.join(" ")))
+                .with_command(out.record()),
+        );
     }
     Ok(())
 }
@@ -534,7 +550,10 @@ fn take_reply(
             if now.duration_since(grew) < stall {
                 continue;
             }
-            ("stalled", format!("stalled: no output for {} s", stall.as_secs()))
+            (
+                "stalled",
+                format!("stalled: no output for {} s", stall.as_secs()),
+            )
         } else {
             continue;
         };
@@ -556,9 +575,14 @@ fn take_reply(
         let cancelled = cancel(ssh, &ids);
         for (k, mut v) in hung {
             if let Err(e) = &cancelled {
-                ctx.warn(format!("the hang was detected but scancel failed: {}", e.message));
+                ctx.warn(format!(
+                    "the hang was detected but scancel failed: {}",
+                    e.message
+                ));
                 v.slurm_state = "UNKNOWN".into();
-                v.summary = v.summary.replace(" cancelled", ": scancel FAILED, the task may still run");
+                v.summary = v
+                    .summary
+                    .replace(" cancelled", ": scancel FAILED, the task may still run");
             }
             let t = &mut tasks[k];
             ctx.note(format!("{}: HANG_DETECTED: {}", t.label(), v.summary));
@@ -638,7 +662,10 @@ fn take_reply(
                     let v = watch_verdict(
                         Status::Error,
                         "UNKNOWN",
-                        format!("the task left the queue but Slurm recorded no end within {} s", setup.outage_limit),
+                        format!(
+                            "the task left the queue but Slurm recorded no end within {} s",
+                            setup.outage_limit
+                        ),
                         t.used.clone(),
                     );
                     t.row = Some(row(setup, t, v));
@@ -670,7 +697,11 @@ fn finish(
     for mut r in earlier {
         if !rows.iter().any(|x| x.index == r.index) {
             if r.from_job.is_none() {
-                r.from_job = Some(r.job_id.rsplit_once('_').map_or(r.job_id.clone(), |(a, _)| a.to_string()));
+                r.from_job = Some(
+                    r.job_id
+                        .rsplit_once('_')
+                        .map_or(r.job_id.clone(), |(a, _)| a.to_string()),
+                );
             }
             rows.push(r);
         }
@@ -710,21 +741,8 @@ fn finish(
         container: None,
         tasks: Some(rows),
     };
-    ctx.note(format!("{}: {}", report.status, report.summary));
     ctx.doc.remove("sweep_done");
-    ctx.doc.set_section("report", &report);
-    shared::ledger::record_verdict(ctx, &report);
-    events.document = shared::ledger::path().map(|l| {
-        shared::ledger::document_path(&l, &events.cluster, &report.job_id)
-            .display()
-            .to_string()
-    });
-    events.send("verdict", |e| {
-        e.status = Some(report.status.name().to_string());
-        e.state = Some(report.slurm_state.clone());
-        e.summary = Some(report.summary.clone());
-    });
-    Ok(outcome(status))
+    Ok(publish(ctx, events, &report))
 }
 
 #[cfg(test)]
@@ -751,7 +769,11 @@ mod tests {
         };
         let s = script(&setup).unwrap();
         shared::script_check::assert_clean("array-poll", s.as_str());
-        assert!(s.as_str().contains("out_pre='/w/job-12_'"), "{}", s.as_str());
+        assert!(
+            s.as_str().contains("out_pre='/w/job-12_'"),
+            "{}",
+            s.as_str()
+        );
         assert!(s.as_str().contains("out_post=.out") || s.as_str().contains("out_post='.out'"));
     }
 
@@ -769,8 +791,14 @@ mod tests {
         assert_eq!(r.ended[&2].1, "gn1");
         assert_eq!(r.by[&1001], "alice");
         assert_eq!(r.calls, (1, 1));
-        assert_eq!(r.chunks[0], ("out".to_string(), 0, 10, b"ab\nc".to_vec(), 14));
-        assert!(parse_at("12", &bytes[..40]).is_none(), "a cut reply is not taken");
+        assert_eq!(
+            r.chunks[0],
+            ("out".to_string(), 0, 10, b"ab\nc".to_vec(), 14)
+        );
+        assert!(
+            parse_at("12", &bytes[..40]).is_none(),
+            "a cut reply is not taken"
+        );
         // Without accounting: scontrol's records, by ArrayTaskId.
         let sc = b"ACCT_DISABLED\nSC JobId=15 ArrayJobId=12 ArrayTaskId=4 JobState=NODE_FAIL Reason=None ExitCode=0:0 RunTime=00:00:09 NodeList=gn2\nSC JobId=12 ArrayJobId=12 ArrayTaskId=5-9%2 JobState=PENDING\nEND\n";
         let (r, _) = parse_at("12", sc).unwrap();
@@ -802,7 +830,10 @@ mod tests {
     #[test]
     fn the_array_passes_only_when_every_task_passed() {
         let rows = [task(0, Status::Passed), task(1, Status::Passed)];
-        assert_eq!(summarise(&rows), (Status::Passed, "2 tasks: 2 PASSED".to_string()));
+        assert_eq!(
+            summarise(&rows),
+            (Status::Passed, "2 tasks: 2 PASSED".to_string())
+        );
         let rows = [
             task(0, Status::Passed),
             task(1, Status::HangDetected),
@@ -827,7 +858,15 @@ mod tests {
         for s in ["PENDING", "RUNNING", "COMPLETING", "REQUEUED"] {
             assert!(is_live(s));
         }
-        for s in ["COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED"] {
+        for s in [
+            "COMPLETED",
+            "FAILED",
+            "CANCELLED",
+            "TIMEOUT",
+            "NODE_FAIL",
+            "OUT_OF_MEMORY",
+            "PREEMPTED",
+        ] {
             assert!(!is_live(s));
         }
     }

@@ -204,12 +204,7 @@ struct Link<'a, R> {
 }
 
 impl<'a, R> Link<'a, R> {
-    fn new(
-        ssh: &'a Ssh,
-        script: Script,
-        parse: ParseReply<R>,
-        log_bytes: fn(&R) -> u64,
-    ) -> Self {
+    fn new(ssh: &'a Ssh, script: Script, parse: ParseReply<R>, log_bytes: fn(&R) -> u64) -> Self {
         Link {
             ssh,
             script,
@@ -798,12 +793,16 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ctx.doc.set_section("forensics", f);
     }
     let report = finish_report(ctx, &job, &st, verdict, started)?;
+    Ok(publish(ctx, &mut events, &report))
+}
+
+/// The verdict said, written into the document and the ledger, and sent as the `verdict` event.
+fn publish(ctx: &mut Context, events: &mut Events, report: &Report) -> Outcome {
     ctx.note(format!("{}: {}", report.status, report.summary));
-    let status = report.status;
-    ctx.doc.set_section("report", &report);
-    shared::ledger::record_verdict(ctx, &report);
+    ctx.doc.set_section("report", report);
+    shared::ledger::record_verdict(ctx, report);
     events.document = shared::ledger::path().map(|l| {
-        shared::ledger::document_path(&l, &events.cluster, &job.id)
+        shared::ledger::document_path(&l, &events.cluster, &report.job_id)
             .display()
             .to_string()
     });
@@ -812,7 +811,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         e.state = Some(report.slurm_state.clone());
         e.summary = Some(report.summary.clone());
     });
-    Ok(outcome(status))
+    outcome(report.status)
 }
 
 fn outcome(status: Status) -> Outcome {

@@ -124,7 +124,10 @@ fn after_sweep(ctx: &mut Context, max: u32, report: &Report, rows: &[TaskReport]
     if infra.is_empty() {
         return Ok(Next::Done);
     }
-    let states: Vec<String> = infra.iter().map(|r| format!("task {} {}", r.index, r.slurm_state)).collect();
+    let states: Vec<String> = infra
+        .iter()
+        .map(|r| format!("task {} {}", r.index, r.slurm_state))
+        .collect();
     let Some(attempt) = attempt_left(ctx, max, &report.job_id, &states.join(", "))? else {
         return Ok(Next::Done);
     };
@@ -143,8 +146,17 @@ fn after_sweep(ctx: &mut Context, max: u32, report: &Report, rows: &[TaskReport]
     let mut doc = ctx.doc.clone();
     let sweep = doc.section_as::<Sweep>("sweep")?.unwrap_or_default();
     let only: Vec<u32> = infra.iter().map(|r| r.index).collect();
-    doc.set_section("sweep", &Sweep { only: Some(only.clone()), ..sweep });
-    doc.set_section("sweep_done", &rest.into_iter().cloned().collect::<Vec<TaskReport>>());
+    doc.set_section(
+        "sweep",
+        &Sweep {
+            only: Some(only.clone()),
+            ..sweep
+        },
+    );
+    doc.set_section(
+        "sweep_done",
+        &rest.into_iter().cloned().collect::<Vec<TaskReport>>(),
+    );
     let (doc, exclude) = next_attempt(doc, record, &failed_nodes, attempt, &report.job_id)?;
     ctx.note(format!(
         "sweep {}: {} (not the code's fault): submitting only {} again as attempt {} of at most {}, with {} excluded; the other tasks keep their verdicts",

@@ -172,9 +172,7 @@ fn check_names<'a>(names: impl Iterator<Item = &'a String>) -> Result<Vec<String
 /// The tasks of a sweep, checked: every name, every value, the count.
 pub fn plan(sweep: &Sweep) -> Result<Plan> {
     let tasks = match (&sweep.grid, &sweep.sets) {
-        (Some(_), Some(_)) => {
-            return Err(field("has both `grid` and `sets`; give one of them"))
-        }
+        (Some(_), Some(_)) => return Err(field("has both `grid` and `sets`; give one of them")),
         (None, None) => return Err(field("has neither `grid` nor `sets`")),
         (Some(grid), None) => grid_tasks(grid)?,
         (None, Some(sets)) => set_tasks(sets)?,
@@ -274,7 +272,9 @@ fn grid_tasks(grid: &Map<String, Value>) -> Result<Vec<Task>> {
 
 fn set_tasks(sets: &[Map<String, Value>]) -> Result<Vec<Task>> {
     let Some(first) = sets.first() else {
-        return Err(field("has an empty `sets`; give at least one parameter set"));
+        return Err(field(
+            "has an empty `sets`; give at least one parameter set",
+        ));
     };
     let names = check_names(first.keys())?;
     let mut tasks = Vec::with_capacity(sets.len());
@@ -354,7 +354,10 @@ pub fn substitute(command: &str, names: &[String]) -> String {
 /// `after`: the jobs this run waits for, as sbatch's and srun's `--dependency` value. Each entry
 /// is a job id or a saved job document (its `job.job_id`), optionally prefixed with the
 /// condition (`afterok:` by default, `afterany:`, `afternotok:`, `aftercorr:`).
-pub fn dependency(entries: &[String], read_doc: impl Fn(&str) -> Result<String>) -> Result<Option<String>> {
+pub fn dependency(
+    entries: &[String],
+    read_doc: impl Fn(&str) -> Result<String>,
+) -> Result<Option<String>> {
     const KINDS: &[&str] = &["afterok", "afterany", "afternotok", "aftercorr", "after"];
     let mut parts: Vec<(String, Vec<String>)> = Vec::new();
     for entry in entries {
@@ -365,7 +368,10 @@ pub fn dependency(entries: &[String], read_doc: impl Fn(&str) -> Result<String>)
         if what.is_empty() {
             return Err(crate::doc::field_error(
                 "after",
-                &format!("has {} without a job id or document after the condition", crate::quote::preview(entry)),
+                &format!(
+                    "has {} without a job id or document after the condition",
+                    crate::quote::preview(entry)
+                ),
             ));
         }
         let id = if super::is_job_id(what) {
@@ -398,16 +404,29 @@ mod tests {
 
     #[test]
     fn a_grid_is_crossed_with_the_first_parameter_slowest() {
-        let p = plan(&sweep(json!({"grid": {"lr": [0.1, "1e-3"], "seed": [1, 2, 3]}, "max_parallel": 2}))).unwrap();
+        let p = plan(&sweep(
+            json!({"grid": {"lr": [0.1, "1e-3"], "seed": [1, 2, 3]}, "max_parallel": 2}),
+        ))
+        .unwrap();
         assert_eq!(p.tasks.len(), 6);
         assert_eq!(p.array_spec(), "0-5%2");
         assert_eq!(p.names(), ["lr", "seed"]);
         let labels: Vec<String> = p.tasks.iter().map(Task::label).collect();
         assert_eq!(
             labels,
-            ["lr=0.1 seed=1", "lr=0.1 seed=2", "lr=0.1 seed=3", "lr=1e-3 seed=1", "lr=1e-3 seed=2", "lr=1e-3 seed=3"]
+            [
+                "lr=0.1 seed=1",
+                "lr=0.1 seed=2",
+                "lr=0.1 seed=3",
+                "lr=1e-3 seed=1",
+                "lr=1e-3 seed=2",
+                "lr=1e-3 seed=3"
+            ]
         );
-        let p = plan(&sweep(json!({"sets": [{"a": true}, {"a": "x y"}, {"a": 3}], "only": [2, 0, 2]}))).unwrap();
+        let p = plan(&sweep(
+            json!({"sets": [{"a": true}, {"a": "x y"}, {"a": 3}], "only": [2, 0, 2]}),
+        ))
+        .unwrap();
         assert_eq!(p.array_spec(), "0,2");
         assert_eq!(p.running().len(), 2);
         let p = plan(&sweep(json!({"sets": [{"a": true}, {"a": "x y"}]}))).unwrap();
@@ -432,10 +451,16 @@ mod tests {
             (json!({"grid": {"a": [null]}}), "null"),
             (json!({"sets": []}), "empty `sets`"),
             (json!({"sets": [{"a": 1}, {"b": 1}]}), "set 1"),
-            (json!({"sets": [{"a": 1}], "max_parallel": 0}), "max_parallel"),
+            (
+                json!({"sets": [{"a": 1}], "max_parallel": 0}),
+                "max_parallel",
+            ),
             (json!({"sets": [{"a": 1}], "only": [1]}), "tasks 0-0"),
             (json!({"sets": [{"a": 1}], "only": []}), "`only` empty"),
-            (json!({"grid": {"a": vec![0; 3000], "b": vec![0; 3000]}}), "more than"),
+            (
+                json!({"grid": {"a": vec![0; 3000], "b": vec![0; 3000]}}),
+                "more than",
+            ),
         ] {
             let e = plan(&sweep(v.clone())).unwrap_err();
             assert_eq!(e.field.as_deref(), Some("sweep"), "{v}");
@@ -447,7 +472,10 @@ mod tests {
     fn parameters_become_one_word_each_whatever_they_hold() {
         let names = vec!["lr".to_string(), "name".to_string()];
         assert_eq!(
-            substitute("python t.py --lr={lr} --name \"{name}\" ${HOME} {other} {", &names),
+            substitute(
+                "python t.py --lr={lr} --name \"{name}\" ${HOME} {other} {",
+                &names
+            ),
             "python t.py --lr=\"${SWEEP_LR}\" --name \"${SWEEP_NAME}\" ${HOME} {other} {"
         );
         assert_eq!(
@@ -471,7 +499,11 @@ mod tests {
                 .unwrap();
             let text = String::from_utf8(out.stdout).unwrap();
             let params = serde_json::to_string(&json!({"v": tricky})).unwrap();
-            assert_eq!(text, format!("{tricky}|{tricky}|<{tricky}>|<{tricky}>|1/2|{params}"), "{shell}");
+            assert_eq!(
+                text,
+                format!("{tricky}|{tricky}|<{tricky}>|<{tricky}>|1/2|{params}"),
+                "{shell}"
+            );
         }
         let out = std::process::Command::new("sh")
             .arg("-c")
@@ -494,8 +526,14 @@ mod tests {
         let e = |v: &[&str]| dependency(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>(), read);
         assert_eq!(e(&[]).unwrap(), None);
         assert_eq!(e(&["12"]).unwrap().as_deref(), Some("afterok:12"));
-        assert_eq!(e(&["sweep.json", "7_2"]).unwrap().as_deref(), Some("afterok:41:7_2"));
-        assert_eq!(e(&["afterany:sweep.json", "afterok:3"]).unwrap().as_deref(), Some("afterany:41,afterok:3"));
+        assert_eq!(
+            e(&["sweep.json", "7_2"]).unwrap().as_deref(),
+            Some("afterok:41:7_2")
+        );
+        assert_eq!(
+            e(&["afterany:sweep.json", "afterok:3"]).unwrap().as_deref(),
+            Some("afterany:41,afterok:3")
+        );
         assert!(e(&["afterany:"]).is_err());
         assert!(e(&["missing.json"]).is_err());
     }

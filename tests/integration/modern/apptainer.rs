@@ -890,11 +890,16 @@ fn a_sweep_runs_every_task_in_apptainer_and_judges_each_without_accounting() {
     assert_eq!(s.doc["job"]["container_runtime"], "apptainer", "{}", s.doc);
     assert_eq!(s.doc["job"]["array"], "0-2");
     let mut c = tool("slurm-watch");
-    c.env("SLURM_TOOLS_STATE_DIR", &j.state).args(["--interval", "1"]);
+    c.env("SLURM_TOOLS_STATE_DIR", &j.state)
+        .args(["--interval", "1"]);
     let w = run_raw(c, s.doc.to_string().as_bytes());
     assert_eq!(w.code, 1, "{}", w.stderr);
     let r: shared::schema::Report = serde_json::from_value(w.doc["report"].clone()).unwrap();
-    assert_eq!(r.source, shared::schema::Source::Scontrol, "no accounting on this site");
+    assert_eq!(
+        r.source,
+        shared::schema::Source::Scontrol,
+        "no accounting on this site"
+    );
     let tasks = r.tasks.unwrap();
     use shared::schema::Status::*;
     assert_eq!(
@@ -912,6 +917,9 @@ fn a_sweep_runs_every_task_in_apptainer_and_judges_each_without_accounting() {
                 t.index
             );
         }
-        assert!(log.contains("slurm-tools testbed image"), "in the image: {log}");
+        assert!(
+            log.contains("slurm-tools testbed image"),
+            "in the image: {log}"
+        );
     }
 }
