@@ -72,6 +72,12 @@ pub struct Entry {
     /// Who cancelled it, when the tools did: `the race: <cluster> job <id> started first`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancelled_by: Option<String>,
+    /// A sweep: its `--array` value (`0-5%2`; `3,4` for a rerun of some tasks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<String>,
+    /// A sweep's verdict: its tasks counted per verdict (`4 PASSED, 1 FAILED (task 3)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<String>,
 }
 
 /// The ledger's path, when there is a state directory.
@@ -158,6 +164,8 @@ pub struct Run {
     pub image: Option<String>,
     pub image_digest: Option<String>,
     pub cancelled_by: Option<String>,
+    pub array: Option<String>,
+    pub tasks: Option<String>,
     /// Unix time of the run's last entry.
     pub updated_at: u64,
 }
@@ -205,7 +213,9 @@ pub fn fold(entries: &[Entry]) -> Vec<Run> {
             attempt,
             image,
             image_digest,
-            cancelled_by
+            cancelled_by,
+            array,
+            tasks
         );
         r.updated_at = r.updated_at.max(e.at);
     }
@@ -320,6 +330,7 @@ pub fn record_submission(ctx: &crate::Context, kind: &str, job_id: &str) {
             .map(|a| a as u32),
         image: container.as_ref().map(|c| c.image.clone()),
         image_digest: container.and_then(|c| c.digest),
+        array: job.as_ref().and_then(|j| j.array.clone()),
         ..Entry::default()
     };
     if let Err(e) = append_to(&path, &entry) {
@@ -353,6 +364,14 @@ pub fn record_verdict(ctx: &crate::Context, report: &Report) {
         // On Apptainer the job pulls (or finds) its image itself: the watch learned which.
         image: report.container.as_ref().map(|c| c.image.clone()),
         image_digest: report.container.as_ref().and_then(|c| c.digest.clone()),
+        // A sweep's summary starts with its counts: "6 tasks: 4 PASSED, 1 FAILED (task 3)".
+        tasks: report.tasks.as_ref().map(|_| {
+            report
+                .summary
+                .split_once(": ")
+                .map_or(report.summary.as_str(), |(_, c)| c)
+                .to_string()
+        }),
         ..Entry::default()
     };
     if let Err(e) = append_to(&path, &entry) {

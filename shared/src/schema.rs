@@ -1116,6 +1116,10 @@ pub struct Fetch {
     pub bytes: u64,
     /// The size cap this run had (`--max-bytes`).
     pub max_bytes: u64,
+    /// A sweep: a folder per task (`tasks/<index>/`, relative to `destination`) holding its
+    /// logs and its parameters (`params.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_dirs: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -146,6 +146,46 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
         assert!(table.contains(want), "{want}: {table}");
     }
 
+    // slurm-runs --tasks: a line per task under the sweep, from its watched document.
+    let listed = tool("slurm-runs")
+        .args(["--tasks", "--no-refresh", "--name", "st-sweep-grid"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    for want in [
+        "task 4",
+        "case=c seed=1",
+        "HANG_DETECTED",
+        "task 3",
+        "FAILED",
+    ] {
+        assert!(listed.contains(want), "{want}: {listed}");
+    }
+    // slurm-fetch: every task's logs, and a folder per task with its logs and parameters.
+    let to = tempdir();
+    let f = pipe(
+        tool("slurm-fetch").arg("--to").arg(to.path()),
+        w.doc.to_string().as_bytes(),
+    );
+    assert!(f.status.success(), "{}", String::from_utf8_lossy(&f.stderr));
+    let fetched: Value = serde_json::from_slice(&f.stdout).unwrap();
+    assert_eq!(
+        fetched["fetch"]["task_dirs"].as_array().map(Vec::len),
+        Some(6),
+        "{fetched}"
+    );
+    let id = job.job_id.clone().unwrap();
+    let three = to.path().join("tasks/3");
+    let err = std::fs::read_to_string(three.join(format!("st-sweep-grid-{id}_3.err"))).unwrap();
+    assert!(err.contains("boom"), "{err}");
+    let params: Value =
+        serde_json::from_str(&std::fs::read_to_string(three.join("params.json")).unwrap()).unwrap();
+    assert_eq!(params, json!({"case": "b", "seed": "2"}));
+    let out5 = std::fs::read_to_string(to.path().join(format!("tasks/5/st-sweep-grid-{id}_5.out")))
+        .unwrap();
+    assert!(out5.starts_with("ok c 2 5/6"), "{out5}");
+
     // --only-failed: tasks 3 and 4 again, the same snapshot.
     let saved = tempdir();
     let report_file = saved.path().join("report.json");

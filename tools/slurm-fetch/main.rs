@@ -8,7 +8,7 @@ use shared::schema::{Fetch, FetchedFile, Job};
 use shared::ssh::Ssh;
 use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Copy a job's results to this machine: its logs, and the files matching the patterns.
@@ -17,7 +17,9 @@ use std::time::Duration;
 /// the job's own code tree on the cluster (job.tree, where it ran), or, prefixed `work:`, to its
 /// work directory (where its logs are); `*` and `?` match across directories, as in
 /// `find -path` (`*.pt` finds every .pt file below). The job's .out and .err logs always come (a
-/// sweep's: every task's, each named by its array index).
+/// sweep's: every task's, and a folder per task, `tasks/<index>/`, with its logs and its
+/// `params.json`; files the tasks write in their tree come back once, under `tree/`: have each
+/// task write under its own path, e.g. `out/$SWEEP_INDEX/`).
 /// Works on any verdict (failed, cancelled, timed out) and on a running job (what exists now).
 ///
 /// Incremental: a file already here with the same size and modification time is not copied
@@ -391,7 +393,12 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         remote.len() - wanted.len(),
         dest.display()
     ));
+    let task_dirs = job
+        .sweep_tasks
+        .as_ref()
+        .map(|tasks| task_folders(ctx, &dest, &job, tasks));
     let section = Fetch {
+        task_dirs,
         job_id: id,
         destination: dest.display().to_string(),
         patterns,
@@ -403,6 +410,52 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     ctx.doc.set_section("fetch", &section);
     Ok(Outcome::Done)
+}
+
+/// A sweep: a folder per task, `tasks/<index>/`, with that task's logs (linked to the copies in
+/// `work/`, else copied) and its parameters (`params.json`). The folders, relative to `dest`.
+fn task_folders(
+    ctx: &Context,
+    dest: &Path,
+    job: &Job,
+    tasks: &[shared::schema::SweepTask],
+) -> Vec<String> {
+    let logs: Vec<String> = [job.stdout_path.as_deref(), job.stderr_path.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(basename)
+        .collect();
+    let mut dirs = Vec::new();
+    for t in tasks {
+        let rel = format!("tasks/{}", t.index);
+        let dir = dest.join(&rel);
+        let made = std::fs::create_dir_all(&dir).and_then(|()| {
+            let params = serde_json::Value::Object(t.params.clone()).to_string();
+            std::fs::write(dir.join("params.json"), params + "\n")?;
+            for name in &logs {
+                let name = name.replace("%a", &t.index.to_string());
+                let from = dest.join("work").join(&name);
+                if !from.is_file() {
+                    continue;
+                }
+                let to = dir.join(&name);
+                let _ = std::fs::remove_file(&to);
+                if std::fs::hard_link(&from, &to).is_err() {
+                    std::fs::copy(&from, &to)?;
+                }
+            }
+            Ok(())
+        });
+        match made {
+            Ok(()) => dirs.push(rel),
+            Err(e) => ctx.warn(format!(
+                "could not make the folder of task {} ({}): {e}",
+                t.index,
+                dir.display()
+            )),
+        }
+    }
+    dirs
 }
 
 fn patterns_text(globs: &[(Base, String)]) -> String {

@@ -26,7 +26,7 @@ mod stats;
 /// back to the ledger, so later listings need not ask again. A sweep (one job array) is one line:
 /// RUNNING while a task runs, PENDING while one waits, then COMPLETED or the first other end,
 /// with its tasks counted per state (`[2 RUNNING, 3 PENDING, 1 COMPLETED]`; `tasks` in --json);
-/// its watched document's report has a row per task (`slurm-report --table`).
+/// its watched document's report has a row per task (`--tasks` lists them under it).
 ///
 /// Each run's saved document (the `document` field of --json) can be handed to slurm-watch to
 /// resume watching it, to slurm-fetch for its files, or to slurm-report. The IMAGE column (and
@@ -84,6 +84,11 @@ struct Cli {
     /// Seconds between --watch polls.
     #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
     interval: f64,
+
+    /// Under each sweep (a job array), a line per task from its watched document: index,
+    /// verdict, Slurm's state, parameters (a sweep not watched yet shows its counts only).
+    #[arg(long)]
+    tasks: bool,
 
     /// The ledger to read instead of the default one.
     #[arg(long, value_name = "FILE")]
@@ -320,7 +325,7 @@ fn runs(cli: &Cli) -> Result<u8> {
         }
         t
     } else {
-        table(&shown, &live, now)
+        table(&shown, &live, now, cli.tasks)
     };
     let to_stderr = cli.events.as_deref() == Some("-");
     let written = if to_stderr {
@@ -669,7 +674,50 @@ fn image_cell(r: &Run) -> String {
     }
 }
 
-fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
+/// A sweep's task rows from the run's saved (watched) document, when it has them.
+fn task_rows(r: &Run) -> Vec<[String; 9]> {
+    let Some(doc) = r
+        .document
+        .as_deref()
+        .and_then(|p| trusted_document(&r.cluster, p))
+    else {
+        return Vec::new();
+    };
+    let Some(tasks) = doc
+        .section_as::<shared::schema::Report>("report")
+        .ok()
+        .flatten()
+        .and_then(|rep| rep.tasks)
+    else {
+        return Vec::new();
+    };
+    tasks
+        .iter()
+        .map(|t| {
+            let params: Vec<String> = t
+                .params
+                .iter()
+                .map(|(k, v)| {
+                    let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+                    format!("{k}={}", shared::quote::quote_for_display(&v))
+                })
+                .collect();
+            [
+                String::new(),
+                format!("  task {}", t.index),
+                params.join(" "),
+                "task".into(),
+                t.slurm_state.clone(),
+                t.status.to_string(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]
+        })
+        .collect()
+}
+
+fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64, tasks: bool) -> String {
     if runs.is_empty() {
         return "no runs (slurm-submit and `slurm-alloc up` add theirs to the ledger)\n".into();
     }
@@ -693,7 +741,8 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
         {
             state.push_str(" (by the race)");
         }
-        if let Some(tasks) = l.and_then(|l| l.tasks.as_deref()) {
+        // A sweep's tasks: counted per state while it runs, per verdict once watched.
+        if let Some(tasks) = l.and_then(|l| l.tasks.as_deref()).or(r.tasks.as_deref()) {
             state.push_str(&format!(" [{tasks}]"));
         }
         if let Some(reason) = l.and_then(|l| l.reason.as_deref()) {
@@ -716,6 +765,9 @@ fn table(runs: &[&Run], live: &BTreeMap<RunKey, Live>, now: u64) -> String {
                 .unwrap_or_else(|| "-".into()),
             image_cell(r),
         ]);
+        if tasks {
+            rows.extend(task_rows(r));
+        }
     }
     columns(rows)
 }
