@@ -321,3 +321,59 @@ fn a_sweep_over_max_array_size_is_refused_naming_the_limit() {
         bad.error_message()
     );
 }
+
+/// A sweep cancelled from outside while most of its tasks wait: every task, the waiting ones
+/// too (Slurm keeps them as one record), ends CANCELLED at once; the watch does not wait for
+/// tasks that will never run.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_sweep_cancelled_while_its_tasks_wait_ends_every_task_cancelled() {
+    crate::needs_cluster!();
+    let (_fx, base) = synced("sweep-cancel");
+    let mut d = base.clone();
+    d["recipe"] = json!("batch");
+    d["sweep"] = json!({"grid": {"i": [0, 1, 2, 3]}, "max_parallel": 1});
+    d["command"] = json!("echo started {i}; sleep 120");
+    let s = run("slurm-submit", &[], &d);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = job_of(&s.doc).job_id.unwrap();
+    let input = s.doc.to_string();
+    let watcher = std::thread::spawn(move || {
+        let mut cmd = tool("slurm-watch");
+        cmd.args(["--interval", "1"]);
+        run_raw(cmd, input.as_bytes())
+    });
+    wait_running(&format!("task {id}_0"), || {
+        let out = std::process::Command::new("squeue")
+            .args(["-h", "-j", &format!("{id}_0"), "-o", "%T"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    });
+    let cancelled_at = std::time::Instant::now();
+    assert!(std::process::Command::new("scancel")
+        .arg(&id)
+        .status()
+        .unwrap()
+        .success());
+    let w = watcher.join().unwrap();
+    assert!(
+        cancelled_at.elapsed() < std::time::Duration::from_secs(60),
+        "the watch ended {:?} after the cancel",
+        cancelled_at.elapsed()
+    );
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    let r = report_of(&w.doc);
+    assert_eq!(r.status, Status::Cancelled);
+    assert_eq!(
+        statuses(&r),
+        (0..4).map(|i| (i, Status::Cancelled)).collect::<Vec<_>>(),
+        "{}",
+        w.stderr
+    );
+    assert!(
+        r.summary.starts_with("4 tasks: 4 CANCELLED"),
+        "{}",
+        r.summary
+    );
+}

@@ -101,6 +101,40 @@ fn task_of(array: &str, id: &str) -> Option<u32> {
     id.strip_prefix(array)?.strip_prefix('_')?.parse().ok()
 }
 
+/// The task indexes of an array task id: one (`123_4`), or the tasks Slurm still holds as one
+/// record (`123_[3-5,7%2]`: pending tasks, cancelled or not yet split off); empty when the id is
+/// not this array's.
+fn tasks_of(array: &str, id: &str) -> Vec<u32> {
+    if let Some(i) = task_of(array, id) {
+        return vec![i];
+    }
+    let Some(spec) = id
+        .strip_prefix(array)
+        .and_then(|r| r.strip_prefix("_["))
+        .and_then(|r| r.strip_suffix(']'))
+    else {
+        return Vec::new();
+    };
+    indexes(spec)
+}
+
+/// `3-5,7%2` (an ArrayTaskId or the brackets of a job id) as its indexes; empty when malformed.
+fn indexes(spec: &str) -> Vec<u32> {
+    let list = spec.split('%').next().unwrap_or("");
+    let mut out = Vec::new();
+    for part in list.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) else {
+            return Vec::new();
+        };
+        if b < a || b - a > 4_000_000 {
+            return Vec::new();
+        }
+        out.extend(a..=b);
+    }
+    out
+}
+
 /// Parse the first whole reply in `bytes` (see array-poll.sh's "Prints").
 pub fn parse_at(array: &str, bytes: &[u8]) -> Option<(Reply, usize)> {
     let mut r = Reply::default();
@@ -132,9 +166,11 @@ pub fn parse_at(array: &str, bytes: &[u8]) -> Option<(Reply, usize)> {
             }
             "A" => {
                 if let Some((id, tail)) = rest.split_once('|') {
-                    if let (Some(i), Some(a)) = (task_of(array, id), slurm::parse_sacct(tail)) {
+                    if let Some(a) = slurm::parse_sacct(tail) {
                         let nodes = tail.rsplit('|').next().unwrap_or("").to_string();
-                        r.ended.insert(i, (a, nodes));
+                        for i in tasks_of(array, id) {
+                            r.ended.insert(i, (a.clone(), nodes.clone()));
+                        }
                     }
                 }
             }
@@ -142,20 +178,18 @@ pub fn parse_at(array: &str, bytes: &[u8]) -> Option<(Reply, usize)> {
             "ACCT_DISABLED" => r.accounting_disabled = true,
             "SC" => {
                 let m = slurm::parse_scontrol(rest);
-                let index = m.get("ArrayTaskId").and_then(|t| t.parse().ok());
-                if let (Some(i), Some(state)) = (index, m.get("JobState")) {
-                    r.ended.insert(
-                        i,
-                        (
-                            AccountingEntry {
-                                state: state.clone(),
-                                cancelled_by_uid: None,
-                                exit_code: m.get("ExitCode").cloned().unwrap_or_default(),
-                                elapsed: m.get("RunTime").cloned().unwrap_or_default(),
-                            },
-                            m.get("NodeList").cloned().unwrap_or_default(),
-                        ),
-                    );
+                let tasks = m.get("ArrayTaskId").map(|t| indexes(t)).unwrap_or_default();
+                if let Some(state) = m.get("JobState") {
+                    let end = AccountingEntry {
+                        state: state.clone(),
+                        cancelled_by_uid: None,
+                        exit_code: m.get("ExitCode").cloned().unwrap_or_default(),
+                        elapsed: m.get("RunTime").cloned().unwrap_or_default(),
+                    };
+                    let nodes = m.get("NodeList").cloned().unwrap_or_default();
+                    for i in tasks {
+                        r.ended.insert(i, (end.clone(), nodes.clone()));
+                    }
                 }
             }
             "BY" => {
@@ -785,7 +819,8 @@ mod tests {
         assert_eq!(r.queue.len(), 2, "{:?}", r.queue);
         assert_eq!(r.queue[&0].nodes, "gn1");
         assert_eq!(r.queue[&3].state, "PENDING");
-        assert_eq!(r.ended.len(), 2);
+        assert_eq!(r.ended.len(), 4, "the pending remainder is two tasks");
+        assert_eq!(r.ended[&5].0.state, "PENDING");
         assert_eq!(r.ended[&1].0.state, "CANCELLED");
         assert_eq!(r.ended[&1].0.cancelled_by_uid, Some(1001));
         assert_eq!(r.ended[&2].1, "gn1");
@@ -800,12 +835,26 @@ mod tests {
             "a cut reply is not taken"
         );
         // Without accounting: scontrol's records, by ArrayTaskId.
-        let sc = b"ACCT_DISABLED\nSC JobId=15 ArrayJobId=12 ArrayTaskId=4 JobState=NODE_FAIL Reason=None ExitCode=0:0 RunTime=00:00:09 NodeList=gn2\nSC JobId=12 ArrayJobId=12 ArrayTaskId=5-9%2 JobState=PENDING\nEND\n";
+        let sc = b"ACCT_DISABLED\nSC JobId=15 ArrayJobId=12 ArrayTaskId=4 JobState=NODE_FAIL Reason=None ExitCode=0:0 RunTime=00:00:09 NodeList=gn2\nSC JobId=12 ArrayJobId=12 ArrayTaskId=5-6%2 JobState=CANCELLED\nEND\n";
         let (r, _) = parse_at("12", sc).unwrap();
         assert!(r.accounting_disabled);
-        assert_eq!(r.ended.len(), 1);
+        assert_eq!(r.ended.len(), 3);
         assert_eq!(r.ended[&4].0.state, "NODE_FAIL");
         assert_eq!(r.ended[&4].1, "gn2");
+        assert_eq!(
+            r.ended[&6].0.state, "CANCELLED",
+            "the tasks a cancel ended while pending"
+        );
+        // The same from sacct: a pending remainder cancelled is one record for its tasks.
+        let (r, _) = parse_at("12", b"A 12_[3-4,7%2]|CANCELLED by 0|0:0|00:00:00|None assigned\nA 120_5|COMPLETED|0:0|00:00:01|x\nEND\n").unwrap();
+        assert_eq!(r.ended.keys().copied().collect::<Vec<_>>(), [3, 4, 7]);
+        assert_eq!(r.ended[&7].0.cancelled_by_uid, Some(0));
+        assert_eq!(indexes("0-2,5"), [0, 1, 2, 5]);
+        assert!(
+            indexes("2-1").is_empty()
+                && indexes("x").is_empty()
+                && indexes("0-4294967295").is_empty()
+        );
     }
 
     fn task(index: u32, status: Status) -> TaskReport {
