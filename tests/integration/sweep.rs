@@ -24,10 +24,11 @@ fn statuses(r: &Report) -> Vec<(u32, Status)> {
         .collect()
 }
 
-/// A 6-task grid: one task fails, one hangs, the others pass; each has its own verdict, the
-/// array's is FAILED, and every poll asked squeue once for all six. Then --only-failed runs
-/// just those two again with the same snapshot (they pass the second time: a marker file), and
-/// the next watch reports all six, the four earlier ones from the first array.
+/// A 6-task grid: one task fails, one prints the hang pattern, one falls silent
+/// (`stall_seconds`), the others pass; each has its own verdict, the array's is FAILED, and
+/// every poll asked squeue once for all six. Then --only-failed runs just those three again with
+/// the same snapshot (they pass the second time: a marker file), and the next watch reports all
+/// six, the three earlier ones from the first array.
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
@@ -37,9 +38,11 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     let mut d = base.clone();
     d["recipe"] = json!("single");
     d["sweep"] = json!({"grid": {"case": ["a", "b", "c"], "seed": [1, 2]}, "max_parallel": 3});
-    // b-2 fails and c-1 hangs, the first time only (the marker in the home directory).
+    d["stall_seconds"] = json!(10);
+    // b-2 fails, c-1 hangs and c-2 falls silent, the first time only (the marker in the home
+    // directory).
     d["command"] = json!(format!(
-        "m=$HOME/{mark}-$SWEEP_INDEX; case {{case}}-{{seed}} in b-2) [ -e $m ] || {{ touch $m; echo boom >&2; exit 3; }} ;; c-1) [ -e $m ] || {{ touch $m; echo 'Hang detected in step'; sleep 300; }} ;; esac; echo \"ok {{case}} {{seed}} $SWEEP_INDEX/$SWEEP_COUNT $SWEEP_PARAMS\""
+        "m=$HOME/{mark}-$SWEEP_INDEX; case {{case}}-{{seed}} in b-2) [ -e $m ] || {{ touch $m; echo boom >&2; exit 3; }} ;; c-1) [ -e $m ] || {{ touch $m; echo 'Hang detected in step'; sleep 300; }} ;; c-2) [ -e $m ] || {{ touch $m; sleep 300; }} ;; esac; echo \"ok {{case}} {{seed}} $SWEEP_INDEX/$SWEEP_COUNT $SWEEP_PARAMS\""
     ));
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
@@ -90,13 +93,13 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
             (2, Passed),
             (3, Failed),
             (4, HangDetected),
-            (5, Passed)
+            (5, HangDetected)
         ]
     );
     assert_eq!(r.status, Failed);
     assert!(
         r.summary
-            .starts_with("6 tasks: 4 PASSED, 1 FAILED (task 3), 1 HANG_DETECTED (task 4)"),
+            .starts_with("6 tasks: 3 PASSED, 1 FAILED (task 3), 2 HANG_DETECTED (tasks 4, 5)"),
         "{}",
         r.summary
     );
@@ -112,9 +115,15 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     assert_eq!(tasks[4].hang_line.as_deref(), Some("Hang detected in step"));
     assert_eq!(tasks[4].params["case"], "c");
     assert_eq!(tasks[4].params["seed"], "1");
+    assert_eq!(tasks[5].hang_line, None);
+    assert!(
+        tasks[5].summary.starts_with("stalled: no output for 10 s"),
+        "{}",
+        tasks[5].summary
+    );
     assert_eq!(
-        tasks[5].excerpt,
-        [r#"ok c 2 5/6 {"case":"c","seed":"2"}"#],
+        tasks[2].excerpt,
+        [r#"ok b 1 2/6 {"case":"b","seed":"1"}"#],
         "each task gets its own parameters"
     );
     // One squeue for the whole array per poll, at most one sacct.
@@ -182,11 +191,11 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     let params: Value =
         serde_json::from_str(&std::fs::read_to_string(three.join("params.json")).unwrap()).unwrap();
     assert_eq!(params, json!({"case": "b", "seed": "2"}));
-    let out5 = std::fs::read_to_string(to.path().join(format!("tasks/5/st-sweep-grid-{id}_5.out")))
+    let out2 = std::fs::read_to_string(to.path().join(format!("tasks/2/st-sweep-grid-{id}_2.out")))
         .unwrap();
-    assert!(out5.starts_with("ok c 2 5/6"), "{out5}");
+    assert!(out2.starts_with("ok b 1 2/6"), "{out2}");
 
-    // --only-failed: tasks 3 and 4 again, the same snapshot.
+    // --only-failed: tasks 3, 4 and 5 again, the same snapshot.
     let saved = tempdir();
     let report_file = saved.path().join("report.json");
     std::fs::write(&report_file, w.doc.to_string()).unwrap();
@@ -200,7 +209,7 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     );
     assert_eq!(again.code, 0, "{}", again.stderr);
     let job2 = job_of(&again.doc);
-    assert_eq!(job2.array.as_deref(), Some("3,4%3"));
+    assert_eq!(job2.array.as_deref(), Some("3,4,5%3"));
     assert_eq!(job2.tree_commit, job.tree_commit, "the same snapshot");
     assert_ne!(job2.job_id, job.job_id);
     let w2 = run("slurm-watch", &["--interval", "2"], &again.doc);
@@ -213,7 +222,7 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     let t2 = r2.tasks.unwrap();
     let first = job.job_id.clone().unwrap();
     for t in &t2 {
-        let earlier = ![3, 4].contains(&t.index);
+        let earlier = ![3, 4, 5].contains(&t.index);
         assert_eq!(
             t.from_job.as_deref() == Some(first.as_str()),
             earlier,
