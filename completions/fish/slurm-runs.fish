@@ -9,5 +9,6 @@ complete -c slurm-runs -l stats -d 'What the finished runs whose job name matche
 complete -c slurm-runs -l json -d 'One JSON object per run, one per line, instead of the table'
 complete -c slurm-runs -l no-refresh -d 'Show the ledger as it is: ask no cluster'
 complete -c slurm-runs -l watch -d 'Poll until every listed unfinished run has ended, saying each change on stderr'
+complete -c slurm-runs -l tasks -d 'Under each sweep (a job array), a line per task from its watched document: index, verdict, Slurm\'s state, parameters (a sweep not watched yet shows its counts only)'
 complete -c slurm-runs -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c slurm-runs -s V -l version -d 'Print version'
