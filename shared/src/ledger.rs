@@ -78,7 +78,22 @@ pub struct Entry {
     /// A sweep's verdict: its tasks counted per verdict (`4 PASSED, 1 FAILED (task 3)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tasks: Option<String>,
+    /// An audit line (`event: "mcp"`, written by slurm-mcp for every tool call): the MCP
+    /// client's name, the tool it called, and how the call ended (`ok`, `planned`, `failed (exit
+    /// N): ...`, `refused: ...`). Not a run: [`fold`] leaves these lines out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// The GPU-hours an audited submission asked for (GPUs × nodes × tasks × time limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hours: Option<f64>,
 }
+
+/// The ledger's `event` for slurm-mcp's audit lines.
+pub const AUDIT: &str = "mcp";
 
 /// The ledger's path, when there is a state directory.
 pub fn path() -> Option<PathBuf> {
@@ -138,7 +153,9 @@ pub fn read(path: &Path) -> std::io::Result<(Vec<Entry>, usize)> {
             continue;
         }
         match serde_json::from_slice::<Entry>(line) {
-            Ok(e) if !e.job_id.is_empty() && !e.cluster.is_empty() => entries.push(e),
+            Ok(e) if e.event == AUDIT || !e.job_id.is_empty() && !e.cluster.is_empty() => {
+                entries.push(e)
+            }
             _ => bad += 1,
         }
     }
@@ -185,7 +202,7 @@ impl Run {
 pub fn fold(entries: &[Entry]) -> Vec<Run> {
     let mut runs: Vec<Run> = Vec::new();
     let mut index = std::collections::HashMap::new();
-    for e in entries {
+    for e in entries.iter().filter(|e| e.event != AUDIT) {
         let key = (e.cluster.clone(), e.job_id.clone());
         let i = *index.entry(key).or_insert_with(|| {
             runs.push(Run {
@@ -468,5 +485,34 @@ mod tests {
         assert_eq!(runs[0].job_name.as_deref(), Some("n"));
         assert!(runs[0].finished());
         assert!(!runs[1].finished());
+    }
+
+    #[test]
+    fn audit_lines_are_read_but_are_no_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join(FILE);
+        append_to(&p, &entry("1", "submitted")).unwrap();
+        // A call with no job (resolve, runs): no cluster, no job id, still a good line.
+        let audit = Entry {
+            event: AUDIT.into(),
+            at: 2,
+            client: Some("agent".into()),
+            tool: Some("resolve".into()),
+            outcome: Some("ok".into()),
+            ..Entry::default()
+        };
+        append_to(&p, &audit).unwrap();
+        let mut submit = audit.clone();
+        submit.tool = Some("submit".into());
+        submit.cluster = "c".into();
+        submit.job_id = "1".into();
+        submit.gpu_hours = Some(1.5);
+        append_to(&p, &submit).unwrap();
+        let (entries, bad) = read(&p).unwrap();
+        assert_eq!((entries.len(), bad), (3, 0));
+        assert_eq!(entries[2].gpu_hours, Some(1.5));
+        let runs = fold(&entries);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].job_id, "1");
     }
 }

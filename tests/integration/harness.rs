@@ -103,7 +103,7 @@ pub fn mfa_lock() -> MutexGuard<'static, ()> {
 }
 
 /// Every tool of the project.
-pub const TOOLS: [&str; 14] = [
+pub const TOOLS: [&str; 15] = [
     "slurm-resolve",
     "slurm-ssh-preflight",
     "slurm-sync-tracked",
@@ -118,6 +118,7 @@ pub const TOOLS: [&str; 14] = [
     "slurm-notify",
     "slurm-fetch",
     "slurm-init",
+    "slurm-mcp",
 ];
 
 pub fn bin(tool: &str) -> &'static str {
@@ -136,6 +137,7 @@ pub fn bin(tool: &str) -> &'static str {
         "slurm-notify" => env!("CARGO_BIN_EXE_slurm-notify"),
         "slurm-fetch" => env!("CARGO_BIN_EXE_slurm-fetch"),
         "slurm-init" => env!("CARGO_BIN_EXE_slurm-init"),
+        "slurm-mcp" => env!("CARGO_BIN_EXE_slurm-mcp"),
         other => panic!("unknown tool {other}"),
     }
 }

@@ -11,6 +11,7 @@ pub(crate) mod forensics;
 mod harness;
 mod history;
 pub(crate) mod install;
+mod mcp;
 mod modern;
 mod nodes;
 mod pending;

@@ -190,6 +190,50 @@ fn a_job_cancelled_from_outside_is_cancelled_and_says_by_whom() {
 
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn watch_cancel_cancels_the_job_then_reports_it_cancelled_and_the_ledger_says_by_whom() {
+    crate::needs_cluster!();
+    let (_fx, base) = synced("w-cancel-flag");
+    let state = tempdir();
+    let mut d = base.clone();
+    d["recipe"] = json!("batch");
+    d["command"] = json!("sleep 120");
+    let mut cmd = tool("slurm-submit");
+    cmd.env("SLURM_TOOLS_STATE_DIR", state.path());
+    let s = run_raw(cmd, d.to_string().as_bytes());
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let mut cmd = tool("slurm-watch");
+    cmd.env("SLURM_TOOLS_STATE_DIR", state.path())
+        .env("SLURM_TOOLS_CANCELLED_BY", "the test")
+        .args(["--cancel", "--interval", "2"]);
+    let w = run_raw(cmd, s.doc.to_string().as_bytes());
+    assert_eq!(w.code, 1, "{}", w.stderr);
+    assert_eq!(report(&w)["status"], "CANCELLED", "{}", w.stderr);
+    assert!(
+        w.stderr.contains(&format!("cancelled job {id}")),
+        "{}",
+        w.stderr
+    );
+    let ledger = std::fs::read_to_string(state.path().join("runs.jsonl")).unwrap();
+    assert!(
+        ledger
+            .lines()
+            .any(|l| l.contains(&format!("\"job_id\":\"{id}\""))
+                && l.contains("\"cancelled_by\":\"the test\"")),
+        "{ledger}"
+    );
+    // --cancel with --retry is refused before anything is done.
+    let again = tool("slurm-watch")
+        .args(["--cancel", "--retry", "1"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("cannot be used with"));
+}
+
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_hang_is_detected_within_one_interval_and_the_job_is_cancelled() {
     crate::needs_cluster!();
     let (_fx, base) = synced("w-hang");

@@ -1,7 +1,7 @@
 //! One program for every tool, as the release files ship them (scripts/release): run by a name
 //! of a tool (a link `slurm-resolve -> slurm-tools`, or a copy so named) it is that tool, exactly
 //! as its own binary is; `slurm-tools TOOL ARGS...` runs TOOL with ARGS (the wheel's launchers
-//! call it so). One binary instead of fourteen: the code they share is there once (sizes in
+//! call it so). One binary instead of fifteen: the code they share is there once (sizes in
 //! docs/benchmarks.md, "Start-up and size"). Built only with `--features multicall`; the
 //! separate binaries stay for development and the tests.
 use std::ffi::OsString;
@@ -17,6 +17,8 @@ mod slurm_fetch;
 mod slurm_forward;
 #[path = "../slurm-init/main.rs"]
 mod slurm_init;
+#[path = "../slurm-mcp/main.rs"]
+mod slurm_mcp;
 #[path = "../slurm-notify/main.rs"]
 mod slurm_notify;
 #[path = "../slurm-report/main.rs"]
@@ -46,6 +48,7 @@ const TOOLS: &[(&str, Main)] = &[
     ("slurm-fetch", slurm_fetch::main),
     ("slurm-forward", slurm_forward::main),
     ("slurm-init", slurm_init::main),
+    ("slurm-mcp", slurm_mcp::main),
     ("slurm-notify", slurm_notify::main),
     ("slurm-report", slurm_report::main),
     ("slurm-resolve", slurm_resolve::main),

@@ -121,6 +121,12 @@ struct Cli {
     /// ledger; the output is the winner's document with the `race` section.
     #[arg(long, value_name = "FILE", num_args = 1..)]
     race: Vec<std::path::PathBuf>,
+
+    /// Cancel the job first (scancel; a sweep: every task), then watch it to its verdict:
+    /// CANCELLED, or the verdict it had already reached. Recorded in the ledger as cancelled by
+    /// `slurm-watch --cancel` (slurm-mcp names its client instead, in SLURM_TOOLS_CANCELLED_BY).
+    #[arg(long, conflicts_with_all = ["retry", "race"])]
+    cancel: bool,
 }
 
 impl ToolCli for Cli {
@@ -350,8 +356,16 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     {
         ctx.doc.remove("forensics");
     }
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    if cli.cancel {
+        cancel(&ssh, &job)?;
+        record_cancel(ctx, &job.id);
+        ctx.note(format!(
+            "cancelled job {} (--cancel); watching it end",
+            job.id
+        ));
+    }
     let doc = &ctx.doc;
-    let ssh = Ssh::from_doc(doc)?;
     let monitor_timeout = doc.int_opt("monitor_timeout_seconds", 1, 365 * 86_400)?;
     let max_interval = match cli.interval {
         Some(i) if i > 0.0 => i,
@@ -860,6 +874,31 @@ fn from_scontrol(line: &str) -> Option<AccountingEntry> {
         exit_code: m.get("ExitCode").cloned().unwrap_or_default(),
         elapsed: m.get("RunTime").cloned().unwrap_or_default(),
     })
+}
+
+/// The ledger line for a cancel the person (or slurm-mcp's client) asked for.
+fn record_cancel(ctx: &Context, job_id: &str) {
+    let Some(path) = shared::ledger::path() else {
+        return;
+    };
+    let by = std::env::var("SLURM_TOOLS_CANCELLED_BY")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "slurm-watch --cancel".to_string());
+    let entry = shared::ledger::Entry {
+        event: "state".to_string(),
+        at: shared::clock::unix_now(),
+        cluster: shared::ledger::cluster_of(&ctx.doc),
+        job_id: job_id.to_string(),
+        cancelled_by: Some(by),
+        ..Default::default()
+    };
+    if let Err(err) = shared::ledger::append_to(&path, &entry) {
+        ctx.warn(format!(
+            "could not record the cancel of job {job_id} in the ledger {}: {err}",
+            path.display()
+        ));
+    }
 }
 
 fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {
