@@ -179,7 +179,8 @@ slurm-tools --list > tools.txt
     assert_eq!(mfa["preflight"]["master"], "managed", "{mfa:#}\n{err}");
     // One program behind every command: each tool has its launcher on the PATH.
     let listed = std::fs::read_to_string(h.join("tools.txt")).unwrap();
-    assert_eq!(listed.lines().count(), 14, "{listed}");
+    assert_eq!(listed.lines().count(), 15, "{listed}");
+    assert!(listed.lines().any(|t| t == "slurm-mcp"), "{listed}");
     for t in listed.lines() {
         assert!(venv_bin.join(t).exists(), "{t} is on the PATH");
     }
