@@ -665,7 +665,12 @@ impl Server {
         let starts_job = matches!(spec.name, "submit" | "alloc_up");
         let mut gpu_hours = None;
         if starts_job {
-            let req = match Request::of(&call.document) {
+            let of = if spec.name == "alloc_up" {
+                Request::of_allocation
+            } else {
+                Request::of
+            };
+            let req = match of(&call.document) {
                 Ok(r) => r,
                 Err(e) => return Done::bad(e),
             };

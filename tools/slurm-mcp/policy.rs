@@ -96,9 +96,35 @@ pub struct Request {
     pub gpus_per_node: u32,
     pub tasks: u32,
     pub time_limit: Option<(String, u64)>,
+    /// An allocation: `time_limit` is the partition's maximum, not the document's.
+    pub allocation: bool,
 }
 
 impl Request {
+    /// The request of an allocation (`slurm-alloc up`): as a job's, but its walltime is the
+    /// partition's maximum (up asks for that, and only shortens it to start sooner), from the
+    /// catalog's partitions that resolve copied into the document; unknown: no time limit, so a
+    /// GPU-hour or time limit refuses it.
+    pub fn of_allocation(doc: &Value) -> std::result::Result<Request, String> {
+        let mut req = Request::of(doc)?;
+        let partitions = doc
+            .pointer("/resolve/partitions")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let named = |p: &&Value| match &req.partition {
+            Some(name) => p.get("name").and_then(Value::as_str) == Some(name.as_str()),
+            None => p.get("default").and_then(Value::as_bool) == Some(true),
+        };
+        req.time_limit = partitions
+            .iter()
+            .find(named)
+            .and_then(|p| p.get("max_time").and_then(Value::as_str))
+            .and_then(|t| shared::slurm::parse_time_limit(t).map(|s| (t.to_string(), s)));
+        req.allocation = true;
+        Ok(req)
+    }
+
     /// The request of a job document (after slurm-resolve: its cluster, partition, nodes).
     pub fn of(doc: &Value) -> std::result::Result<Request, String> {
         let d: JobDocument = serde_json::from_value(doc.clone())
@@ -143,6 +169,7 @@ impl Request {
             gpus_per_node,
             tasks,
             time_limit,
+            allocation: false,
         })
     }
 
@@ -157,13 +184,24 @@ impl Request {
             .map(|(_, secs)| gpus * *secs as f64 / 3600.0)
     }
 
+    /// What would lower the GPU-hours.
+    fn ask_less(&self) -> &'static str {
+        if self.allocation {
+            "ask for fewer GPUs or nodes, or use a partition with a shorter maximum walltime (or submit a job with a time_limit)"
+        } else {
+            "ask for fewer GPUs, nodes or tasks, or a shorter time_limit"
+        }
+    }
+
     fn describe(&self) -> String {
-        let time = self
-            .time_limit
-            .as_ref()
-            .map_or("no time_limit".to_string(), |(t, _)| {
-                format!("time_limit {t}")
-            });
+        let time = match (&self.time_limit, self.allocation) {
+            (Some((t, _)), false) => format!("time_limit {t}"),
+            (Some((t, _)), true) => {
+                format!("the partition's maximum walltime {t}, which an allocation holds")
+            }
+            (None, false) => "no time_limit".to_string(),
+            (None, true) => "the partition's maximum walltime, which an allocation holds and the document's resolve section does not give".to_string(),
+        };
         let tasks = if self.tasks > 1 {
             format!(" × {} sweep tasks", self.tasks)
         } else {
@@ -261,7 +299,11 @@ impl Policy {
                         "max_time_limit",
                         max.clone().into(),
                         Value::Null,
-                        format!("the run has no time_limit and the policy allows at most {max}; set `time_limit`"),
+                        if req.allocation {
+                            format!("an allocation holds the partition's maximum walltime, which is not known here (run resolve with a catalog whose partitions give max_time), and the policy allows at most {max}")
+                        } else {
+                            format!("the run has no time_limit and the policy allows at most {max}; set `time_limit`")
+                        },
                     ))
                 }
                 Some((t, secs)) if *secs > max_secs => {
@@ -269,7 +311,11 @@ impl Policy {
                         "max_time_limit",
                         max.clone().into(),
                         t.clone().into(),
-                        format!("time_limit {t} is over max_time_limit {max}; ask for less"),
+                        if req.allocation {
+                            format!("an allocation holds the partition's maximum walltime {t}, over max_time_limit {max}; use a partition with a shorter maximum, or submit a job with a time_limit")
+                        } else {
+                            format!("time_limit {t} is over max_time_limit {max}; ask for less")
+                        },
                     ))
                 }
                 _ => {}
@@ -283,8 +329,9 @@ impl Policy {
                     self.gpu_hours_per_run.into(),
                     Value::Null,
                     format!(
-                        "the run asks for GPUs ({}) without a time_limit, so its GPU-hours are unbounded; set `time_limit`",
-                        req.describe()
+                        "the run asks for GPUs ({}) without a known walltime, so its GPU-hours are unbounded; {}",
+                        req.describe(),
+                        if req.allocation { "run resolve with a catalog whose partitions give max_time" } else { "set `time_limit`" }
                     ),
                 ));
             };
@@ -295,9 +342,10 @@ impl Policy {
                         max.into(),
                         round(h).into(),
                         format!(
-                            "the run asks for {} GPU-hours ({}), over gpu_hours_per_run {max}; ask for fewer GPUs, nodes or tasks, or a shorter time_limit",
+                            "the run asks for {} GPU-hours ({}), over gpu_hours_per_run {max}; {}",
                             round(h),
-                            req.describe()
+                            req.describe(),
+                            req.ask_less()
                         ),
                     ));
                 }
@@ -309,11 +357,12 @@ impl Policy {
                         max.into(),
                         round(used_today + h).into(),
                         format!(
-                            "the last 24 hours' runs asked for {} GPU-hours and this one asks for {} ({}): {} in all, over gpu_hours_per_day {max}; wait, or ask for less",
+                            "the last 24 hours' runs asked for {} GPU-hours and this one asks for {} ({}): {} in all, over gpu_hours_per_day {max}; wait, or {}",
                             round(used_today),
                             round(h),
                             req.describe(),
-                            round(used_today + h)
+                            round(used_today + h),
+                            req.ask_less()
                         ),
                     ));
                 }
@@ -380,6 +429,47 @@ mod tests {
         let r = req(r#"{"required_devices_per_node": 8, "total_required_devices": 16}"#);
         assert_eq!((r.nodes, r.gpu_hours()), (2, None));
         assert_eq!(req(r#"{"command": "x"}"#).gpu_hours(), Some(0.0));
+    }
+
+    #[test]
+    fn an_allocation_is_counted_at_its_partitions_maximum_not_the_documents_time_limit() {
+        let doc: Value = serde_json::from_str(
+            r#"{"gpus_per_node": 2, "node_count": 1, "time_limit": "00:10:00", "partition": "long",
+                "resolve": {"cluster_name": "c", "selected_by": "explicit", "derived": [],
+                            "catalog": null, "candidates": [], "flags": {},
+                            "partitions": [{"name": "short", "max_time": "01:00:00", "default": true},
+                                           {"name": "long", "max_time": "2-00:00:00"}]}}"#,
+        )
+        .unwrap();
+        let r = Request::of_allocation(&doc).unwrap();
+        assert_eq!(r.gpu_hours(), Some(96.0));
+        let never = || -> std::result::Result<u32, String> { panic!("not asked") };
+        let refused = limits(r#"{"gpu_hours_per_run": 8}"#)
+            .check_run(&r, 0.0, never)
+            .unwrap_err();
+        assert!(
+            refused.message.contains("maximum walltime 2-00:00:00"),
+            "{}",
+            refused.message
+        );
+        // No partition named: the default one.
+        let mut d = doc.clone();
+        d.as_object_mut().unwrap().remove("partition");
+        assert_eq!(Request::of_allocation(&d).unwrap().gpu_hours(), Some(2.0));
+        // Not known at all: unbounded, refused under a GPU-hour limit.
+        d.as_object_mut().unwrap().remove("resolve");
+        let r = Request::of_allocation(&d).unwrap();
+        assert_eq!(r.gpu_hours(), None);
+        assert!(limits(r#"{"gpu_hours_per_day": 100}"#)
+            .check_run(&r, 0.0, never)
+            .is_err());
+        assert_eq!(
+            limits(r#"{"max_time_limit": "04:00:00"}"#)
+                .check_run(&r, 0.0, never)
+                .unwrap_err()
+                .limit,
+            "max_time_limit"
+        );
     }
 
     #[test]
