@@ -33,6 +33,7 @@ complete -c slurm-alloc -n "__fish_slurm_alloc_needs_command" -f -a "help" -d 'P
 complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand up" -l wait-timeout -d 'Seconds to wait for the allocation to start (with --wait, or when it starts soon)' -r
 complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand up" -l recheck-after -d 'Seconds between the walltime reduction and the re-check of the estimated start' -r
 complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand up" -l wait -d 'Keep waiting while the allocation pends, instead of exit 3 with suggestions'
+complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand up" -l dry-run -d 'Say the salloc command line `up` would run and start nothing (no ssh connection; the document passed on unchanged)'
 complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand up" -s h -l help -d 'Print help'
 complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand exec" -l mode -d 'How the command is spread over the allocation' -r -f -a "single\t'One task in total'
 per-node\t'One task per node'

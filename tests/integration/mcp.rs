@@ -36,7 +36,7 @@ fn an_agent_runs_the_pipeline_through_mcp_within_the_policy_and_every_call_is_au
             "gpu_hours_per_day": 2,
             "clusters": ["local", tb.s("mfa_host")],
             "max_nodes": 2,
-            "max_time_limit": "02:00:00",
+            "max_time_limit": "04:00:00",
             "require_plan": true
         })
         .to_string(),
@@ -223,7 +223,67 @@ fn an_agent_runs_the_pipeline_through_mcp_within_the_policy_and_every_call_is_au
         big_text.contains("8 GPU-hours") && big_text.contains("gpu_hours_per_run 1"),
         "{big_text}"
     );
-    for c in calls_named(&out, "cancel") {
+    let cancels = calls_named(&out, "cancel");
+    let own_cancel = cancels
+        .iter()
+        .find(|c| c["args"]["document"]["job"]["job_id"] == job_id)
+        .unwrap();
+    assert_eq!(own_cancel["is_error"], false, "{own_cancel:#}");
+    assert!(
+        own_cancel["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("scancel {job_id}")),
+        "{own_cancel:#}"
+    );
+    // Plans that run the command's own dry run: the files sync_untracked would send, the salloc
+    // alloc_up would run (nothing allocated), and an allocation counted at its partition's
+    // maximum walltime.
+    let untracked_plan = calls_named(&out, "sync_untracked")[0];
+    assert!(
+        untracked_plan["text"]
+            .as_str()
+            .unwrap()
+            .contains("dry run: would send to"),
+        "{untracked_plan:#}"
+    );
+    let allocs = calls_named(&out, "alloc_up");
+    assert_eq!(
+        allocs[0]["structured"]["refused"]["limit"],
+        "gpu_hours_per_run"
+    );
+    assert!(
+        allocs[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("maximum walltime 04:00:00"),
+        "{:#}",
+        allocs[0]
+    );
+    assert_eq!(allocs[1]["is_error"], false, "{:#}", allocs[1]);
+    let alloc_text = allocs[1]["text"].as_str().unwrap();
+    assert!(alloc_text.contains("salloc --job-name="), "{alloc_text}");
+    let alloc_name = alloc_text
+        .split("salloc --job-name=")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap();
+    let queued = Command::new("squeue")
+        .args(["-h", "-n", alloc_name, "-o", "%i"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&queued.stdout).trim().is_empty(),
+        "a plan allocates nothing: {alloc_name}"
+    );
+    let foreign_cancels: Vec<_> = cancels
+        .iter()
+        .filter(|c| c["args"]["document"]["job"]["job_id"] == foreign_id.as_str())
+        .collect();
+    assert_eq!(foreign_cancels.len(), 2);
+    for c in foreign_cancels {
         assert_eq!(c["is_error"], true);
         assert_eq!(
             c["structured"]["refused"]["limit"], "own_jobs_only",
@@ -297,7 +357,18 @@ fn an_agent_runs_the_pipeline_through_mcp_within_the_policy_and_every_call_is_au
             "refused: gpu_hours_per_run"
         ]
     );
-    assert_eq!(outcome("cancel"), ["refused: own_jobs_only"; 2]);
+    assert_eq!(
+        outcome("cancel"),
+        [
+            "refused: own_jobs_only",
+            "refused: own_jobs_only",
+            "planned"
+        ]
+    );
+    assert_eq!(
+        outcome("alloc_up"),
+        ["refused: gpu_hours_per_run", "planned"]
+    );
     let ok_submit = audit
         .iter()
         .find(|e| e["tool"] == "submit" && e["outcome"] == "ok")

@@ -103,6 +103,10 @@ struct UpArgs {
     /// Seconds between the walltime reduction and the re-check of the estimated start.
     #[arg(long, default_value_t = 15, value_name = "SECONDS")]
     recheck_after: u64,
+    /// Say the salloc command line `up` would run and start nothing (no ssh connection; the
+    /// document passed on unchanged).
+    #[arg(long)]
+    dry_run: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -311,6 +315,19 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
         &[("the working directory", a.dir.as_str())],
     )?;
 
+    if args.dry_run {
+        let salloc = salloc_argv(&st, &a.job_name, &a.tag);
+        ctx.note(format!(
+            "dry run: would run on {} (held in tmux session {}): {} --time=<MaxTime of partition {}> <a command that holds the allocation>; an allocation named {} already queued or running would be reused instead, and a pending one's walltime shortened toward {} to start sooner",
+            a.ssh.host,
+            a.session,
+            shared::error::render_argv(&salloc),
+            st.partition.as_deref().unwrap_or("(the default)"),
+            a.job_name,
+            format_duration(need)
+        ));
+        return Ok(Outcome::Done);
+    }
     shared::testhook::pause("alloc:before");
     // One round trip: reuse what exists, else start salloc in tmux at the partition's maximum.
     let mut s = Script::new();

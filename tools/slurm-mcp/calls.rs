@@ -365,11 +365,15 @@ struct Plan {
     job_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     gpu_hours: Option<f64>,
-    /// What the command's own dry run printed (submit, sync_tracked): the exact command it
-    /// would run on the cluster.
+    /// What the command does on the cluster, for the actions without a dry run of their own
+    /// (cancel, alloc_exec, alloc_down).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_cluster: Option<String>,
+    /// What the command's own dry run printed (submit, sync_tracked, sync_untracked, alloc_up):
+    /// the exact command it would run on the cluster, the files it would send.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     dry_run_notes: Vec<String>,
-    /// The document the dry run wrote (submit, sync_tracked).
+    /// The document the dry run wrote.
     #[serde(skip_serializing_if = "Option::is_none")]
     dry_run: Option<Value>,
 }
@@ -689,12 +693,16 @@ impl Server {
                 plan_id: key.clone(),
                 tool: spec.name,
                 would_run: argv,
+                on_cluster: on_cluster(spec.name, job_id.as_deref(), &call),
                 job_id,
                 gpu_hours,
                 dry_run_notes: vec![],
                 dry_run: None,
             };
-            if matches!(spec.name, "submit" | "sync_tracked") {
+            if matches!(
+                spec.name,
+                "submit" | "sync_tracked" | "sync_untracked" | "alloc_up"
+            ) {
                 let mut flags = call.flags.clone();
                 flags.push("--dry-run".to_string());
                 let ran = self.run(call.tool, &flags, &call.document);
@@ -714,8 +722,10 @@ impl Server {
                 plan.job_id.as_ref().map_or(String::new(), |j| format!(" on job {j}")),
                 plan.dry_run_notes
                     .iter()
-                    .find(|l| l.contains("would run"))
-                    .map_or(String::new(), |l| format!("; {}", l.trim())),
+                    .filter(|l| l.contains("dry run:"))
+                    .chain(plan.on_cluster.iter())
+                    .map(|l| format!("; {}", l.trim()))
+                    .collect::<String>(),
                 spec.name,
                 plan.plan_id
             );
@@ -915,6 +925,34 @@ struct Action {
     document: Value,
     plan: bool,
     plan_id: Option<String>,
+}
+
+/// What an action without a dry run of its own does on the cluster, said in its plan.
+fn on_cluster(tool: &str, job: Option<&str>, call: &Action) -> Option<String> {
+    let job = job?;
+    Some(match tool {
+        "cancel" => format!(
+            "on the cluster: scancel {job} (every task of a sweep), then the job is watched to its verdict"
+        ),
+        "alloc_down" => format!(
+            "on the cluster: scancel {job} if it is still queued or running, then its containers stopped and its tmux session closed"
+        ),
+        "alloc_exec" => format!(
+            "on the cluster: a job step in allocation {job} (srun --jobid={job}{}) running {}{}",
+            call.flags
+                .iter()
+                .position(|f| f == "--mode")
+                .and_then(|i| call.flags.get(i + 1))
+                .map_or(String::new(), |m| format!(", mode {m}")),
+            shared::error::render_argv(&call.tail[1..]),
+            if call.flags.iter().any(|f| f == "--sync") {
+                ", after syncing the working tree in the same ssh execution"
+            } else {
+                ""
+            }
+        ),
+        _ => return None,
+    })
 }
 
 /// The program to run for `tool`: the tool beside this one (the development build), else this

@@ -30,9 +30,10 @@ const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
 /// for submit, and so on), in the server's current directory (the repository).
 ///
 /// Plans before actions: sync_tracked, sync_untracked, submit, cancel, alloc_up, alloc_exec and
-/// alloc_down take `"plan": true` and then change nothing: submit and sync_tracked return their
-/// `--dry-run` (the exact command it would run on the cluster), every action the command line
-/// it would run, the job it would touch and what the policy says. The plan has a `plan_id`; with
+/// alloc_down take `"plan": true` and then change nothing: submit, sync_tracked, sync_untracked
+/// and alloc_up return their command's `--dry-run` (the exact srun, sbatch or salloc command, what
+/// would be pushed, the files that would be sent); cancel, alloc_exec and alloc_down what they
+/// run on the cluster and on which job; every plan the command line, the job and the GPU-hours. The plan has a `plan_id`; with
 /// `require_plan` in the policy, an action runs only with the `plan_id` of a plan of the very
 /// same call.
 ///

@@ -51,6 +51,11 @@ struct Cli {
     /// pipelines take turns there); after that, exit 4 naming the holder.
     #[arg(long, value_name = "SECONDS", default_value_t = shared::sync::tracked::LOCK_WAIT_SECS)]
     lock_wait: u64,
+
+    /// Say which untracked files a sync would consider sending (names and sizes, on stderr) and
+    /// send nothing: no ssh connection, the document passed on unchanged.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 impl ToolCli for Cli {
@@ -69,6 +74,7 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         gzip: cli.gzip,
         full: cli.full,
         lock_wait: cli.lock_wait,
+        dry_run: cli.dry_run,
     };
     untracked::sync(&opts, ctx)
 }

@@ -25,6 +25,8 @@ pub struct Options {
     pub full: bool,
     /// Seconds to wait for another run's lock on the remote clone.
     pub lock_wait: u64,
+    /// Say what would be sent, and send nothing (no ssh connection at all).
+    pub dry_run: bool,
 }
 
 impl Default for Options {
@@ -33,6 +35,7 @@ impl Default for Options {
             gzip: false,
             full: false,
             lock_wait: crate::sync::tracked::LOCK_WAIT_SECS,
+            dry_run: false,
         }
     }
 }
@@ -43,6 +46,10 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
     let started = Instant::now();
     let ssh = Ssh::from_doc(&ctx.doc)?;
     let local = Local::of(ctx)?;
+    if cli.dry_run {
+        local.say_dry_run(ctx, &ssh.host);
+        return Ok(Outcome::Done);
+    }
     let conversation =
         ssh.start_script(&manifest_script(&local.repo_path, cli.full, cli.lock_wait)?)?;
     let (mut conversation, previous) = read_manifest(conversation, &ssh, &local.repo_path)?;
@@ -122,6 +129,46 @@ impl Local {
             items,
             unopened,
         })
+    }
+
+    /// `--dry-run`: the files a sync would consider sending, with their sizes, said on stderr;
+    /// which of them travel is decided by the cluster's manifest, which only a real sync reads.
+    fn say_dry_run(&self, ctx: &Context, host: &str) {
+        use crate::archive::Source;
+        let size = |it: &Item| match &it.source {
+            Source::File(p) => std::fs::symlink_metadata(p).map_or(0, |m| m.len()),
+            Source::Bytes { data, .. } => data.len() as u64,
+        };
+        let total: u64 = self.items.iter().map(size).sum();
+        let shown = 50;
+        let mut names: Vec<String> = self
+            .items
+            .iter()
+            .take(shown)
+            .map(|it| {
+                format!(
+                    "{} ({})",
+                    it.name.to_string_lossy(),
+                    crate::ui::human_bytes(size(it))
+                )
+            })
+            .collect();
+        if self.items.len() > shown {
+            names.push(format!("and {} more", self.items.len() - shown));
+        }
+        ctx.note(format!(
+            "dry run: would send to {host}:{} at most {} untracked file(s), {} in all (those the cluster's copy already has unchanged are skipped: its manifest, read by a real sync, decides; files removed here since the last sync are deleted there), in one ssh execution: {}",
+            self.repo_path,
+            self.items.len(),
+            crate::ui::human_bytes(total),
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        ));
+        if !self.unopened.is_empty() {
+            ctx.note(format!(
+                "dry run: {} untracked path(s) could not be read and would be skipped",
+                self.unopened.len()
+            ));
+        }
     }
 
     /// With the snapshot the tracked sync is about to check out (when both run in one go).

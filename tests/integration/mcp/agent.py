@@ -9,7 +9,8 @@ every call and its result to argv[2] as JSON, for the Rust test to check. The ca
 2. the pipeline: resolve, preflight, sync_tracked, sync_untracked, submit (each action planned
    first: the policy requires it), watch, report;
 3. an action without its plan (refused: require_plan), a submission over the GPU-hour budget
-   (refused naming the limit), a cancel of a job the tools did not submit (refused);
+   (refused naming the limit), a cancel of a job the tools did not submit (refused); plans of a
+   cancel and of allocations (one over the budget at its partition's maximum walltime);
 4. preflight on the MFA host without a login (the command for the person), then with
    wait_for_login_seconds while "the person" logs in (a background task).
 """
@@ -101,6 +102,13 @@ async def main(config, out_path):
             foreign["job"] = dict(d.get("job") or {}, job_id=config["foreign_job_id"])
             await call("cancel", {"document": foreign, "plan": True})
             await call("cancel", {"document": foreign})
+            # Its own job: a plan says the exact command (not carried out).
+            await call("cancel", {"document": d, "plan": True})
+            # An allocation holds its partition's maximum walltime (4 h here): 1 GPU is over
+            # the per-run budget; without GPUs the plan says the salloc it would run.
+            await call("alloc_up", {"document": d, "plan": True})
+            cpu_only = {k: v for k, v in d.items() if k != "gpus_per_node"}
+            await call("alloc_up", {"document": cpu_only, "plan": True})
             await call("nonexistent_tool", {})
 
             # MFA stays human: the command for the person, then a wait while they log in.
