@@ -87,8 +87,12 @@ fn an_agent_runs_the_pipeline_through_mcp_within_the_policy_and_every_call_is_au
         "XDG_CACHE_HOME": home.path().join("cache"),
         "GIT_CONFIG_GLOBAL": "/dev/null",
         "GIT_CONFIG_NOSYSTEM": "1",
-        "SLURM_TOOLS_SCRIPT_DUMP": std::env::var("SLURM_TOOLS_SCRIPT_DUMP").unwrap_or_default(),
     });
+    let mut env = env;
+    // scripts/test collects every remote script for its static checks.
+    if let Ok(dump) = std::env::var("SLURM_TOOLS_SCRIPT_DUMP") {
+        env["SLURM_TOOLS_SCRIPT_DUMP"] = json!(dump);
+    }
     let agent_config = home.path().join("agent.json");
     write(
         &agent_config,

@@ -208,8 +208,9 @@ impl Request {
             String::new()
         };
         format!(
-            "{} GPUs per node × {} node{}{tasks} × {time}",
+            "{} GPU{} per node × {} node{}{tasks} × {time}",
             self.gpus_per_node,
+            if self.gpus_per_node == 1 { "" } else { "s" },
             self.nodes,
             if self.nodes == 1 { "" } else { "s" }
         )
