@@ -67,7 +67,8 @@ pub fn framed(script: &Script) -> Vec<u8> {
 /// `scripts/check-remote-scripts` (shellcheck, and `sh -n` under dash, bash --posix, busybox sh
 /// and posh). Best effort: a dump that cannot be written changes nothing.
 fn dump_for_static_checks(text: &[u8]) {
-    let Some(dir) = std::env::var_os("SLURM_TOOLS_SCRIPT_DUMP") else {
+    // Set but empty is unset (never the current directory: that is the person's repository).
+    let Some(dir) = std::env::var_os("SLURM_TOOLS_SCRIPT_DUMP").filter(|d| !d.is_empty()) else {
         return;
     };
     use std::hash::{Hash, Hasher};
