@@ -287,6 +287,36 @@ pub fn save_document(
     Ok(path)
 }
 
+/// Record that this run cancelled a job, and who did (`slurm-watch --cancel`, a race): a `state`
+/// entry, CANCELLED, with `cancelled_by`. The ledger is a convenience: a failure is a warning.
+pub fn record_cancel(
+    ctx: &crate::Context,
+    cluster: &str,
+    job_id: &str,
+    job_name: Option<String>,
+    by: String,
+) {
+    let Some(path) = path() else {
+        return;
+    };
+    let entry = Entry {
+        event: "state".to_string(),
+        at: crate::clock::unix_now(),
+        cluster: cluster.to_string(),
+        job_id: job_id.to_string(),
+        job_name,
+        slurm_state: Some("CANCELLED".to_string()),
+        cancelled_by: Some(by),
+        ..Default::default()
+    };
+    if let Err(err) = append_to(&path, &entry) {
+        ctx.warn(format!(
+            "could not record the cancel of {cluster} job {job_id} in the ledger {}: {err}",
+            path.display()
+        ));
+    }
+}
+
 /// Record a submission (slurm-submit, `slurm-alloc up`): save the document and append a
 /// `submitted` entry. The ledger is a convenience: a failure is a warning, never the step's end.
 pub fn record_submission(ctx: &crate::Context, kind: &str, job_id: &str) {

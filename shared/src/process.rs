@@ -44,6 +44,7 @@ pub struct Cmd {
     inherit_stderr: bool,
     through: bool,
     stderr_through: bool,
+    progress: bool,
     deadline: Duration,
     cwd: Option<std::path::PathBuf>,
 }
@@ -103,6 +104,7 @@ impl Cmd {
             inherit_stderr: false,
             through: false,
             stderr_through: false,
+            progress: false,
             deadline: Duration::from_secs(60),
             cwd: None,
         }
@@ -172,6 +174,14 @@ impl Cmd {
         self
     }
 
+    /// Progress for a person watching: the child's stderr lines that start with [`PROGRESS`]
+    /// reach ours (without the marker) as they come; everything else is only kept in the tail,
+    /// as without this.
+    pub fn progress_lines(mut self) -> Self {
+        self.progress = true;
+        self
+    }
+
     pub fn deadline(mut self, d: Duration) -> Self {
         self.deadline = d;
         self
@@ -232,7 +242,7 @@ impl Cmd {
         let err = child
             .stderr
             .take()
-            .map(|e| stderr_reader(e, self.stderr_through));
+            .map(|e| stderr_reader(e, self.stderr_through, self.progress));
         Ok(Running {
             child,
             stdin,
@@ -291,7 +301,7 @@ impl Cmd {
         let err_reader = child
             .stderr
             .take()
-            .map(|err| stderr_reader(err, self.stderr_through));
+            .map(|err| stderr_reader(err, self.stderr_through, self.progress));
 
         let (status, timed_out) = wait_deadline(&mut child, self.deadline);
         if let Some(w) = writer {
@@ -457,14 +467,92 @@ impl AsFdOwned for std::io::Stderr {
 
 /// The thread that reads a child's stderr: its tail, and with `through` every byte passed on to
 /// ours ([`pass_tail`]).
-fn stderr_reader(err: std::process::ChildStderr, through: bool) -> thread::JoinHandle<String> {
+fn stderr_reader(
+    err: std::process::ChildStderr,
+    through: bool,
+    progress: bool,
+) -> thread::JoinHandle<String> {
     thread::spawn(move || {
         if through {
             pass_tail(err, std::io::stderr())
+        } else if progress {
+            pass_progress(err, std::io::stderr())
         } else {
             read_tail(err)
         }
     })
+}
+
+/// The marker of a progress line a remote script writes to its stderr for a person watching
+/// (see [`Cmd::progress_lines`]; `shared/src/sync/tracked_remote.rs` writes them while the
+/// cluster clones).
+pub const PROGRESS: &str = "@@slurm-tools-progress ";
+
+/// [`read_tail`], also writing each whole line that starts with [`PROGRESS`] to `to`, without
+/// the marker, as it comes. The tail keeps every line (progress lines too).
+fn pass_progress(r: impl Read, mut to: impl Write) -> String {
+    let mut line: Vec<u8> = Vec::new();
+    let mut long = false;
+    read_chunks(r, |chunk| {
+        for &b in chunk {
+            if b == b'\n' {
+                if !long {
+                    if let Some(rest) = line.strip_prefix(PROGRESS.as_bytes()) {
+                        let _ = to
+                            .write_all(rest)
+                            .and_then(|()| to.write_all(b"\n"))
+                            .and_then(|()| to.flush());
+                    }
+                }
+                line.clear();
+                long = false;
+            } else if !long {
+                line.push(b);
+                // Progress lines are short: a longer one is not collected.
+                if line.len() > 4096 {
+                    line.clear();
+                    long = true;
+                }
+            }
+        }
+    })
+}
+
+/// Read `r` to its end, handing each chunk to `each` as it comes; the stream's tail as text.
+fn read_chunks(mut r: impl Read, mut each: impl FnMut(&[u8])) -> String {
+    let mut tail = Tail::default();
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                tail.push(&buf[..n]);
+                each(&buf[..n]);
+            }
+        }
+    }
+    tail.text()
+}
+
+/// The last [`STDERR_TAIL`] bytes of a stream, kept as they come.
+#[derive(Default)]
+struct Tail(Vec<u8>);
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+        if self.0.len() > 2 * STDERR_TAIL {
+            self.0.drain(..self.0.len() - STDERR_TAIL);
+        }
+    }
+
+    /// The tail as text (ssh ends its messages with \r\n: the \r go).
+    fn text(mut self) -> String {
+        if self.0.len() > STDERR_TAIL {
+            self.0.drain(..self.0.len() - STDERR_TAIL);
+        }
+        String::from_utf8_lossy(&self.0).replace('\r', "")
+    }
 }
 
 /// Lines that are not the person's, when they open a passed-through stderr: ssh's note about a
@@ -475,25 +563,15 @@ const NOT_THE_PERSONS: [&[u8]; 2] = [b"Control socket connect(", b"@@slurm-tools
 /// [`read_tail`], also writing every byte to `to` as it comes, except whole lines opening the
 /// stream that start with one of [`NOT_THE_PERSONS`]. Bytes are held back only while they could
 /// still be such a line, so the person's output arrives unchanged and without delay.
-fn pass_tail(mut r: impl Read, mut to: impl Write) -> String {
-    let mut tail: Vec<u8> = Vec::new();
+fn pass_tail(r: impl Read, mut to: impl Write) -> String {
     let mut held: Vec<u8> = Vec::new();
     let mut opening = true;
-    let mut buf = [0u8; 8192];
-    loop {
-        let n = match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        tail.extend_from_slice(&buf[..n]);
-        if tail.len() > 2 * STDERR_TAIL {
-            tail.drain(..tail.len() - STDERR_TAIL);
-        }
+    let text = read_chunks(r, |chunk| {
         if !opening {
-            let _ = to.write_all(&buf[..n]).and_then(|()| to.flush());
-            continue;
+            let _ = to.write_all(chunk).and_then(|()| to.flush());
+            return;
         }
-        held.extend_from_slice(&buf[..n]);
+        held.extend_from_slice(chunk);
         // Drop the opening lines that are not the person's; stop at the first that is (or could
         // no longer become one of them).
         loop {
@@ -521,36 +599,16 @@ fn pass_tail(mut r: impl Read, mut to: impl Write) -> String {
             let _ = to.write_all(&held).and_then(|()| to.flush());
             held.clear();
         }
-    }
+    });
     // An opening line cut short at the end is the person's after all.
     if opening && !held.is_empty() && !NOT_THE_PERSONS.iter().any(|p| held.starts_with(p)) {
         let _ = to.write_all(&held).and_then(|()| to.flush());
     }
-    if tail.len() > STDERR_TAIL {
-        tail.drain(..tail.len() - STDERR_TAIL);
-    }
-    String::from_utf8_lossy(&tail).replace('\r', "")
+    text
 }
 
-fn read_tail(mut r: impl Read) -> String {
-    let mut tail: Vec<u8> = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                tail.extend_from_slice(&buf[..n]);
-                if tail.len() > 2 * STDERR_TAIL {
-                    tail.drain(..tail.len() - STDERR_TAIL);
-                }
-            }
-        }
-    }
-    if tail.len() > STDERR_TAIL {
-        tail.drain(..tail.len() - STDERR_TAIL);
-    }
-    // ssh ends its messages with \r\n.
-    String::from_utf8_lossy(&tail).replace('\r', "")
+fn read_tail(r: impl Read) -> String {
+    read_chunks(r, |_| {})
 }
 
 /// Wait for the child, ending it at the deadline. Returns (exit code, timed out).
@@ -682,6 +740,26 @@ fn trace(out: &Output) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_marked_lines_pass_as_progress_and_the_tail_keeps_everything() {
+        let input = format!(
+            "warning: noise\n{p}cloning: 1 MB\n{p}cloning: 2 MB\nfatal: kept\n{long}\n{p}cut",
+            p = super::PROGRESS,
+            long = "x".repeat(5000)
+        );
+        let mut shown = Vec::new();
+        let tail = super::pass_progress(input.as_bytes(), &mut shown);
+        assert_eq!(
+            String::from_utf8(shown).unwrap(),
+            "cloning: 1 MB\ncloning: 2 MB\n",
+            "only whole marked lines, without the marker"
+        );
+        assert!(
+            tail.contains("warning: noise") && tail.contains("fatal: kept"),
+            "{tail}"
+        );
+    }
+
     use super::*;
 
     /// A reader that hands out its bytes in the chunks given (as a pipe would).

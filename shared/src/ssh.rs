@@ -339,6 +339,34 @@ impl Ssh {
         payload: Option<StreamWriter>,
         deadline: Duration,
     ) -> Result<Output> {
+        self.run_script_with(script, payload, deadline, false)
+    }
+
+    /// [`Ssh::run_script`] for a long step a person watches: the script's progress lines
+    /// ([`crate::process::PROGRESS`] on its stderr) reach our stderr as they come.
+    pub fn run_script_showing_progress(
+        &self,
+        script: &Script,
+        deadline: Duration,
+    ) -> Result<Output> {
+        self.run_script_with(script, None, deadline, true)
+    }
+
+    fn run_script_with(
+        &self,
+        script: &Script,
+        payload: Option<StreamWriter>,
+        deadline: Duration,
+        progress: bool,
+    ) -> Result<Output> {
+        let batch = |input: Input| {
+            let cmd = self.batch(REMOTE_ENTRY).input(input).deadline(deadline);
+            if progress {
+                cmd.progress_lines()
+            } else {
+                cmd
+            }
+        };
         let framed = framed(script);
         let replayable = payload.is_none().then(|| framed.clone());
         let input = match payload {
@@ -348,8 +376,9 @@ impl Ssh {
                 p(w)
             })),
         };
-        let cmd = self.batch(REMOTE_ENTRY).input(input).deadline(deadline);
-        let mut out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e))?;
+        let mut out = batch(input)
+            .run()
+            .map_err(|e| spawn_error(&ssh_program(), e))?;
         // A server with MaxSessions refuses a session while another tool holds one on the same
         // master: wait for it a little (one at a time), then say so. The refused session never
         // started the script, so running it again is safe.
@@ -364,10 +393,7 @@ impl Ssh {
                     break;
                 }
                 std::thread::sleep(Duration::from_secs(wait));
-                out = self
-                    .batch(REMOTE_ENTRY)
-                    .input(Input::Bytes(bytes.clone()))
-                    .deadline(deadline)
+                out = batch(Input::Bytes(bytes.clone()))
                     .run()
                     .map_err(|e| spawn_error(&ssh_program(), e))?;
             }

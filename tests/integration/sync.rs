@@ -973,11 +973,12 @@ fn a_local_dir_inside_the_repository_is_left_out_of_the_untracked_sync_and_said(
 }
 
 /// A person watching a sync sees git's own progress of the pushes (objects counted and written:
-/// a first sync of a long history takes a while); a pipeline or a log gets none of it, and the
-/// document on stdout is the same either way.
+/// a first sync of a long history takes a while) and the cluster's clone of origin (how much
+/// arrived, in how long); a pipeline or a log gets none of it, and the document on stdout is the
+/// same either way.
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
-fn a_sync_in_a_terminal_shows_the_push_progress_and_a_piped_one_does_not() {
+fn a_sync_in_a_terminal_shows_the_push_and_clone_progress_and_a_piped_one_does_not() {
     crate::needs_cluster!();
     let fx = Fixture::new("progress");
     fx.make_messy();
@@ -1013,6 +1014,22 @@ fn a_sync_in_a_terminal_shows_the_push_progress_and_a_piped_one_does_not() {
         screen.contains("Writing objects") || screen.contains("Enumerating objects"),
         "git's progress on the terminal:\n{screen}"
     );
+    // The cluster's clone of origin (this first sync makes it) says what it is doing and, at its
+    // end, how much arrived in how long; the marker of those lines never shows.
+    assert!(
+        screen.contains(&format!(
+            "slurm-sync-tracked: cloning origin into {} on the cluster",
+            fx.remote_repo
+        )),
+        "the clone's progress on the terminal:\n{screen}"
+    );
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.starts_with("slurm-sync-tracked: cloned origin: ") && l.contains(" MB in ")),
+        "{screen}"
+    );
+    assert!(!screen.contains("@@slurm-tools"), "{screen}");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
     assert!(doc["sync_tracked"]["commit"].is_string(), "{doc}");
     // Piped: not a line of it.
@@ -1021,5 +1038,6 @@ fn a_sync_in_a_terminal_shows_the_push_progress_and_a_piped_one_does_not() {
     let t = run("slurm-sync-tracked", &[], &again);
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert!(!t.stderr.contains("objects"), "{}", t.stderr);
+    assert!(!t.stderr.contains("cloning origin"), "{}", t.stderr);
     let _ = std::fs::remove_dir_all(format!("{}-piped", fx.remote_repo));
 }

@@ -878,27 +878,21 @@ fn from_scontrol(line: &str) -> Option<AccountingEntry> {
 
 /// The ledger line for a cancel the person (or slurm-mcp's client) asked for.
 fn record_cancel(ctx: &Context, job_id: &str) {
-    let Some(path) = shared::ledger::path() else {
-        return;
-    };
     let by = std::env::var("SLURM_TOOLS_CANCELLED_BY")
         .ok()
         .filter(|b| !b.trim().is_empty())
         .unwrap_or_else(|| "slurm-watch --cancel".to_string());
-    let entry = shared::ledger::Entry {
-        event: "state".to_string(),
-        at: shared::clock::unix_now(),
-        cluster: shared::ledger::cluster_of(&ctx.doc),
-        job_id: job_id.to_string(),
-        cancelled_by: Some(by),
-        ..Default::default()
-    };
-    if let Err(err) = shared::ledger::append_to(&path, &entry) {
-        ctx.warn(format!(
-            "could not record the cancel of job {job_id} in the ledger {}: {err}",
-            path.display()
-        ));
-    }
+    shared::ledger::record_cancel(
+        ctx,
+        &shared::ledger::cluster_of(&ctx.doc),
+        job_id,
+        ctx.doc
+            .str_opt("job_name")
+            .ok()
+            .flatten()
+            .map(str::to_string),
+        by,
+    );
 }
 
 fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {

@@ -168,7 +168,6 @@ pub fn run(ctx: &mut Context, others: &[std::path::PathBuf], interval: f64) -> R
         "race: {wc} job {wj} started first ({}, after {waited} s); cancelling the others",
         entrants[winner].state
     ));
-    let ledger = shared::ledger::path();
     let mut cancelled = Vec::new();
     for (i, e) in entrants.iter_mut().enumerate() {
         if i == winner {
@@ -187,26 +186,13 @@ pub fn run(ctx: &mut Context, others: &[std::path::PathBuf], interval: f64) -> R
             after
         };
         cancelled.push(i);
-        if let Some(path) = &ledger {
-            let entry = shared::ledger::Entry {
-                event: "state".to_string(),
-                at: shared::clock::unix_now(),
-                cluster: e.cluster.clone(),
-                job_id: e.job_id.clone(),
-                job_name: e.doc.str_opt("job_name").ok().flatten().map(str::to_string),
-                slurm_state: Some("CANCELLED".to_string()),
-                cancelled_by: Some(format!("the race: {wc} job {wj} started first")),
-                ..Default::default()
-            };
-            if let Err(err) = shared::ledger::append_to(path, &entry) {
-                ctx.warn(format!(
-                    "could not record the race's cancel of {} job {} in the ledger {}: {err}",
-                    e.cluster,
-                    e.job_id,
-                    path.display()
-                ));
-            }
-        }
+        shared::ledger::record_cancel(
+            ctx,
+            &e.cluster,
+            &e.job_id,
+            e.doc.str_opt("job_name").ok().flatten().map(str::to_string),
+            format!("the race: {wc} job {wj} started first"),
+        );
         ctx.note(format!(
             "race: cancelled {} job {} ({})",
             e.cluster, e.job_id, e.source

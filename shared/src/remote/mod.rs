@@ -71,6 +71,10 @@ pub const USAGE_QUERY: &str = include_str!("sh/usage-query.sh");
 /// slurm-watch --race: `race_state JOB`, `race_cancel JOB`.
 pub const RACE: &str = include_str!("sh/race.sh");
 
+/// A first sync's clone for a person watching: `clone_progress_start DIR`, `clone_progress_stop
+/// DIR` (progress lines behind [`crate::process::PROGRESS`]).
+pub const CLONE_PROGRESS: &str = include_str!("sh/clone-progress.sh");
+
 /// Cluster-side changes in the remote clone: `cluster_changes`.
 pub const CLONE_CHANGES: &str = include_str!("sh/clone-changes.sh");
 

@@ -539,6 +539,7 @@ mod tests {
             lock_wait: 600,
             modules: &[],
             lfs: &[],
+            show_progress: false,
         };
         let a = crate::sync::tracked_remote::origin_script(&plan).unwrap();
         let items = vec![crate::archive::Item {

@@ -416,6 +416,10 @@ impl Prepared {
             lock_wait: self.opts.lock_wait,
             modules,
             lfs: &self.lfs_oids,
+            show_progress: {
+                use std::io::IsTerminal;
+                std::io::stderr().is_terminal()
+            },
         }
     }
 }
@@ -437,7 +441,11 @@ fn clean_leftovers(p: &Prepared, ctx: &Context) {
 pub fn push_for_fused(p: &Prepared, ctx: &Context) -> Result<crate::quote::Script> {
     clean_leftovers(p, ctx);
     let roots = p.local.root_commits(&p.head_commit, 20);
-    let plan = p.plan(&roots, &[]);
+    // The fused conversation keeps each part's stderr for its verdict: no progress lines in it.
+    let plan = remote::Plan {
+        show_progress: false,
+        ..p.plan(&roots, &[])
+    };
     push_to_origin(&p.local, &plan, &p.snapshot)?;
     remote::origin_script(&plan)
 }
@@ -849,7 +857,7 @@ fn sync_submodules(
         "pushed {} submodule snapshot(s) into the remote clone",
         plan.modules.len()
     ));
-    run_remote(ssh, &remote::modules_script(plan)?, plan.repo)
+    run_remote(ssh, &remote::modules_script(plan)?, plan)
 }
 
 /// `repo_url` must be one of the local repository's remotes; a repository without remotes must
@@ -941,8 +949,18 @@ fn temp_branch(ctx: &Context) -> Result<String> {
     ))
 }
 
-fn run_remote(ssh: &Ssh, script: &crate::quote::Script, repo: &str) -> Result<remote::Report> {
-    let out = ssh.run_script(script, None, Duration::from_secs(30 * 60))?;
+fn run_remote(
+    ssh: &Ssh,
+    script: &crate::quote::Script,
+    plan: &remote::Plan,
+) -> Result<remote::Report> {
+    let repo = plan.repo;
+    let deadline = Duration::from_secs(30 * 60);
+    let out = if plan.show_progress {
+        ssh.run_script_showing_progress(script, deadline)?
+    } else {
+        ssh.run_script(script, None, deadline)?
+    };
     let report = remote::parse(&out.stdout_text());
     if !out.success() {
         return Err(remote::failure(out.code, &report, &ssh.host, repo).with_command(out.record()));
@@ -958,7 +976,7 @@ fn via_origin(
     sha: &str,
 ) -> Result<(remote::Report, Option<bool>)> {
     push_to_origin(local, plan, sha)?;
-    let result = run_remote(ssh, &remote::origin_script(plan)?, plan.repo);
+    let result = run_remote(ssh, &remote::origin_script(plan)?, plan);
     crate::testhook::pause("sync-tracked:checked-out");
     // 4f: the temporary branch goes, whatever happened remotely.
     let deleted = delete_temp_ref(ctx, local, plan.url, plan.temp);
@@ -1128,7 +1146,7 @@ fn via_direct(
     plan: &remote::Plan,
     sha: &str,
 ) -> Result<remote::Report> {
-    let prepared = run_remote(ssh, &remote::direct_prepare_script(plan)?, plan.repo)?;
+    let prepared = run_remote(ssh, &remote::direct_prepare_script(plan)?, plan)?;
     let git_ssh = ssh.git_ssh_command()?;
     let target = format!("{}:{}", ssh.host, plan.repo);
     let refspec = format!("+{sha}:refs/slurm-tools/incoming/{}", plan.temp);
@@ -1141,7 +1159,7 @@ fn via_direct(
         ssh,
         plan,
     )?;
-    let mut report = run_remote(ssh, &remote::direct_checkout_script(plan)?, plan.repo)?;
+    let mut report = run_remote(ssh, &remote::direct_checkout_script(plan)?, plan)?;
     report.created |= prepared.created;
     if report.broke_stale_lock.is_none() {
         report.broke_stale_lock = prepared.broke_stale_lock;

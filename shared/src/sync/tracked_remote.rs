@@ -32,6 +32,9 @@ pub struct Plan<'a> {
     pub modules: &'a [Module],
     /// The Git LFS objects the snapshot's LFS files point at (their oids).
     pub lfs: &'a [String],
+    /// A person watches (our stderr is a terminal): a first clone says how far it got
+    /// (`shared/src/remote/sh/clone-progress.sh`).
+    pub show_progress: bool,
 }
 
 /// A submodule as the remote side needs it.
@@ -61,6 +64,8 @@ fn header(p: &Plan) -> Result<Script> {
         "allow_unrelated",
         if p.allow_unrelated { "yes" } else { "no" },
     )?;
+    s.assign("progress", if p.show_progress { "yes" } else { "no" })?;
+    s.raw(crate::remote::CLONE_PROGRESS);
     s.raw("set --");
     for r in p.refresh {
         s.arg(r)?;
@@ -86,6 +91,7 @@ if [ ! -d "$repo/.git" ]; then
     # A partial clone when origin offers it (no old versions of files: a long history arrives in
     # a fraction of the time; git fetches an old file's content if something ever needs it);
     # later fetches bring whole commits again. A plain clone where git or origin cannot.
+    clone_progress_start "$repo"
     if git clone -q --filter=blob:none -- "$url" "$repo" 2>/dev/null; then
       git -C "$repo" config --unset remote.origin.partialclonefilter 2>/dev/null
       # The configuration stays true to what happened: a plain-path origin ignores the filter
@@ -98,8 +104,9 @@ if [ ! -d "$repo/.git" ]; then
       fi
     else
       rm -rf -- "$repo"
-      git clone -q -- "$url" "$repo" >&2 || exit "$E_CLONE"
+      git clone -q -- "$url" "$repo" >&2 || { clone_progress_stop "$repo"; exit "$E_CLONE"; }
     fi
+    clone_progress_stop "$repo"
   else
     git init -q -- "$repo" >&2 || exit "$E_CLONE"
   fi
@@ -551,6 +558,7 @@ mod tests {
                 },
             ],
             lfs: &["d".repeat(64)],
+            show_progress: true,
         };
         for (name, s) in [
             ("sync-tracked-origin", origin_script(&p)),
@@ -561,6 +569,21 @@ mod tests {
             ("sync-tracked-lfs", lfs_script(&p, true)),
         ] {
             crate::script_check::assert_clean(name, s.unwrap().as_str());
+        }
+    }
+
+    #[test]
+    fn the_clone_progress_lines_carry_the_marker_the_tools_show() {
+        let marked = crate::remote::CLONE_PROGRESS
+            .lines()
+            .filter(|l| l.contains("printf '@@"))
+            .collect::<Vec<_>>();
+        assert_eq!(marked.len(), 3, "{marked:?}");
+        for l in marked {
+            assert!(
+                l.contains(&format!("printf '{}", crate::process::PROGRESS)),
+                "{l}"
+            );
         }
     }
 
@@ -599,6 +622,7 @@ mod tests {
             lock_wait: LOCK_WAIT_SECS,
             modules: &[],
             lfs: &[],
+            show_progress: false,
         };
         let script = origin_script(&p).unwrap();
         let locked = Report {
