@@ -825,6 +825,7 @@ fn sync_submodules(
     subs: &[crate::submodules::Submodule],
 ) -> Result<remote::Report> {
     let git_ssh = ssh.git_ssh_command()?;
+    let mut pushes = Vec::new();
     for m in plan.modules {
         let Some(repo) = subs
             .iter()
@@ -840,24 +841,124 @@ fn sync_submodules(
             m.path
         );
         let refspec = format!("+{}:refs/slurm-tools/snapshot", m.commit);
-        push_over_ssh(
-            repo,
-            &git_ssh,
-            &target,
-            &refspec,
-            &format!(
-                "pushing the submodule {}'s snapshot into the remote clone",
-                m.path
-            ),
-            ssh,
-            plan,
-        )?;
+        pushes.push((m.path.as_str(), repo, target, refspec));
     }
+    let started = Instant::now();
+    let pushed = if let [(path, repo, target, refspec)] = &pushes[..] {
+        // One: git's own progress for a person watching.
+        push_over_ssh(repo, &git_ssh, target, refspec, &pushing(path), ssh, plan)
+    } else {
+        let cmds = pushes
+            .iter()
+            .map(|(path, repo, target, refspec)| {
+                let cmd = repo
+                    .git()
+                    .env("GIT_SSH_COMMAND", &git_ssh)
+                    .args(["push", "--porcelain", "--quiet", "--", target, refspec])
+                    .deadline(PUSH_DEADLINE);
+                (*path, cmd)
+            })
+            .collect();
+        let failed = push_overlapped(ctx, cmds);
+        match failed {
+            None => Ok(()),
+            Some(e) => {
+                release_lock(ssh, plan);
+                Err(e)
+            }
+        }
+    };
+    pushed?;
     ctx.note(format!(
-        "pushed {} submodule snapshot(s) into the remote clone",
-        plan.modules.len()
+        "pushed {} submodule snapshot(s) into the remote clone ({:.1} s{})",
+        pushes.len(),
+        started.elapsed().as_secs_f64(),
+        if pushes.len() > 1 {
+            format!(", up to {} at once", pushes_at_once())
+        } else {
+            String::new()
+        }
     ));
     run_remote(ssh, &remote::modules_script(plan)?, plan)
+}
+
+/// Submodule pushes in flight at once. Each is a session of its own on the master (sshd allows
+/// 10 per connection by default, and other tools may hold some); at a login node's distance
+/// their round trips overlap instead of adding up.
+const PUSHES_AT_ONCE: usize = 4;
+
+/// [`PUSHES_AT_ONCE`], or `SLURM_TOOLS_PUSHES_AT_ONCE` (1-10) for the benchmark that compares
+/// overlapped pushes with one at a time (scripts/bench-repos).
+fn pushes_at_once() -> usize {
+    std::env::var("SLURM_TOOLS_PUSHES_AT_ONCE")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| (1..=10).contains(n))
+        .unwrap_or(PUSHES_AT_ONCE)
+}
+
+fn pushing(path: &str) -> String {
+    format!("pushing the submodule {path}'s snapshot into the remote clone")
+}
+
+/// Run the pushes, [`PUSHES_AT_ONCE`] at a time; a person watching sees a line as each ends.
+/// The first failure, if any (the batch it was in finishes; no later batch starts).
+fn push_overlapped(ctx: &Context, pushes: Vec<(&str, crate::process::Cmd)>) -> Option<ToolError> {
+    use std::io::IsTerminal;
+    let watching = std::io::stderr().is_terminal();
+    if watching {
+        ctx.note(format!(
+            "pushing {} submodule snapshots into the remote clone, up to {} at once",
+            pushes.len(),
+            pushes_at_once()
+        ));
+    }
+    let mut queue = pushes.into_iter();
+    loop {
+        let batch: Vec<_> = queue.by_ref().take(pushes_at_once()).collect();
+        if batch.is_empty() {
+            return None;
+        }
+        let results: Vec<(&str, Result<crate::process::Output>, f64)> = std::thread::scope(|s| {
+            let running: Vec<_> = batch
+                .into_iter()
+                .map(|(path, cmd)| {
+                    s.spawn(move || {
+                        let t = Instant::now();
+                        let r = run_git(cmd, &pushing(path), PUSH_HINT);
+                        (path, r, t.elapsed().as_secs_f64())
+                    })
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|h| h.join().expect("a push thread never panics"))
+                .collect()
+        });
+        let mut failed = None;
+        for (path, r, secs) in results {
+            match r {
+                Ok(_) if watching => ctx.note(format!("pushed submodule {path} ({secs:.1} s)")),
+                Ok(_) => {}
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if failed.is_some() {
+            return failed;
+        }
+    }
+}
+
+const PUSH_HINT: &str =
+    "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally";
+
+/// After a failed push: the clone's sync lock goes (a direct sync holds it across pushes).
+fn release_lock(ssh: &Ssh, plan: &remote::Plan) {
+    if let Ok(script) = remote::direct_release_script(plan) {
+        let _ = ssh.run_script(&script, None, Duration::from_secs(60));
+    }
 }
 
 /// `repo_url` must be one of the local repository's remotes; a repository without remotes must
@@ -1128,14 +1229,10 @@ fn push_over_ssh(
         .args(["--", target, refspec])
         .deadline(PUSH_DEADLINE),
         what,
-        "check the ssh connection (rerun slurm-ssh-preflight); nothing was changed locally",
+        PUSH_HINT,
     );
     if pushed.is_err() {
-        let _ = ssh.run_script(
-            &remote::direct_release_script(plan)?,
-            None,
-            Duration::from_secs(60),
-        );
+        release_lock(ssh, plan);
     }
     pushed.map(|_| ())
 }
