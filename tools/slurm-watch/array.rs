@@ -382,9 +382,9 @@ fn cancel(ssh: &Ssh, ids: &[String]) -> Result<()> {
 }
 
 /// Watch the array to the end; the report goes in the document.
-pub fn watch(ctx: &mut Context, ssh: &Ssh, setup: &Setup, events: &mut Events) -> Result<Outcome> {
-    let started = Instant::now();
-    let mut tasks: Vec<Task> = setup
+/// Every task of the sweep, not yet seen.
+fn new_tasks(setup: &Setup) -> Vec<Task> {
+    setup
         .tasks
         .iter()
         .map(|t| Task {
@@ -402,7 +402,52 @@ pub fn watch(ctx: &mut Context, ssh: &Ssh, setup: &Setup, events: &mut Events) -
             row: None,
             source: Source::Sacct,
         })
+        .collect()
+}
+
+/// The next poll's request: wait up to `wait` s (in quarters), then each open task's log
+/// offsets and whether to read its logs (not while it pends).
+fn request(tasks: &mut [Task], wait: f64) -> String {
+    let open: Vec<String> = tasks
+        .iter_mut()
+        .filter(|t| t.row.is_none())
+        .map(|t| {
+            let read = t.state.as_deref() != Some("PENDING");
+            t.read = read;
+            format!(
+                "{}:{}:{}:{}",
+                t.index,
+                t.streams[0].offset,
+                t.streams[1].offset,
+                u8::from(read)
+            )
+        })
         .collect();
+    let quarters = (wait.max(0.0) * 4.0).round() as u64;
+    format!("W {quarters} {}\n", open.join(","))
+}
+
+/// monitor_timeout_seconds reached: the array is cancelled and every open task is TIMEOUT.
+fn timed_out(ctx: &Context, ssh: &Ssh, setup: &Setup, tasks: &mut [Task], limit: i64) {
+    let id = setup.id.to_string();
+    let cancelled = cancel(ssh, std::slice::from_ref(&id));
+    if let Err(e) = &cancelled {
+        ctx.warn(format!("could not cancel sweep {id}: {}", e.message));
+    }
+    for t in tasks.iter_mut().filter(|t| t.row.is_none()) {
+        let v = watch_verdict(
+            Status::Timeout,
+            if cancelled.is_ok() { "CANCELLED" } else { "UNKNOWN" },
+            format!("monitor_timeout_seconds ({limit} s) reached; the task was cancelled with the array"),
+            t.used.clone(),
+        );
+        t.row = Some(row(setup, t, v));
+    }
+}
+
+pub fn watch(ctx: &mut Context, ssh: &Ssh, setup: &Setup, events: &mut Events) -> Result<Outcome> {
+    let started = Instant::now();
+    let mut tasks = new_tasks(setup);
     ctx.note(format!(
         "watching sweep {}: {} tasks, one squeue per poll for all of them (logs: {})",
         setup.id,
@@ -432,42 +477,13 @@ pub fn watch(ctx: &mut Context, ssh: &Ssh, setup: &Setup, events: &mut Events) -
             let left = Duration::from_secs(limit as u64).saturating_sub(started.elapsed());
             if left.is_zero() {
                 link.close();
-                let cancelled = cancel(ssh, std::slice::from_ref(&id));
-                if let Err(e) = &cancelled {
-                    ctx.warn(format!("could not cancel sweep {id}: {}", e.message));
-                }
-                for t in tasks.iter_mut().filter(|t| t.row.is_none()) {
-                    let v = watch_verdict(
-                        Status::Timeout,
-                        if cancelled.is_ok() { "CANCELLED" } else { "UNKNOWN" },
-                        format!("monitor_timeout_seconds ({limit} s) reached; the task was cancelled with the array"),
-                        t.used.clone(),
-                    );
-                    t.row = Some(row(setup, t, v));
-                }
+                timed_out(ctx, ssh, setup, &mut tasks, limit);
                 break;
             }
             wait = wait.min(left.as_secs_f64());
         }
         polls += 1;
-        let open: Vec<String> = tasks
-            .iter_mut()
-            .filter(|t| t.row.is_none())
-            .map(|t| {
-                let read = t.state.as_deref() != Some("PENDING");
-                t.read = read;
-                format!(
-                    "{}:{}:{}:{}",
-                    t.index,
-                    t.streams[0].offset,
-                    t.streams[1].offset,
-                    u8::from(read)
-                )
-            })
-            .collect();
-        let quarters = (wait.max(0.0) * 4.0).round() as u64;
-        let request = format!("W {quarters} {}\n", open.join(","));
-        let reply = match link.ask(&request, wait) {
+        let reply = match link.ask(&request(&mut tasks, wait), wait) {
             Ok(r) => r,
             Err(e) if e.kind == ErrorKind::NeedsPerson => {
                 return Err(e.with_hint(format!(
@@ -549,7 +565,34 @@ fn take_reply(
     bytes: &mut u64,
 ) -> Result<bool> {
     let now = Instant::now();
-    let mut changed = false;
+    feed_logs(ctx, setup, tasks, reply, bytes, now);
+    // Hangs: that task alone is cancelled.
+    let hung = hung_tasks(setup, tasks, reply, now);
+    let mut changed = !hung.is_empty();
+    cancel_hung(ctx, ssh, setup, tasks, hung, events);
+    if let Some(e) = &reply.queue_error {
+        ctx.warn(format!("squeue failed ({e}); retrying"));
+        return Ok(changed);
+    }
+    for t in tasks.iter_mut().filter(|t| t.row.is_none()) {
+        changed |= match reply.queue.get(&t.index) {
+            Some(q) => take_queued(ctx, t, q, events, now),
+            None => take_left_queue(ctx, setup, t, reply, events, now),
+        };
+    }
+    Ok(changed)
+}
+
+/// The log bytes the reply brought, into each task's streams (and the person's terminal with
+/// `--follow`); what the patterns find in them.
+fn feed_logs(
+    ctx: &Context,
+    setup: &Setup,
+    tasks: &mut [Task],
+    reply: &Reply,
+    bytes: &mut u64,
+    now: Instant,
+) {
     for t in tasks.iter_mut() {
         t.capped = false;
     }
@@ -571,8 +614,12 @@ fn take_reply(
         }
         setup.patterns.scan(&lines, &mut t.findings);
     }
-    // Hangs: that task alone is cancelled.
-    let mut hung: Vec<(usize, Verdict)> = Vec::new();
+}
+
+/// The tasks without a verdict that hang now (a hang pattern, or running and silent for
+/// `stall_seconds`), each with its HANG_DETECTED verdict.
+fn hung_tasks(setup: &Setup, tasks: &[Task], reply: &Reply, now: Instant) -> Vec<(usize, Verdict)> {
+    let mut hung = Vec::new();
     for (k, t) in tasks.iter().enumerate() {
         if t.row.is_some() {
             continue;
@@ -601,114 +648,140 @@ fn take_reply(
         v.hang_reason = Some(reason.to_string());
         hung.push((k, v));
     }
-    if !hung.is_empty() {
-        let ids: Vec<String> = hung
-            .iter()
-            .map(|(k, _)| format!("{}_{}", setup.id, tasks[*k].index))
-            .collect();
-        let cancelled = cancel(ssh, &ids);
-        for (k, mut v) in hung {
-            if let Err(e) = &cancelled {
-                ctx.warn(format!(
-                    "the hang was detected but scancel failed: {}",
-                    e.message
-                ));
-                v.slurm_state = "UNKNOWN".into();
-                v.summary = v
-                    .summary
-                    .replace(" cancelled", ": scancel FAILED, the task may still run");
-            }
-            let t = &mut tasks[k];
-            ctx.note(format!("{}: HANG_DETECTED: {}", t.label(), v.summary));
-            let r = row(setup, t, v);
-            events.send("hang", |e| {
+    hung
+}
+
+/// Cancel the hung tasks (one scancel for all of them) and give each its row; a failed scancel
+/// is said in the verdict.
+fn cancel_hung(
+    ctx: &Context,
+    ssh: &Ssh,
+    setup: &Setup,
+    tasks: &mut [Task],
+    hung: Vec<(usize, Verdict)>,
+    events: &mut Events,
+) {
+    if hung.is_empty() {
+        return;
+    }
+    let ids: Vec<String> = hung
+        .iter()
+        .map(|(k, _)| format!("{}_{}", setup.id, tasks[*k].index))
+        .collect();
+    let cancelled = cancel(ssh, &ids);
+    for (k, mut v) in hung {
+        if let Err(e) = &cancelled {
+            ctx.warn(format!(
+                "the hang was detected but scancel failed: {}",
+                e.message
+            ));
+            v.slurm_state = "UNKNOWN".into();
+            v.summary = v
+                .summary
+                .replace(" cancelled", ": scancel FAILED, the task may still run");
+        }
+        let t = &mut tasks[k];
+        ctx.note(format!("{}: HANG_DETECTED: {}", t.label(), v.summary));
+        let r = row(setup, t, v);
+        events.send("hang", |e| {
+            e.task = Some(t.index);
+            e.line = r.hang_line.clone();
+            e.summary = Some(r.summary.clone());
+        });
+        t.row = Some(r);
+    }
+}
+
+/// A task squeue still lists: its state, nodes and time used. Whether its state changed.
+fn take_queued(
+    ctx: &Context,
+    t: &mut Task,
+    q: &QueueRow,
+    events: &mut Events,
+    now: Instant,
+) -> bool {
+    let mut changed = false;
+    if t.state.as_deref() != Some(q.state.as_str()) {
+        if q.state == "RUNNING" {
+            t.grew.get_or_insert(now);
+            ctx.note(format!("{} running on {}", t.label(), q.nodes));
+            events.send("running", |e| {
                 e.task = Some(t.index);
-                e.line = r.hang_line.clone();
+                e.state = Some(q.state.clone());
+                e.nodes = Some(q.nodes.clone());
+            });
+        }
+        changed = true;
+    }
+    t.state = Some(q.state.clone());
+    if !q.nodes.is_empty() {
+        t.nodes = Some(q.nodes.clone());
+    }
+    // squeue's M:SS, as accounting writes it (HH:MM:SS).
+    t.used = slurm::parse_slurm_duration(&q.used).map(slurm::format_duration);
+    t.gone = None;
+    changed
+}
+
+/// A task no longer in the queue: its end from accounting, once its logs are read to the end;
+/// an ERROR row when Slurm records no end within the outage limit. Whether anything changed.
+fn take_left_queue(
+    ctx: &Context,
+    setup: &Setup,
+    t: &mut Task,
+    reply: &Reply,
+    events: &mut Events,
+    now: Instant,
+) -> bool {
+    match reply.ended.get(&t.index) {
+        Some((a, nodes)) if !is_live(&a.state) => {
+            if t.capped || !t.read {
+                // Its logs' last bytes first (read in the next poll, at once).
+                t.state = Some(a.state.clone());
+                return true;
+            }
+            if !nodes.is_empty() {
+                t.nodes = Some(nodes.clone());
+            }
+            t.source = if reply.accounting_disabled {
+                Source::Scontrol
+            } else {
+                Source::Sacct
+            };
+            let by = a.cancelled_by_uid.and_then(|u| reply.by.get(&u).cloned());
+            let v = final_verdict(JobKind::Run, &t.findings, setup.patterns, a, by, t.source);
+            ctx.note(format!("{}: {}: {}", t.label(), v.status, v.summary));
+            let r = row(setup, t, v);
+            events.send("task_ended", |e| {
+                e.task = Some(t.index);
+                e.status = Some(r.status.name().to_string());
+                e.state = Some(r.slurm_state.clone());
                 e.summary = Some(r.summary.clone());
             });
             t.row = Some(r);
-            changed = true;
+            true
+        }
+        _ => {
+            let since = *t.gone.get_or_insert(now);
+            if let Some(e) = &reply.accounting_error {
+                ctx.warn(format!("sacct failed ({e}); retrying"));
+            }
+            if now.duration_since(since) <= Duration::from_secs(setup.outage_limit) {
+                return false;
+            }
+            let v = watch_verdict(
+                Status::Error,
+                "UNKNOWN",
+                format!(
+                    "the task left the queue but Slurm recorded no end within {} s",
+                    setup.outage_limit
+                ),
+                t.used.clone(),
+            );
+            t.row = Some(row(setup, t, v));
+            true
         }
     }
-    if let Some(e) = &reply.queue_error {
-        ctx.warn(format!("squeue failed ({e}); retrying"));
-        return Ok(changed);
-    }
-    for t in tasks.iter_mut().filter(|t| t.row.is_none()) {
-        if let Some(q) = reply.queue.get(&t.index) {
-            if t.state.as_deref() != Some(q.state.as_str()) {
-                if q.state == "RUNNING" {
-                    t.grew.get_or_insert(now);
-                    ctx.note(format!("{} running on {}", t.label(), q.nodes));
-                    events.send("running", |e| {
-                        e.task = Some(t.index);
-                        e.state = Some(q.state.clone());
-                        e.nodes = Some(q.nodes.clone());
-                    });
-                }
-                changed = true;
-            }
-            t.state = Some(q.state.clone());
-            if !q.nodes.is_empty() {
-                t.nodes = Some(q.nodes.clone());
-            }
-            // squeue's M:SS, as accounting writes it (HH:MM:SS).
-            t.used = slurm::parse_slurm_duration(&q.used).map(slurm::format_duration);
-            t.gone = None;
-            continue;
-        }
-        // Not in the queue: its end from accounting, once its logs are read to the end.
-        match reply.ended.get(&t.index) {
-            Some((a, nodes)) if !is_live(&a.state) => {
-                if t.capped || !t.read {
-                    // Its logs' last bytes first (read in the next poll, at once).
-                    t.state = Some(a.state.clone());
-                    changed = true;
-                    continue;
-                }
-                if !nodes.is_empty() {
-                    t.nodes = Some(nodes.clone());
-                }
-                t.source = if reply.accounting_disabled {
-                    Source::Scontrol
-                } else {
-                    Source::Sacct
-                };
-                let by = a.cancelled_by_uid.and_then(|u| reply.by.get(&u).cloned());
-                let v = final_verdict(JobKind::Run, &t.findings, setup.patterns, a, by, t.source);
-                ctx.note(format!("{}: {}: {}", t.label(), v.status, v.summary));
-                let r = row(setup, t, v);
-                events.send("task_ended", |e| {
-                    e.task = Some(t.index);
-                    e.status = Some(r.status.name().to_string());
-                    e.state = Some(r.slurm_state.clone());
-                    e.summary = Some(r.summary.clone());
-                });
-                t.row = Some(r);
-                changed = true;
-            }
-            _ => {
-                let since = *t.gone.get_or_insert(now);
-                if let Some(e) = &reply.accounting_error {
-                    ctx.warn(format!("sacct failed ({e}); retrying"));
-                }
-                if now.duration_since(since) > Duration::from_secs(setup.outage_limit) {
-                    let v = watch_verdict(
-                        Status::Error,
-                        "UNKNOWN",
-                        format!(
-                            "the task left the queue but Slurm recorded no end within {} s",
-                            setup.outage_limit
-                        ),
-                        t.used.clone(),
-                    );
-                    t.row = Some(row(setup, t, v));
-                    changed = true;
-                }
-            }
-        }
-    }
-    Ok(changed)
 }
 
 /// The report: a row per task (with the rows of tasks an earlier attempt already judged), the
