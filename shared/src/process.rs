@@ -538,6 +538,13 @@ fn read_chunks(mut r: impl Read, mut each: impl FnMut(&[u8])) -> String {
 #[derive(Default)]
 struct Tail(Vec<u8>);
 
+/// The end of `text` an [`Output`]'s `stderr_tail` keeps.
+pub fn tail_of(text: &str) -> String {
+    let mut t = Tail(Vec::new());
+    t.push(text.as_bytes());
+    t.text()
+}
+
 impl Tail {
     fn push(&mut self, bytes: &[u8]) {
         self.0.extend_from_slice(bytes);

@@ -23,6 +23,19 @@ pub struct Trees {
 
 impl Trees {
     pub fn of(doc: &Document, repo: &str, token: &str, keep: u32) -> Result<Trees> {
+        let synced = doc.section_as::<crate::schema::SyncTracked>("sync_tracked")?;
+        Trees::of_synced(doc, repo, token, keep, synced.as_ref())
+    }
+
+    /// As [`Trees::of`], for the tracked sync `synced` (one not yet in the document: a sync that
+    /// runs in the same ssh execution as the job's submission).
+    pub fn of_synced(
+        doc: &Document,
+        repo: &str,
+        token: &str,
+        keep: u32,
+        synced: Option<&crate::schema::SyncTracked>,
+    ) -> Result<Trees> {
         let work = Layout::of(doc)?.work_dir(repo)?.path;
         let parent = work
             .trim_end_matches('/')
@@ -30,15 +43,13 @@ impl Trees {
             .map_or("/", |(p, _)| if p.is_empty() { "/" } else { p })
             .to_string();
         let dir = join(&parent, ".trees");
-        let synced = doc.section_as::<crate::schema::SyncTracked>("sync_tracked")?;
         let branch = synced
-            .as_ref()
             .and_then(|t| t.branch.clone())
             .unwrap_or_else(|| "detached".into());
         Ok(Trees {
             job: join(&dir, token),
             warm: join(&dir, &format!("build-{}", layout::sanitize(&branch, true))),
-            commit: synced.map(|t| t.commit).unwrap_or_default(),
+            commit: synced.map(|t| t.commit.clone()).unwrap_or_default(),
             dir,
             keep,
             token: token.to_string(),

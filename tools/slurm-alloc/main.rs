@@ -993,7 +993,16 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     ctx.note(format!("running in allocation {job}: {command}"));
     let deadline = Duration::from_secs(7 * 86_400);
     let out = match fused {
-        Some(f) => f.run(ctx, &a.ssh, &s, deadline)?,
+        Some(f) => f.run(
+            ctx,
+            &a.ssh,
+            shared::sync::fused::Command {
+                script: &s,
+                stdin: None,
+                capture: false,
+            },
+            deadline,
+        )?,
         None => a.ssh.run_script_through(&s, deadline)?,
     };
     let code = out.code.unwrap_or(255);

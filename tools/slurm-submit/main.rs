@@ -78,8 +78,9 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// before it did not pass (document unchanged); 2 bad input or Slurm refused a field (named); 3
 /// a login is needed; 4 ssh or the controller failed (a rerun never submits twice).
 ///
-/// Example:
+/// Examples:
 ///   slurm-sync-untracked < synced.json | slurm-submit | slurm-watch > report.json
+///   slurm-ssh-preflight < job.json | slurm-submit --sync | slurm-watch > report.json
 #[derive(Parser, Debug)]
 #[command(name = "slurm-submit", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
@@ -100,6 +101,15 @@ struct Cli {
     #[arg(long)]
     only_failed: bool,
 
+    /// Sync first, in the submission's own ssh execution: what `slurm-sync-tracked |
+    /// slurm-sync-untracked | slurm-submit` does, with one ssh execution instead of three, and
+    /// the same sync sections written; nothing is submitted unless both syncs succeeded, and the
+    /// submission's fields are checked before anything is pushed. The snapshot travels through
+    /// origin. A repository with submodules or Git LFS files, or job files over 256 KiB, is
+    /// synced in executions of its own first (said so).
+    #[arg(long, conflicts_with_all = ["dry_run", "only_failed"])]
+    sync: bool,
+
     /// How many finished jobs' code trees to keep (besides those of jobs still pending or
     /// running, which are never removed). Older ones are removed at each submission.
     #[arg(long, default_value_t = 10, value_name = "N")]
@@ -110,7 +120,7 @@ impl ToolCli for Cli {
     fn input(&self) -> &InputArg {
         &self.input
     }
-    const SECTIONS: &'static [&'static str] = &["job", "build"];
+    const SECTIONS: &'static [&'static str] = &["job", "build", "sync_tracked", "sync_untracked"];
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -152,11 +162,27 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         return Ok(Outcome::JobNotPassed);
     }
     let mut st = Settings::from_doc(&ctx.doc)?;
-    let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
     // The input as read (secrets taken out): the record's key, and the document saved with it.
     let input = ctx.doc.to_line();
+    // --sync: the snapshot made (nothing pushed yet), or both syncs done already.
+    let ready = if cli.sync {
+        sync_first(cli, ctx)?
+    } else {
+        None
+    };
+    let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
+    let synced = match &ready {
+        Some(r) => Some(r.synced().clone()),
+        None => ctx
+            .doc
+            .section_as::<shared::schema::SyncTracked>("sync_tracked")?,
+    };
     let journal = if cli.dry_run {
         None
+    } else if cli.sync {
+        // The same input with other code is another submission.
+        let commit = synced.as_ref().map_or("", |t| t.commit.as_str());
+        open_journal(ctx, cli.build, &format!("{input}\nsynced {commit}"))
     } else {
         open_journal(ctx, cli.build, &input)
     };
@@ -191,10 +217,10 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             );
             return Ok(Outcome::Done);
         }
-        let trees = Trees::of(&ctx.doc, &repo, &token, cli.keep_trees)?;
+        let trees = Trees::of_synced(&ctx.doc, &repo, &token, cli.keep_trees, synced.as_ref())?;
         build_plan(ctx, &st, &token, trees)?
     } else {
-        let trees = Trees::of(&ctx.doc, &repo, &token, cli.keep_trees)?;
+        let trees = Trees::of_synced(&ctx.doc, &repo, &token, cli.keep_trees, synced.as_ref())?;
         run_plan(ctx, &st, &repo, &token, trees)?
     };
     let ssh = if cli.dry_run {
@@ -274,7 +300,10 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             Err(e) => ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display())),
         }
     }
-    let (job_id, said) = submit_once(ctx, &ssh, &plan, &repo, script)?;
+    let (job_id, said) = match ready {
+        Some(ready) => submit_synced(ctx, &ssh, &plan, &repo, script, ready)?,
+        None => submit_once(ctx, &ssh, &plan, &repo, script)?,
+    };
     let trees_kb = tree_notes(ctx, &plan.tree, &said);
     shared::testhook::pause("submit:accepted");
     if let Some(entry) = journal {
@@ -996,6 +1025,103 @@ fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::process::Outp
     ssh.run_script(script, Some(payload), Duration::from_secs(180))
 }
 
+/// --sync, before the submission is planned: the snapshot made and the layout derived, nothing
+/// pushed (`Some`: [`submit_synced`] pushes and runs both syncs in the submission's execution),
+/// or both syncs run in executions of their own (`None`), as for a build there is nothing to
+/// submit for, or a repository whose sync needs executions of its own.
+fn sync_first(cli: &Cli, ctx: &mut Context) -> Result<Option<shared::sync::fused::Ready>> {
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let ready = shared::sync::fused::prepare(ctx, &ssh)?;
+    let why = match (cli.build, ready.not_fusable()) {
+        (true, _) if no_build_reason(ctx)?.is_some() => "no build job to submit",
+        (_, Some(why)) => why,
+        (_, None) => return Ok(Some(ready)),
+    };
+    ready.separately(ctx, why)?;
+    Ok(None)
+}
+
+/// The job's files as one tar stream in memory, when they fit in a fused execution's stdin.
+fn uploads_in_memory(plan: &Plan) -> Result<Option<Vec<u8>>> {
+    let stats = Arc::new(Mutex::new(Stats::default()));
+    let mut bytes = Capped(Vec::new());
+    match archive::write_archive(&plan.items, &mut bytes, false, &stats, None) {
+        Ok(()) => Ok(Some(bytes.0)),
+        Err(e) if e.kind() == std::io::ErrorKind::FileTooLarge => Ok(None),
+        Err(e) => Err(ToolError::bad_input(format!(
+            "cannot read the job's files (script_path, extra_files): {e}"
+        ))),
+    }
+}
+
+/// A buffer that refuses to grow past what a fused execution's stdin takes.
+struct Capped(Vec<u8>);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > shared::sync::fused::STDIN_MAX {
+            return Err(std::io::ErrorKind::FileTooLarge.into());
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// --sync: both syncs and the submission in one ssh execution (the job's files on its stdin);
+/// job files too large for that: the syncs in their own executions, then the submission.
+fn submit_synced(
+    ctx: &mut Context,
+    ssh: &Ssh,
+    plan: &Plan,
+    repo: &str,
+    script: Script,
+    ready: shared::sync::fused::Ready,
+) -> Result<(String, String)> {
+    let Some(uploads) = uploads_in_memory(plan)? else {
+        ready.separately(ctx, "the job's files are over 256 KiB")?;
+        return submit_once(ctx, ssh, plan, repo, script);
+    };
+    let fused = ready.push(ctx, ssh)?;
+    let command = shared::sync::fused::Command {
+        script: &script,
+        stdin: Some(uploads),
+        capture: true,
+    };
+    // A first sync clones the repository: as long as slurm-sync-tracked gives that.
+    match Box::new(fused).run(ctx, ssh, command, Duration::from_secs(30 * 60)) {
+        Ok(out) => accepted(ctx, out, plan, ssh),
+        Err(e) if e.kind == ErrorKind::Remote => Err(e.with_hint(format!(
+            "the job may or may not have been submitted: rerun slurm-submit --sync on the same input document, it finds a job with tag {} instead of submitting again (or look: squeue -u $USER -o '%i %k' | grep {})",
+            plan.token, plan.token
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The submission script's answer: the job id (and all it said), or the error it means.
+fn accepted(
+    ctx: &Context,
+    out: shared::process::Output,
+    plan: &Plan,
+    ssh: &Ssh,
+) -> Result<(String, String)> {
+    let text = out.stdout_text();
+    if let (true, Some(id)) = (out.success(), job_id_of(&text)) {
+        if text.lines().any(|l| l == "RESUMED") {
+            ctx.note(format!(
+                "Slurm already had this submission (job {id}, tag {}); not submitting again",
+                plan.token
+            ));
+        }
+        return Ok((id, text));
+    }
+    Err(failure(out, plan, ssh))
+}
+
 /// Send `script`; after a lost connection, send it once more in its thorough form.
 fn submit_once(
     ctx: &Context,
@@ -1011,16 +1137,7 @@ fn submit_once(
             script = remote_script(plan, repo, true)?;
         }
         match send(ssh, plan, &script) {
-            Ok(out) => {
-                let text = out.stdout_text();
-                if let (true, Some(id)) = (out.success(), job_id_of(&text)) {
-                    if text.lines().any(|l| l == "RESUMED") {
-                        ctx.note(format!("Slurm already had this submission (job {id}, tag {}); not submitting again", plan.token));
-                    }
-                    return Ok((id, text));
-                }
-                return Err(failure(out, plan, ssh));
-            }
+            Ok(out) => return accepted(ctx, out, plan, ssh),
             Err(e) if e.kind == ErrorKind::Remote && attempt == 1 => {
                 // The request may have reached Slurm. The script looks for the tag before it
                 // submits, under a lock the first attempt holds while it lives: sending it

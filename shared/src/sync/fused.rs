@@ -13,6 +13,11 @@
 //! to our stderr as it comes. So the whole loop costs the channel's round trip, the manifest's
 //! (overlapped with the push) and the command's.
 //!
+//! `slurm-submit --sync` runs its submission script as the command: the job's files (job
+//! script, extra files) travel in the same stream, before the untracked files' tar, kept in a
+//! file on the cluster that the command reads as its stdin; its output comes back as a third
+//! part, captured, not streamed.
+//!
 //! A sync that needs executions of its own (submodules, LFS objects) runs as the tools run it,
 //! and the command after it in its own execution: the same result, more round trips.
 
@@ -40,6 +45,20 @@ pub struct Fused {
     tracked_script: Script,
     conversation: Conversation,
 }
+
+/// The command run after both syncs.
+pub struct Command<'a> {
+    pub script: &'a Script,
+    /// What the command reads on its stdin (else /dev/null): sent ahead of the untracked files'
+    /// stream and read on the cluster a byte at a time (about 0.7 s a MiB), so at most
+    /// [`STDIN_MAX`] bytes.
+    pub stdin: Option<Vec<u8>>,
+    /// Its stdout and stderr come back in the output returned (else they stream to ours).
+    pub capture: bool,
+}
+
+/// The most a fused command reads on its stdin (see [`Command::stdin`]).
+pub const STDIN_MAX: usize = 256 << 10;
 
 const PART: &str = "@@slurm-tools-part ";
 const MOVED: &str = "@@slurm-tools-moved";
@@ -92,6 +111,25 @@ impl Conversation {
 
 /// The tracked sync prepared (the snapshot), pushed to origin, and the conversation opened.
 pub fn start(ctx: &mut Context, ssh: &Ssh) -> Result<Start> {
+    let ready = prepare(ctx, ssh)?;
+    if let Some(why) = ready.not_fusable() {
+        ready.separately(ctx, why)?;
+        return Ok(Start::Separate);
+    }
+    Ok(Start::Fused(Box::new(ready.push(ctx, ssh)?)))
+}
+
+/// Both syncs prepared locally (the snapshot made, the layout derived into the document) and,
+/// when they can run in the command's execution, the conversation opened: nothing has left the
+/// machine yet, so a caller can check the rest of its input before [`Ready::push`].
+pub struct Ready {
+    started: Instant,
+    tracked: tracked::Prepared,
+    conversation: Option<Conversation>,
+}
+
+/// See [`Ready`].
+pub fn prepare(ctx: &mut Context, ssh: &Ssh) -> Result<Ready> {
     let started = Instant::now();
     let opts = tracked::Options {
         via: Via::Origin,
@@ -109,26 +147,55 @@ pub fn start(ctx: &mut Context, ssh: &Ssh) -> Result<Start> {
         None => None,
     };
     let prepared = tracked::prepare(&opts, ctx)?;
-    if let Some(why) = prepared.not_fusable() {
-        drop(conversation);
+    let conversation = match conversation.take() {
+        _ if prepared.not_fusable().is_some() => None,
+        Some(c) if c.repo == prepared.remote_repo_path() => Some(c),
+        _ => Some(Conversation::open(ssh, prepared.remote_repo_path(), true)?),
+    };
+    Ok(Ready {
+        started,
+        tracked: prepared,
+        conversation,
+    })
+}
+
+impl Ready {
+    /// Why the syncs cannot run in the command's execution, if they cannot.
+    pub fn not_fusable(&self) -> Option<&'static str> {
+        self.tracked.not_fusable()
+    }
+
+    /// The tracked sync's section as it will be written (its `commit` is the snapshot).
+    pub fn synced(&self) -> &crate::schema::SyncTracked {
+        self.tracked.section()
+    }
+
+    /// Both syncs as the tools run them, said why; the command then runs on its own.
+    pub fn separately(self, ctx: &mut Context, why: &str) -> Result<()> {
+        drop(self.conversation);
         ctx.note(format!(
             "syncing first in executions of their own ({why}), then running the command"
         ));
-        tracked::run(prepared, ctx)?;
+        tracked::run(self.tracked, ctx)?;
         untracked::sync(&untracked::Options::default(), ctx)?;
-        return Ok(Start::Separate);
+        Ok(())
     }
-    let conversation = match conversation.take() {
-        Some(c) if c.repo == prepared.remote_repo_path() => c,
-        _ => Conversation::open(ssh, prepared.remote_repo_path(), true)?,
-    };
-    let tracked_script = tracked::push_for_fused(&prepared, ctx)?;
-    Ok(Start::Fused(Box::new(Fused {
-        started,
-        tracked: prepared,
-        tracked_script,
-        conversation,
-    })))
+
+    /// The snapshot pushed to origin: ready for [`Fused::run`]. Only when [`Ready::not_fusable`]
+    /// says nothing.
+    pub fn push(self, ctx: &mut Context, ssh: &Ssh) -> Result<Fused> {
+        let conversation = match self.conversation {
+            Some(c) => c,
+            None => Conversation::open(ssh, self.tracked.remote_repo_path(), true)?,
+        };
+        let tracked_script = tracked::push_for_fused(&self.tracked, ctx)?;
+        Ok(Fused {
+            started: self.started,
+            tracked: self.tracked,
+            tracked_script,
+            conversation,
+        })
+    }
 }
 
 impl Fused {
@@ -137,16 +204,17 @@ impl Fused {
         self.tracked.snapshot()
     }
 
-    /// Finish both syncs and run `command` after them in the same execution. The command's
-    /// stdout goes to ours and its stderr to ours as they come; the output returned has its
-    /// exit code.
+    /// Finish both syncs and run `command` after them in the same execution. Unless captured,
+    /// the command's stdout goes to ours and its stderr to ours as they come; the output
+    /// returned has its exit code.
     pub fn run(
         self: Box<Self>,
         ctx: &mut Context,
         ssh: &Ssh,
-        command: &Script,
+        command: Command,
         deadline: Duration,
     ) -> Result<Output> {
+        debug_assert!(command.stdin.as_ref().map_or(0, Vec::len) <= STDIN_MAX);
         let Fused {
             started,
             tracked: prepared,
@@ -175,14 +243,16 @@ impl Fused {
             let script = parts(
                 &tracked_script,
                 &plan.script()?,
-                command,
+                &command,
                 &repo,
                 prepared.snapshot(),
                 id.as_deref(),
             )?;
             let payload = plan.payload(ctx);
+            let stdin = command.stdin.as_deref().unwrap_or_default();
             let written = running
                 .send(&crate::ssh::framed(&script))
+                .and_then(|()| running.send(stdin))
                 .and_then(|()| payload(&mut crate::process::StdinWriter(&mut running)));
             running.close_stdin();
             Ok(Sent {
@@ -233,6 +303,16 @@ impl Fused {
             }
             let (unlinked, deleted) = plan.outcome(u.code, &u.stdout).map_err(|e| u.attach(e))?;
             plan.finish(ctx, unlinked, deleted)?;
+            if command.capture {
+                let Some(c) = reader.part()? else {
+                    return Err(reader.broke(ssh, "the command"));
+                };
+                ctx.note(format!(
+                    "synced in the command's own ssh execution ({:.2} s with the command)",
+                    started.elapsed().as_secs_f64()
+                ));
+                return Ok(reader.captured(c));
+            }
             if !reader.run()? {
                 return Err(reader.broke(ssh, "the command"));
             }
@@ -261,12 +341,13 @@ struct Sent {
     reader: Reader,
 }
 
-/// The script after the opening: both sync parts, each reported behind a header, then the
-/// command when both succeeded and the checkout is at the snapshot.
+/// The script after the opening: the command's stdin into a file, both sync parts, each
+/// reported behind a header, then the command when both succeeded and the checkout is at the
+/// snapshot (reported as a third part when captured).
 fn parts(
     tracked: &Script,
     untracked: &Script,
-    command: &Script,
+    command: &Command,
     repo: &str,
     snapshot: &str,
     kept_id: Option<&str>,
@@ -287,9 +368,17 @@ fi
 "#,
         );
     }
+    let stdin_bytes = command.stdin.as_ref().map_or(0, Vec::len);
+    s.assign("fused_in_bytes", &stdin_bytes.to_string())?;
     s.raw(
         r#"fused_out=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || exit 125
 fused_err=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$fused_out"; exit 125; }
+fused_in=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$fused_out" "$fused_err"; exit 125; }
+trap 'rm -f -- "$fused_out" "$fused_err" "$fused_in"' EXIT
+# The command's stdin: exactly its bytes, ahead of the untracked files' stream.
+if [ "$fused_in_bytes" -gt 0 ]; then
+  dd bs=1 count="$fused_in_bytes" 2>/dev/null >"$fused_in" || exit 125
+fi
 fused_report() {
   printf '\n@@slurm-tools-part %s %s %s %s\n' "$1" "$2" "$(wc -c < "$fused_out" | tr -d ' ')" "$(wc -c < "$fused_err" | tr -d ' ')"
   cat -- "$fused_out" "$fused_err"
@@ -306,9 +395,9 @@ fused_report() {
 ) </dev/null >"$fused_out" 2>"$fused_err"
 fused_rc=$?
 fused_report tracked "$fused_rc"
-if [ "$fused_rc" -ne 0 ]; then rm -f -- "$fused_out" "$fused_err"; exit 125; fi
+if [ "$fused_rc" -ne 0 ]; then exit 125; fi
 if [ "$(cd -- "$fused_repo" && git rev-parse HEAD 2>/dev/null)" != "$fused_snapshot" ]; then
-  rm -f -- "$fused_out" "$fused_err"; printf '\n@@slurm-tools-moved\n'; exit 125
+  printf '\n@@slurm-tools-moved\n'; exit 125
 fi
 # shellcheck disable=SC2317
 (
@@ -320,12 +409,30 @@ fi
 ) >"$fused_out" 2>"$fused_err"
 fused_rc=$?
 fused_report untracked "$fused_rc"
-rm -f -- "$fused_out" "$fused_err"
 if [ "$fused_rc" -ne 0 ]; then exit 125; fi
-printf '\n@@slurm-tools-run\n'
 "#,
     );
-    s.append(command);
+    if command.capture {
+        s.raw("# shellcheck disable=SC2317\n(\n");
+        s.append(command.script);
+        s.raw(
+            r#"
+) <"$fused_in" >"$fused_out" 2>"$fused_err"
+fused_rc=$?
+fused_report command "$fused_rc"
+exit 0
+"#,
+        );
+    } else {
+        // The command may set traps of its own, or exec: nothing of ours is left to clean.
+        s.raw(
+            r#"rm -f -- "$fused_out" "$fused_err" "$fused_in"
+trap - EXIT
+printf '\n@@slurm-tools-run\n'
+"#,
+        );
+        s.append(command.script);
+    }
     Ok(s)
 }
 
@@ -458,6 +565,17 @@ impl Reader {
         }))
     }
 
+    /// The captured command's output, as a tool's own execution of it would return it.
+    fn captured(mut self, c: Part) -> Output {
+        let conversation = self.conversation.take().expect("the conversation is open");
+        let mut out = conversation.close(Duration::from_secs(10));
+        out.code = c.code;
+        out.timed_out = false;
+        out.stdout = c.stdout.into_bytes();
+        out.stderr_tail = crate::process::tail_of(&c.stderr);
+        out
+    }
+
     /// Whether the command starts (its marker came).
     fn run(&mut self) -> Result<bool> {
         Ok(self.header().as_deref() == Some(RUN))
@@ -552,12 +670,19 @@ mod tests {
         let mut c = Script::new();
         c.raw("srun true\n");
         for kept in [None, Some("m-1")] {
-            crate::script_check::assert_clean(
-                "alloc-sync-parts",
-                parts(&a, &b, &c, "/h/u/work/repo", &"c".repeat(40), kept)
-                    .unwrap()
-                    .as_str(),
-            );
+            for (stdin, capture) in [(None, false), (Some(b"x".to_vec()), true)] {
+                let command = Command {
+                    script: &c,
+                    stdin,
+                    capture,
+                };
+                crate::script_check::assert_clean(
+                    "alloc-sync-parts",
+                    parts(&a, &b, &command, "/h/u/work/repo", &"c".repeat(40), kept)
+                        .unwrap()
+                        .as_str(),
+                );
+            }
         }
     }
 }

@@ -72,6 +72,11 @@ impl Prepared {
         &self.snapshot
     }
 
+    /// The section as far as it is known before the cluster answers (`commit` is the snapshot).
+    pub fn section(&self) -> &SyncTracked {
+        &self.section
+    }
+
     /// The remote clone.
     pub fn remote_repo_path(&self) -> &str {
         &self.repo_path
