@@ -69,6 +69,18 @@ pub fn create_with(
     finish(repo, base, message, tree, reuse_base, hint)
 }
 
+/// A copy of the index with the index's own mtime: git's racy-clean rule (an entry whose file
+/// changed in the second the index was written is checked by content, not by its stat data)
+/// needs it, or a same-size change made in that second would be missed.
+fn copy_index(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    let modified = std::fs::metadata(from)?.modified()?;
+    std::fs::copy(from, to)?;
+    std::fs::File::options()
+        .write(true)
+        .open(to)?
+        .set_modified(modified)
+}
+
 /// The tree through git itself: `git add -u` into a private copy of the index (git's filters,
 /// such as git-lfs's, apply), then the tree of that index.
 fn tree_by_git_add(
@@ -82,7 +94,7 @@ fn tree_by_git_add(
     let real_index = repo.git_dir.join("index");
     let index_env = index.display().to_string();
     if real_index.exists() {
-        std::fs::copy(&real_index, &index)
+        copy_index(&real_index, &index)
             .map_err(|e| ToolError::remote(format!("cannot copy {}: {e}", real_index.display())))?;
     } else {
         run_git(
@@ -269,4 +281,63 @@ fn unreadable_tracked_file(e: ToolError) -> ToolError {
     ));
     out.command = e.command;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::git::LocalRepo;
+    use crate::testutil::git;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// The racy-clean case through git (the path every repository with filters takes): a file
+    /// put back with the same size and mtime (`cp -p`, `tar -x`, `rsync -t`) in the second its
+    /// index was written is checked by content, as git does with the real index, because the
+    /// private copy keeps the index's mtime.
+    #[test]
+    fn a_same_size_same_mtime_change_in_the_index_own_second_is_in_the_tree_git_makes() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        git(d, &["init", "-q"]);
+        // ctime is not compared: only mtime, size and the racy rule decide.
+        git(d, &["config", "core.trustctime", "false"]);
+        let file = d.join("a.txt");
+        let set_mtime = |f: &std::path::Path, at| {
+            std::fs::File::options()
+                .write(true)
+                .open(f)
+                .unwrap()
+                .set_modified(at)
+                .unwrap()
+        };
+        // Written ten seconds ago, so git records it clean (not racy) when it adds it.
+        std::fs::write(&file, "1111\n").unwrap();
+        set_mtime(
+            &file,
+            std::time::SystemTime::now() - Duration::from_secs(10),
+        );
+        git(d, &["add", "a.txt"]);
+        git(d, &["commit", "-q", "-m", "x"]);
+        let repo = git2::Repository::open(d).unwrap();
+        let head = repo.head().unwrap().target().unwrap().to_string();
+        let entry = repo
+            .index()
+            .unwrap()
+            .get_path(std::path::Path::new("a.txt"), 0)
+            .unwrap();
+        let recorded =
+            UNIX_EPOCH + Duration::new(entry.mtime.seconds() as u64, entry.mtime.nanoseconds());
+        // Put back with another content of the same size and the same mtime, in the second the
+        // index was (last) written.
+        std::fs::write(&file, "2222\n").unwrap();
+        set_mtime(&file, recorded);
+        set_mtime(&d.join(".git/index"), recorded);
+        let local = LocalRepo {
+            root: d.to_path_buf(),
+            git_dir: repo.path().to_path_buf(),
+            repo,
+        };
+        let tree = super::tree_by_git_add(&local, &head, &[], "hint").unwrap();
+        let blob = git(d, &["cat-file", "-p", &format!("{tree}:a.txt")]);
+        assert_eq!(blob.trim(), "2222");
+    }
 }
