@@ -130,6 +130,13 @@ const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
         "readme::the_readmes_quickstart_runs_as_printed_to_passed",
         "its own test, with the quickstart's document",
     ),
+    (
+        "README.md",
+        "Quickstart",
+        1,
+        "readme::the_readmes_quickstart_runs_as_printed_to_passed",
+        "the same test runs the `slurm-submit --sync` pipeline after the first, on the same repository",
+    ),
 ];
 
 /// Values that name another site, as printed: (file, the printed value). The local cluster's

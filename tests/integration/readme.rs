@@ -73,7 +73,7 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
         .arg("-c")
         .arg(script)
         .current_dir(&fx.local)
-        .env("PATH", path)
+        .env("PATH", &path)
         .env("SLURM_TOOLS_STATE_DIR", fx.local.join(".git/test-state"))
         .output()
         .unwrap();
@@ -86,6 +86,41 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
     assert!(table.contains("PASSED"), "slurm-report --table: {table}");
     let log = std::fs::read_to_string(report["job"]["stdout_path"].as_str().unwrap()).unwrap();
     assert!(log.contains("Python 3"), "the README's command ran: {log}");
+
+    // The same with both syncs inside the submission (`slurm-submit --sync`), after an edit.
+    let fused = &blocks
+        .iter()
+        .filter(|(l, _)| l == "sh")
+        .nth(1)
+        .expect("the --sync block")
+        .1;
+    assert!(fused.contains("slurm-submit --sync"), "{fused}");
+    write(&fx.local.join("README.md"), "edited for the --sync run\n");
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!("set -o pipefail\n{fused}"))
+        .current_dir(&fx.local)
+        .env("PATH", &path)
+        .env("SLURM_TOOLS_STATE_DIR", fx.local.join(".git/test-state"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "the --sync quickstart failed:\n{stderr}"
+    );
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(fx.local.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["report"]["status"], "PASSED", "{stderr}");
+    assert!(report["sync_untracked"].is_object(), "{report}");
+    assert_eq!(
+        report["job"]["tree_commit"], report["sync_tracked"]["commit"],
+        "{report}"
+    );
+    assert!(
+        stderr.contains("synced in the command's own ssh execution"),
+        "{stderr}"
+    );
 }
 
 /// The README quickstart's job document (`text`) with only the local cluster's values put in:
