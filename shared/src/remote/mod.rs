@@ -91,6 +91,33 @@ pub const ARRAY_POLL: &str = include_str!("sh/array-poll.sh");
 /// slurm-submit's sweep: the array's last index against the cluster's MaxArraySize.
 pub const ARRAY_SIZE: &str = include_str!("sh/array-size.sh");
 
+/// The tracked sync's common start: LFS pointers only, the lock's token.
+pub const TRACKED_SETUP: &str = include_str!("sh/tracked-setup.sh");
+
+/// The tracked sync's remote clone: made when missing, refused when it holds another repository.
+pub const TRACKED_CLONE: &str = include_str!("sh/tracked-clone.sh");
+
+/// The tracked sync's checkout: cluster-side changes stashed, the snapshot checked out.
+pub const TRACKED_CHECKOUT: &str = include_str!("sh/tracked-checkout.sh");
+
+/// The tracked sync's submodules: `ensure_module`, `sub_checkout`.
+pub const TRACKED_MODULES: &str = include_str!("sh/tracked-modules.sh");
+
+/// The tracked sync's Git LFS content: `lfs_need`, `lfs_checkout`.
+pub const TRACKED_LFS: &str = include_str!("sh/tracked-lfs.sh");
+
+/// The untracked sync's first part: the manifest under the clone's lock, then the second part.
+pub const UNTRACKED_MANIFEST: &str = include_str!("sh/untracked-manifest.sh");
+
+/// The untracked sync's second part: `delete_gone`, `make_dirs_way`, `extract_untracked`.
+pub const UNTRACKED_APPLY: &str = include_str!("sh/untracked-apply.sh");
+
+/// A fused conversation's opening: the manifest when asked for, then the framed rest.
+pub const FUSED_OPENING: &str = include_str!("sh/fused-opening.sh");
+
+/// A fused conversation's parts: `fused_check_kept`, `fused_part`, `fused_hand_over`.
+pub const FUSED_PARTS: &str = include_str!("sh/fused-parts.sh");
+
 #[cfg(test)]
 mod tests {
     #[test]

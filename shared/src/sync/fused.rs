@@ -70,20 +70,10 @@ const RUN: &str = "@@slurm-tools-run";
 fn opening(repo: &str, send_manifest: bool) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    if send_manifest {
-        s.assign("repo", repo)?;
-        s.assign("manifest", crate::manifest::MANIFEST)?;
-        s.raw(
-            r#"if [ -f "$repo/$manifest" ]; then cat -- "$repo/$manifest"; fi
-echo "--end-of-manifest--"
-"#,
-        );
-    }
-    s.raw(
-        r#"IFS= read -r n || exit 0
-eval "$(dd bs=1 count="$n" 2>/dev/null)"
-"#,
-    );
+    s.assign("send_manifest", if send_manifest { "yes" } else { "no" })?;
+    s.assign("repo", repo)?;
+    s.assign("manifest", crate::manifest::MANIFEST)?;
+    s.raw(crate::remote::FUSED_OPENING);
     Ok(s)
 }
 
@@ -356,81 +346,32 @@ fn parts(
     s.raw("set -u\n");
     s.assign("fused_repo", repo)?;
     s.assign("fused_snapshot", snapshot)?;
+    let stdin_bytes = command.stdin.as_ref().map_or(0, Vec::len);
+    s.assign("fused_in_bytes", &stdin_bytes.to_string())?;
+    s.raw(crate::remote::FUSED_PARTS);
     if let Some(id) = kept_id {
         // The manifest this machine kept must be the cluster's: else nothing runs, and it is
         // asked for.
-        s.assign("fused_kept_id", id)?;
-        s.assign("fused_id_file", crate::manifest::MANIFEST_ID)?;
-        s.raw(
-            r#"if [ "$(cat -- "$fused_repo/$fused_id_file" 2>/dev/null)" != "$fused_kept_id" ]; then
-  printf '\n@@slurm-tools-stale\n'; exit 125
-fi
-"#,
-        );
+        s.raw("fused_check_kept");
+        s.arg(crate::manifest::MANIFEST_ID)?;
+        s.arg(id)?;
+        s.raw("\n");
     }
-    let stdin_bytes = command.stdin.as_ref().map_or(0, Vec::len);
-    s.assign("fused_in_bytes", &stdin_bytes.to_string())?;
-    s.raw(
-        r#"fused_out=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || exit 125
-fused_err=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$fused_out"; exit 125; }
-fused_in=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$fused_out" "$fused_err"; exit 125; }
-trap 'rm -f -- "$fused_out" "$fused_err" "$fused_in"' EXIT
-# The command's stdin: exactly its bytes, ahead of the untracked files' stream.
-if [ "$fused_in_bytes" -gt 0 ]; then
-  dd bs=1 count="$fused_in_bytes" 2>/dev/null >"$fused_in" || exit 125
-fi
-fused_report() {
-  printf '\n@@slurm-tools-part %s %s %s %s\n' "$1" "$2" "$(wc -c < "$fused_out" | tr -d ' ')" "$(wc -c < "$fused_err" | tr -d ' ')"
-  cat -- "$fused_out" "$fused_err"
-}
-# Each part runs in a subshell: its functions called only from its own EXIT trap look
-# unreachable to shellcheck there.
-# shellcheck disable=SC2317
-(
-"#,
-    );
+    s.raw("fused_start\n");
+    // Each part runs in a subshell (its functions called only from its own EXIT trap look
+    // unreachable to shellcheck there).
+    s.raw("# shellcheck disable=SC2317\n(\n");
     s.append(tracked);
-    s.raw(
-        r#"
-) </dev/null >"$fused_out" 2>"$fused_err"
-fused_rc=$?
-fused_report tracked "$fused_rc"
-if [ "$fused_rc" -ne 0 ]; then exit 125; fi
-if [ "$(cd -- "$fused_repo" && git rev-parse HEAD 2>/dev/null)" != "$fused_snapshot" ]; then
-  printf '\n@@slurm-tools-moved\n'; exit 125
-fi
-# shellcheck disable=SC2317
-(
-"#,
-    );
+    s.raw("\n) </dev/null >\"$fused_out\" 2>\"$fused_err\"\nfused_part tracked $?\n");
+    s.raw("# shellcheck disable=SC2317\n(\n");
     s.append(untracked);
-    s.raw(
-        r#"
-) >"$fused_out" 2>"$fused_err"
-fused_rc=$?
-fused_report untracked "$fused_rc"
-if [ "$fused_rc" -ne 0 ]; then exit 125; fi
-"#,
-    );
+    s.raw("\n) >\"$fused_out\" 2>\"$fused_err\"\nfused_part untracked $?\n");
     if command.capture {
         s.raw("# shellcheck disable=SC2317\n(\n");
         s.append(command.script);
-        s.raw(
-            r#"
-) <"$fused_in" >"$fused_out" 2>"$fused_err"
-fused_rc=$?
-fused_report command "$fused_rc"
-exit 0
-"#,
-        );
+        s.raw("\n) <\"$fused_in\" >\"$fused_out\" 2>\"$fused_err\"\nfused_part command $?\n");
     } else {
-        // The command may set traps of its own, or exec: nothing of ours is left to clean.
-        s.raw(
-            r#"rm -f -- "$fused_out" "$fused_err" "$fused_in"
-trap - EXIT
-printf '\n@@slurm-tools-run\n'
-"#,
-        );
+        s.raw("fused_hand_over\n");
         s.append(command.script);
     }
     Ok(s)

@@ -70,156 +70,24 @@ fn header(p: &Plan) -> Result<Script> {
     for r in p.refresh {
         s.arg(r)?;
     }
-    s.raw(
-        r#"
-# Git LFS files check out as their pointers; the content follows from the local LFS store.
-GIT_LFS_SKIP_SMUDGE=1
-export GIT_LFS_SKIP_SMUDGE
-token="$temp"
-"#,
-    );
+    s.raw("\n");
+    s.raw(crate::remote::TRACKED_SETUP);
     s.assign("lock_wait", &p.lock_wait.to_string())?;
     s.raw(crate::remote::CLONE_LOCK);
     s.raw("mkdir -p -- \"$(dirname -- \"$repo\")\" || exit \"$E_MKDIR\"\n");
     Ok(s)
 }
 
-const ENSURE_CLONE_OR_INIT: &str = r#"
-if [ ! -d "$repo/.git" ]; then
-  if [ -e "$repo" ] && [ -n "$(ls -A -- "$repo" 2>/dev/null)" ]; then echo "NOT_A_REPO"; exit "$E_NOT_A_REPO"; fi
-  if [ "$via" = origin ]; then
-    # A partial clone when origin offers it (no old versions of files: a long history arrives in
-    # a fraction of the time; git fetches an old file's content if something ever needs it);
-    # later fetches bring whole commits again. A plain clone where git or origin cannot.
-    clone_progress_start "$repo"
-    if git clone -q --filter=blob:none -- "$url" "$repo" 2>/dev/null; then
-      git -C "$repo" config --unset remote.origin.partialclonefilter 2>/dev/null
-      # The configuration stays true to what happened: a plain-path origin ignores the filter
-      # (a whole local clone), and then nothing is a promisor.
-      if ls "$repo/.git/objects/pack/"*.promisor >/dev/null 2>&1; then
-        echo PARTIAL_CLONE
-      else
-        git -C "$repo" config --unset remote.origin.promisor 2>/dev/null
-        git -C "$repo" config --unset extensions.partialclone 2>/dev/null
-      fi
-    else
-      rm -rf -- "$repo"
-      git clone -q -- "$url" "$repo" >&2 || { clone_progress_stop "$repo"; exit "$E_CLONE"; }
-    fi
-    clone_progress_stop "$repo"
-  else
-    git init -q -- "$repo" >&2 || exit "$E_CLONE"
-  fi
-  echo CREATED
-  created=yes
-fi
-# The clone's HEAD must descend from one of this repository's root commits, or a sync from the
-# wrong directory would check another project out over it. A shallow clone may lack the roots.
-if [ "$allow_unrelated" != yes ] && [ -n "$roots" ] && here=$(git -C "$repo" rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null) && [ ! -f "$repo/.git/shallow" ]; then
-  related=no
-  for r in $roots; do
-    if git -C "$repo" merge-base --is-ancestor "$r" HEAD 2>/dev/null; then related=yes; break; fi
-  done
-  if [ "$related" = no ]; then
-    echo "UNRELATED $here $(git -C "$repo" config --get remote.origin.url 2>/dev/null)"
-    # A clone made just now for this sync goes again: nothing is left changed.
-    if [ "${created:-no}" = yes ]; then rm -rf -- "$repo"; fi
-    exit "$E_UNRELATED"
-  fi
-fi
-"#;
-
-const CHECKOUT: &str = r#"
-cd -- "$repo" || exit "$E_ENTER"
-if [ -n "$lfs_oids" ] && ! git lfs version >/dev/null 2>&1; then echo "LFS_NO_TOOL"; exit "$E_LFS"; fi
-mkdir -p .git/info
-grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
-# Cluster-side changes (clone-changes.sh); submodules are looked at one by one, later. Ours are
-# never stashed: while stashing, they are excluded through the patterns the untracked sync left.
-dirty=$(cluster_changes)
-if [ -n "$dirty" ]; then
-  saved=.git/info/exclude.slurm-tools-saved
-  cp .git/info/exclude "$saved" 2>/dev/null || : > "$saved"
-  if [ -f "$ours_exclude" ]; then cat "$ours_exclude" >> .git/info/exclude; fi
-  # Ours that no pattern can name (a newline in the name) wait aside in .git meanwhile (in a
-  # subshell: its positional parameters are not the refresh paths').
-  (
-    set --
-    # shellcheck source=/dev/null
-    if [ -f "$ours_aside" ]; then . "./$ours_aside"; fi
-    i=0
-    for p do i=$((i + 1)); if [ -e "$p" ] || [ -L "$p" ]; then mv -- "$p" ".git/slurm-tools/aside-$i"; fi; done
-    # `stash save`, not `stash push` (git 2.13+): the git of an old login node has only `save`.
-    git stash save -u -q "auto-stash before remote sync $temp" >&2
-    rc=$?
-    i=0
-    for p do i=$((i + 1)); if [ -e ".git/slurm-tools/aside-$i" ] || [ -L ".git/slurm-tools/aside-$i" ]; then mv -- ".git/slurm-tools/aside-$i" "$p"; fi; done
-    exit "$rc"
-  )
-  rc=$?
-  cat "$saved" > .git/info/exclude && rm -f "$saved"
-  [ "$rc" = 0 ] || exit "$E_STASH"
-  echo "STASHED $(git rev-parse -q --verify refs/stash) auto-stash before remote sync $temp"
-fi
-if [ "$via" = origin ]; then
-  # `config --get`, not `remote get-url` (git 2.7+).
-  origin=$(git config --get remote.origin.url 2>/dev/null)
-  if [ "$origin" = "$url" ]; then
-    # Never into submodules: their repositories here get their commits over ssh, not from their
-    # URLs (often unreachable from a cluster).
-    git fetch -q --no-recurse-submodules --prune origin >&2 || exit "$E_FETCH"
-  else
-    # The clone's origin is not where the snapshot was pushed: fetch the branch from there.
-    echo "ORIGIN_DIFFERS $origin"
-    git fetch -q --no-recurse-submodules -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit "$E_FETCH"
-  fi
-  git checkout -q -f -B "$temp" "refs/remotes/origin/$temp" >&2 || exit "$E_CHECKOUT"
-else
-  # Pushed to a ref of ours (forced), so a second sync within the same second (the same branch
-  # name, now checked out here) still lands; the branch is (re)set from it.
-  git checkout -q -f -B "$temp" "refs/slurm-tools/incoming/$temp" >&2 || exit "$E_CHECKOUT"
-  git update-ref -d "refs/slurm-tools/incoming/$temp" 2>/dev/null
-fi
-for p do
-  if git cat-file -e "HEAD:$p" 2>/dev/null; then
-    rm -rf -- "$p" && git checkout -q HEAD -- "$p" >&2 || exit "$E_REFRESH"
-    echo "REFRESHED $p"
-    # Untracked files of ours under it went with it: the next untracked sync sends them all.
-    if [ -f "$ours" ] && LC_ALL=C awk -v p="$p/" 'index(l = substr($0, index($0, "\t") + 1), p) == 1 || index(l, "\"" p) == 1 || p ~ /["\\ ]/ { f = 1 } END { exit !f }' "$ours"; then
-      rm -f -- "$ours"
-    fi
-  fi
-done
-mkdir -p -- "$work" || exit "$E_MKDIR"
-echo "HEAD $(git rev-parse HEAD)"
-"#;
-
 /// `--via origin`: one round trip after the push to origin.
 pub fn origin_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
     s.raw("via=origin\ntake_lock\ntrap release_lock EXIT\n");
-    s.raw(ENSURE_CLONE_OR_INIT);
+    s.raw(crate::remote::TRACKED_CLONE);
     s.raw(crate::remote::CLONE_CHANGES);
-    s.raw(CHECKOUT);
+    s.raw(crate::remote::TRACKED_CHECKOUT);
     prepare_modules(&mut s, p)?;
     Ok(s)
 }
-
-const ENSURE_MODULE: &str = r#"
-ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in git's layout
-  wt="$repo/$1"
-  if [ -e "$wt/.git" ]; then return 0; fi
-  gd="$repo/.git/$2"
-  mkdir -p -- "$wt" "$(dirname -- "$gd")" || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
-  if [ -d "$gd" ]; then
-    printf 'gitdir: %s\n' "$gd" > "$wt/.git" || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
-  else
-    git init -q --separate-git-dir="$gd" "$wt" >&2 || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
-  fi
-  git --git-dir="$gd" config core.worktree "$wt"
-  echo "SUB_CREATED $1"
-}
-"#;
 
 /// After the checkout: the LFS objects the clone lacks (said, to be sent), and a repository for
 /// each checked-out submodule, to push its snapshot into; the lock stays taken for
@@ -229,16 +97,11 @@ fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
         return Ok(());
     }
     if !p.lfs.is_empty() {
-        s.raw(
-            r#"for oid in $lfs_oids; do
-  r=${oid#??}
-  [ -f ".git/lfs/objects/${oid%"$r"}/${r%"${r#??}"}/$oid" ] || echo "LFS_NEED $oid"
-done
-"#,
-        );
+        s.raw(crate::remote::TRACKED_LFS);
+        s.raw("lfs_need\n");
     }
     if !p.modules.is_empty() {
-        s.raw(ENSURE_MODULE);
+        s.raw(crate::remote::TRACKED_MODULES);
         for m in p.modules {
             s.raw("ensure_module");
             s.arg(&m.path)?;
@@ -255,61 +118,28 @@ done
 /// the LFS files get their content. Keeps the lock when submodules follow.
 pub fn lfs_script(p: &Plan, payload: bool) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw(
-        "if [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit \"$E_LOST_LOCK\"; fi\n",
-    );
+    s.raw("keep_lock\n");
     if p.modules.is_empty() {
         s.raw("trap release_lock EXIT\n");
     } else {
         // Submodules follow and need the lock: given back here only when this step fails.
-        s.raw("release_on_failure() { rc=$?; [ \"$rc\" = 0 ] || release_lock; exit \"$rc\"; }\ntrap release_on_failure EXIT\n");
+        s.raw("trap release_on_failure EXIT\n");
     }
-    s.assign("payload", if payload { "yes" } else { "no" })?;
-    s.raw(
-        r#"cd -- "$repo" || exit "$E_ENTER"
-mkdir -p .git/lfs/objects || exit "$E_LFS"
-if [ "$payload" = yes ]; then (cd .git/lfs/objects && tar -xf -) || { echo "LFS_FAILED receiving"; exit "$E_LFS"; }; fi
-git lfs install --local >/dev/null 2>&1 || git lfs install --local --skip-repo >/dev/null 2>&1
-unset GIT_LFS_SKIP_SMUDGE
-git lfs checkout >&2 || { echo "LFS_FAILED checkout"; exit "$E_LFS"; }
-echo "LFS_DONE"
-"#,
-    );
+    s.raw(crate::remote::TRACKED_LFS);
+    s.raw(if payload {
+        "lfs_checkout yes\n"
+    } else {
+        "lfs_checkout no\n"
+    });
     Ok(s)
 }
-
-const MODULE_CHECKOUT: &str = r#"
-sub_checkout() { # PATH COMMIT NAME URL PARENT
-  wt="$repo/$1"
-  cd -- "$wt" 2>/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
-  # Cluster-side edits of tracked files are stashed (reported, never lost); untracked files stay.
-  if [ -n "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
-    git stash save -q "auto-stash before remote sync $temp" >&2 || { echo "SUB_FAILED $1"; exit "$E_STASH"; }
-    echo "SUB_STASHED $(git rev-parse -q --verify refs/stash) $1"
-  fi
-  # Our own untracked files (an earlier untracked sync's) where the new commit has a tracked
-  # file make way for it; anything else in the way stops the checkout, named by git.
-  if [ -f "$repo/$ours" ]; then
-    LC_ALL=C awk -v p="$1/" 'BEGIN { n = length(p) } { l = substr($0, index($0, "	") + 1); if (substr(l, 1, n) == p) print substr(l, n + 1) }' "$repo/$ours" |
-    while IFS= read -r f; do
-      if { [ -e "$f" ] || [ -L "$f" ]; } && git cat-file -e "$2:$f" 2>/dev/null; then rm -f -- "$f"; fi
-    done
-  fi
-  git checkout -q --detach "$2" >&2 || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
-  # The superproject knows it as initialised, as `git submodule init` would have it.
-  if [ -n "$4" ]; then git -C "$repo/$5" config "submodule.$3.url" "$4" 2>/dev/null; fi
-  echo "SUB_HEAD $(git rev-parse HEAD) $1"
-}
-"#;
 
 /// After the submodules' snapshots were pushed: check each out, parents first, under the lock
 /// the checkout kept; then release it.
 pub fn modules_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw(
-        "if [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit \"$E_LOST_LOCK\"; fi\ntrap release_lock EXIT\n",
-    );
-    s.raw(MODULE_CHECKOUT);
+    s.raw("keep_lock\ntrap release_lock EXIT\n");
+    s.raw(crate::remote::TRACKED_MODULES);
     for m in p.modules {
         s.raw("sub_checkout");
         s.arg(&m.path)?;
@@ -327,7 +157,7 @@ pub fn modules_script(p: &Plan) -> Result<Script> {
 pub fn direct_prepare_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
     s.raw("via=direct\ntake_lock\ntrap release_lock EXIT\n");
-    s.raw(ENSURE_CLONE_OR_INIT);
+    s.raw(crate::remote::TRACKED_CLONE);
     s.raw("trap - EXIT\necho READY\n");
     Ok(s)
 }
@@ -335,11 +165,9 @@ pub fn direct_prepare_script(p: &Plan) -> Result<Script> {
 /// `--via direct`, after the push: check out under the lock taken before, then release it.
 pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw(
-        "via=direct\nif [ \"$(head -n 1 \"$lock/owner\" 2>/dev/null)\" != \"$token\" ]; then echo \"LOST_LOCK\"; exit \"$E_LOST_LOCK\"; fi\ntrap release_lock EXIT\n",
-    );
+    s.raw("via=direct\nkeep_lock\ntrap release_lock EXIT\n");
     s.raw(crate::remote::CLONE_CHANGES);
-    s.raw(CHECKOUT);
+    s.raw(crate::remote::TRACKED_CHECKOUT);
     prepare_modules(&mut s, p)?;
     Ok(s)
 }

@@ -571,16 +571,7 @@ pub fn manifest_script(repo: &str, full: bool, lock_wait: u64) -> Result<Script>
     s.assign("token", &crate::journal::unique_tag("untracked"))?;
     s.assign("lock_wait", &lock_wait.to_string())?;
     s.raw(crate::remote::CLONE_LOCK);
-    s.raw(
-        r#"cd -- "$repo" 2>/dev/null || exit "$E_NO_CHECKOUT"
-take_lock >&2
-trap release_lock EXIT
-if [ "$full" = no ] && [ -f "$manifest" ]; then cat -- "$manifest"; fi
-echo "--end-of-manifest--"
-IFS= read -r n || exit 0
-(eval "$(dd bs=1 count="$n" 2>/dev/null)")
-"#,
-    );
+    s.raw(crate::remote::UNTRACKED_MANIFEST);
     Ok(s)
 }
 
@@ -746,34 +737,15 @@ pub(super) fn extract_script(
     crate::remote_exit::assign::<UntrackedExit>(&mut s)?;
     s.assign("repo", repo)?;
     s.raw("cd -- \"$repo\" 2>/dev/null || exit \"$E_NO_CHECKOUT\"\n");
+    s.raw(crate::remote::UNTRACKED_APPLY);
     if !delete.is_empty() {
-        s.raw("set --");
+        s.raw("delete_gone");
         for p in delete {
             s.arg(p)?;
         }
-        s.raw(
-            r#"
-for p do
-  case "/$p/" in */../*|*/./*|//*) continue ;; esac
-  d=$p; safe=1
-  while :; do
-    case "$d" in */*) d=${d%/*} ;; *) break ;; esac
-    if [ -L "$d" ]; then safe=0; break; fi
-  done
-  [ "$safe" = 1 ] || continue
-  if [ -L "$p" ] || [ -f "$p" ]; then
-    rm -f -- "$p" && echo "DELETED $p"
-    d=$p
-    while :; do
-      case "$d" in */*) d=${d%/*} ;; *) break ;; esac
-      rmdir -- "$d" 2>/dev/null || break
-    done
-  fi
-done
-"#,
-        );
+        s.raw("\n");
     }
-    s.raw("set --");
+    s.raw("make_dirs_way");
     for d in &dirs {
         let d = std::str::from_utf8(d).map_err(|_| {
             ToolError::bad_input("an untracked directory name is not valid UTF-8 and cannot be checked on the remote side")
@@ -781,22 +753,11 @@ done
         })?;
         s.arg(d)?;
     }
-    s.raw(
-        r#"
-for d do
-  if [ -L "$d" ]; then rm -f -- "$d"; echo "UNLINKED $d"
-  elif [ -e "$d" ] && [ ! -d "$d" ]; then rm -f -- "$d"; echo "REPLACED $d"; fi
-done
-"#,
-    );
-    // GNU tar's quieter, directory-keeping options only where tar is GNU's (asked there, not
-    // guessed here: bsdtar and busybox tar refuse them).
-    let z = if gzip { " -z" } else { "" };
-    s.raw("if tar --version 2>/dev/null | grep -q GNU; then\n  tar -x --no-same-owner --warning=no-timestamp --no-overwrite-dir");
-    s.raw(z);
-    s.raw(" -f -\nelse\n  tar -x --no-same-owner");
-    s.raw(z);
-    s.raw(" -f -\nfi || exit $?\n");
+    s.raw(if gzip {
+        "\nextract_untracked gzip\n"
+    } else {
+        "\nextract_untracked plain\n"
+    });
     // The files of this sync, kept for the jobs of its snapshot (another checkout's sync may
     // replace them in the clone before this one's job is submitted).
     s.assign("manifest", manifest::MANIFEST)?;

@@ -1,0 +1,45 @@
+# The tracked sync's submodules in the remote clone: `ensure_module` gives a submodule a
+# repository in git's layout before its snapshot is pushed into it; `sub_checkout` checks the
+# pushed commit out (cluster-side edits stashed, our own untracked files making way).
+#
+# Expects: repo, temp, ours, E_SUBMODULE, E_STASH.
+# Defines: ensure_module PATH MODULE_DIR; sub_checkout PATH COMMIT NAME URL PARENT.
+# Prints:  SUB_CREATED <path>            a repository made for the submodule
+#          SUB_STASHED <sha> <path>      its cluster-side edits were stashed
+#          SUB_HEAD <sha> <path>         its HEAD after the checkout
+#          SUB_FAILED <path>             it failed there (then exits)
+: "${repo?}" "${temp?}" "${ours?}"
+ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in git's layout
+  wt="$repo/$1"
+  if [ -e "$wt/.git" ]; then return 0; fi
+  gd="$repo/.git/$2"
+  mkdir -p -- "$wt" "$(dirname -- "$gd")" || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  if [ -d "$gd" ]; then
+    printf 'gitdir: %s\n' "$gd" > "$wt/.git" || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  else
+    git init -q --separate-git-dir="$gd" "$wt" >&2 || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  fi
+  git --git-dir="$gd" config core.worktree "$wt"
+  echo "SUB_CREATED $1"
+}
+sub_checkout() { # PATH COMMIT NAME URL PARENT
+  wt="$repo/$1"
+  cd -- "$wt" 2>/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  # Cluster-side edits of tracked files are stashed (reported, never lost); untracked files stay.
+  if [ -n "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
+    git stash save -q "auto-stash before remote sync $temp" >&2 || { echo "SUB_FAILED $1"; exit "$E_STASH"; }
+    echo "SUB_STASHED $(git rev-parse -q --verify refs/stash) $1"
+  fi
+  # Our own untracked files (an earlier untracked sync's) where the new commit has a tracked
+  # file make way for it; anything else in the way stops the checkout, named by git.
+  if [ -f "$repo/$ours" ]; then
+    LC_ALL=C awk -v p="$1/" 'BEGIN { n = length(p) } { l = substr($0, index($0, "	") + 1); if (substr(l, 1, n) == p) print substr(l, n + 1) }' "$repo/$ours" |
+    while IFS= read -r f; do
+      if { [ -e "$f" ] || [ -L "$f" ]; } && git cat-file -e "$2:$f" 2>/dev/null; then rm -f -- "$f"; fi
+    done
+  fi
+  git checkout -q --detach "$2" >&2 || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  # The superproject knows it as initialised, as `git submodule init` would have it.
+  if [ -n "$4" ]; then git -C "$repo/$5" config "submodule.$3.url" "$4" 2>/dev/null; fi
+  echo "SUB_HEAD $(git rev-parse HEAD) $1"
+}
