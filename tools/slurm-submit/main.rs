@@ -893,28 +893,20 @@ const FIND_JOB: &str = r#"find_job() {
 }
 "#;
 
-/// Shell function `take_lock`: one submission per tag at a time, held until the script exits.
-/// A directory made with mkdir (atomic on every filesystem, NFS and Lustre without flock too),
-/// holding its owner's pid and login node; a lock whose owner died on this login node, or older
-/// than ten minutes (an owner on another login node), is broken. Waits two minutes at most.
-/// Needs `state`, `token` and `nap`.
-const TAG_LOCK: &str = r#"take_lock() {
-  lock="$state/$token.lock.d" host=$(hostname 2>/dev/null) waited=0
-  until mkdir -- "$lock" 2>/dev/null; do
-    if [ ! -d "$lock" ]; then echo "LOCK_FAILED $lock"; exit "$E_LOCK_FAILED"; fi
-    holder=$(cat "$lock/owner" 2>/dev/null)
-    if [ -n "$(find "$lock" -maxdepth 0 -mmin +10 2>/dev/null)" ] ||
-       { [ -n "$holder" ] && [ "${holder#* }" = "$host" ] && ! kill -0 "${holder%% *}" 2>/dev/null; }; then
-      echo "BROKE_STALE_LOCK $holder"; rm -rf -- "$lock"; continue
-    fi
-    waited=$((waited + 1))
-    [ "$waited" -le 120 ] || exit "$E_LOCK_TIMEOUT"
-    nap 1
-  done
-  printf '%s %s\n' "$$" "$host" >"$lock/owner"
-  trap 'rm -rf -- "$lock"' EXIT
+/// One submission per tag at a time, held until the script exits; a lock whose owner died on
+/// this login node, or older than ten minutes (an owner on another login node), is broken.
+/// Waits two minutes at most.
+fn tag_lock<'a>(state_dir: &str, token: &'a str) -> shared::remote::Lock<'a> {
+    shared::remote::Lock {
+        dir: join(state_dir, &format!("{token}.lock.d")),
+        token,
+        wait_secs: 120,
+        stale_minutes: 10,
+        by_pid: true,
+        exit_wait: Exit::LockTimeout.code(),
+        exit_failed: Exit::LockFailed.code(),
+    }
 }
-"#;
 
 /// Upload, then submit and learn the job id, in one script. The script is idempotent per tag:
 /// under a lock on the tag it first looks for a job Slurm already has with it (an earlier attempt
@@ -938,10 +930,11 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
     plan.tree.assign(&mut s, plan.kind == JobKind::Build)?;
     s.raw(FIND_JOB);
     s.raw(shared::slurm::NAP);
-    s.raw(TAG_LOCK);
+    tag_lock(&plan.state_dir, token).define(&mut s)?;
     s.raw(
         r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit "$E_UPLOAD_DIR"
 take_lock
+trap release_lock EXIT
 id=
 if [ "$thorough" = yes ] || [ -s "$jobid_file" ]; then id=$(find_job); fi
 if [ -n "$id" ]; then cat >/dev/null; echo "RESUMED"; echo "JOBID $id"; exit 0; fi
@@ -1205,11 +1198,8 @@ mod tests {
         let run = |state: &str| {
             let mut s = Script::new();
             shared::remote_exit::assign::<Exit>(&mut s).unwrap();
-            s.assign("state", state).unwrap();
-            s.assign("token", "slurm-tools-t1").unwrap();
-            s.raw(shared::slurm::NAP);
-            s.raw(TAG_LOCK);
-            s.raw("take_lock\necho TOOK\n");
+            tag_lock(state, "slurm-tools-t1").define(&mut s).unwrap();
+            s.raw("take_lock\ntrap release_lock EXIT\necho TOOK\n");
             assert!(!s.as_str().contains("flock"));
             shared::script_check::assert_clean("submit-tag-lock", s.as_str());
             let out = std::process::Command::new("sh")
@@ -1236,14 +1226,21 @@ mod tests {
         std::fs::create_dir_all(&lock).unwrap();
         let host = std::process::Command::new("hostname").output().unwrap();
         let host = String::from_utf8_lossy(&host.stdout).trim().to_string();
-        std::fs::write(lock.join("owner"), format!("4294967 {host}\n")).unwrap();
-        let (code, out) = run(state.to_str().unwrap());
-        assert_eq!(code, Some(0), "{out}");
-        assert!(
-            out.contains("BROKE_STALE_LOCK 4294967") && out.contains("TOOK"),
-            "{out}"
-        );
-        assert!(!lock.exists(), "the lock outlived its script");
+        // An older version's owner line ("PID HOST") and this one's ("TOKEN PID HOST").
+        for owner in [
+            format!("4294967 {host}"),
+            format!("slurm-tools-t0 4294967 {host}"),
+        ] {
+            std::fs::create_dir_all(&lock).unwrap();
+            std::fs::write(lock.join("owner"), format!("{owner}\n")).unwrap();
+            let (code, out) = run(state.to_str().unwrap());
+            assert_eq!(code, Some(0), "{out}");
+            assert!(
+                out.contains(&format!("BROKE_STALE_LOCK {owner}")) && out.contains("TOOK"),
+                "{out}"
+            );
+            assert!(!lock.exists(), "the lock outlived its script");
+        }
     }
 
     #[test]

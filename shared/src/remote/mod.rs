@@ -7,8 +7,65 @@
 //! Older tools still build their scripts from fragments in Rust strings; new remote shell goes
 //! here.
 
-/// The remote clone's lock: `take_lock` (waits `lock_wait` s), `release_lock`.
-pub const CLONE_LOCK: &str = include_str!("sh/clone-lock.sh");
+/// The one lock of the remote steps that run one at a time (set up with [`Lock::define`]).
+const LOCK: &str = include_str!("sh/lock.sh");
+
+/// A remote lock and its policy (`sh/lock.sh`): `take_lock`, `release_lock`, `keep_lock`,
+/// `release_on_failure`.
+pub struct Lock<'a> {
+    /// The lock directory (its parent must exist when `take_lock` runs).
+    pub dir: String,
+    /// This run's own name: the lock is ours while its owner file starts with it.
+    pub token: &'a str,
+    /// How long `take_lock` waits for another run's lock.
+    pub wait_secs: u64,
+    /// After how many minutes a lock is taken to be a killed run's and broken.
+    pub stale_minutes: u32,
+    /// A lock whose owner process is gone from this host is broken at once; only for a lock
+    /// that never outlives the execution that took it.
+    pub by_pid: bool,
+    /// The exit code when the lock is still held after the wait, and when it cannot be made.
+    pub exit_wait: i32,
+    pub exit_failed: i32,
+}
+
+impl<'a> Lock<'a> {
+    /// The remote clone's lock, beside it: held across the executions of one sync (never by
+    /// pid), broken after 30 minutes.
+    pub fn of_clone(
+        repo: &str,
+        token: &'a str,
+        wait_secs: u64,
+        exit_wait: i32,
+        exit_failed: i32,
+    ) -> Lock<'a> {
+        Lock {
+            dir: format!(
+                "{}.slurm-tools-sync.lock",
+                repo.strip_suffix('/').unwrap_or(repo)
+            ),
+            token,
+            wait_secs,
+            stale_minutes: 30,
+            by_pid: false,
+            exit_wait,
+            exit_failed,
+        }
+    }
+
+    /// Assign the policy and define the lock's functions.
+    pub fn define(&self, s: &mut crate::quote::Script) -> crate::Result<()> {
+        s.assign("lock", &self.dir)?;
+        s.assign("token", self.token)?;
+        s.assign("lock_wait", &self.wait_secs.to_string())?;
+        s.assign("lock_stale", &self.stale_minutes.to_string())?;
+        s.assign("lock_by_pid", if self.by_pid { "yes" } else { "no" })?;
+        s.assign("lock_exit_wait", &self.exit_wait.to_string())?;
+        s.assign("lock_exit_failed", &self.exit_failed.to_string())?;
+        s.raw(LOCK);
+        Ok(())
+    }
+}
 
 /// slurm-init's probe: user, home, scratch, Slurm version, associations, partitions.
 pub const INIT_PROBE: &str = include_str!("sh/init-probe.sh");
@@ -120,6 +177,71 @@ pub const FUSED_PARTS: &str = include_str!("sh/fused-parts.sh");
 
 #[cfg(test)]
 mod tests {
+    /// The clone's policy, run for real in sh: a lock held across executions is never broken for
+    /// its pid; another run's lock is waited for and named; `keep_lock` and `release_lock` touch
+    /// only our own.
+    #[test]
+    fn the_clone_lock_waits_names_the_holder_and_touches_only_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        let run = |token: &str, body: &'static str| {
+            let mut s = crate::quote::Script::new();
+            s.assign("E_LOST_LOCK", "19").unwrap();
+            super::Lock::of_clone(repo.to_str().unwrap(), token, 1, 10, 15)
+                .define(&mut s)
+                .unwrap();
+            s.raw(body);
+            crate::script_check::assert_clean("clone-lock", s.as_str());
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(s.as_str())
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).into_owned();
+            (out.status.code(), said)
+        };
+        let lock = dir.path().join("repo.slurm-tools-sync.lock");
+        // Taken in one execution, kept in the next (its process is gone by then).
+        assert_eq!(
+            run("run-a", "take_lock\necho TOOK\n"),
+            (Some(0), "TOOK\n".into())
+        );
+        let owner = std::fs::read_to_string(lock.join("owner")).unwrap();
+        assert!(owner.starts_with("run-a "), "{owner}");
+        assert_eq!(
+            run("run-a", "keep_lock\necho KEPT\n"),
+            (Some(0), "KEPT\n".into())
+        );
+        // Another run waits its second, names the holder, exits with the wait's code; it can
+        // neither keep nor release the lock.
+        let (code, said) = run("run-b", "take_lock\n");
+        assert_eq!(code, Some(10), "{said}");
+        assert!(
+            said.starts_with("LOCKED ") && said.contains("run-a"),
+            "{said}"
+        );
+        let (code, said) = run("run-b", "keep_lock\n");
+        assert_eq!((code, said.as_str()), (Some(19), "LOST_LOCK\n"));
+        run("run-b", "release_lock\n");
+        assert!(lock.exists(), "another run released our lock");
+        run("run-a", "release_lock\n");
+        assert!(!lock.exists());
+        // Cannot be made (its parent is a file): said at once, with its own code.
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        let mut s = crate::quote::Script::new();
+        super::Lock::of_clone(dir.path().join("f/repo").to_str().unwrap(), "t", 5, 10, 15)
+            .define(&mut s)
+            .unwrap();
+        s.raw("take_lock\n");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(s.as_str())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(15));
+        assert!(String::from_utf8_lossy(&out.stdout).starts_with("LOCK_FAILED "));
+    }
+
     #[test]
     fn every_script_file_passes_the_static_checks() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/remote/sh");

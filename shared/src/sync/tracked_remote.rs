@@ -1,7 +1,7 @@
 //! The remote side of the tracked sync, as `/bin/sh` scripts (docs/migrating.md, step 4a, 4b, 4e, 4f.1).
 //!
 //! The remote clone is guarded by a lock directory beside it (`<repo>.slurm-tools-sync.lock`,
-//! `mkdir` is atomic; `shared/src/remote/sh/clone-lock.sh`), so concurrent syncs into the same
+//! `mkdir` is atomic; `shared/src/remote/sh/lock.sh`), so concurrent syncs into the same
 //! clone take turns (a second one waits up to [`LOCK_WAIT_SECS`], and says for how long and
 //! behind whom), never interleave. A lock older than 30 minutes is taken to be left by a killed
 //! run and is broken, and said so.
@@ -72,8 +72,15 @@ fn header(p: &Plan) -> Result<Script> {
     }
     s.raw("\n");
     s.raw(crate::remote::TRACKED_SETUP);
-    s.assign("lock_wait", &p.lock_wait.to_string())?;
-    s.raw(crate::remote::CLONE_LOCK);
+    // The lock is taken in the name of this sync's snapshot branch.
+    crate::remote::Lock::of_clone(
+        p.repo,
+        p.temp,
+        p.lock_wait,
+        Exit::Locked.code(),
+        Exit::Mkdir.code(),
+    )
+    .define(&mut s)?;
     s.raw("mkdir -p -- \"$(dirname -- \"$repo\")\" || exit \"$E_MKDIR\"\n");
     Ok(s)
 }

@@ -568,9 +568,9 @@ pub fn manifest_script(repo: &str, full: bool, lock_wait: u64) -> Result<Script>
     s.assign("repo", repo)?;
     s.assign("manifest", manifest::MANIFEST)?;
     s.assign("full", if full { "yes" } else { "no" })?;
-    s.assign("token", &crate::journal::unique_tag("untracked"))?;
-    s.assign("lock_wait", &lock_wait.to_string())?;
-    s.raw(crate::remote::CLONE_LOCK);
+    let token = crate::journal::unique_tag("untracked");
+    let locked = UntrackedExit::Locked.code();
+    crate::remote::Lock::of_clone(repo, &token, lock_wait, locked, locked).define(&mut s)?;
     s.raw(crate::remote::UNTRACKED_MANIFEST);
     Ok(s)
 }

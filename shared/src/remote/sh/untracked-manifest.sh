@@ -4,7 +4,7 @@
 # closed stdin means there is nothing to do.
 #
 # Expects: repo, manifest (relative to the checkout), full (yes|no), E_NO_CHECKOUT;
-#          take_lock, release_lock (clone-lock.sh; their lines go to stderr).
+#          take_lock, release_lock (lock.sh; their lines go to stderr).
 # Prints:  the manifest, then a line --end-of-manifest--; then what the second part prints.
 : "${repo?}" "${manifest?}" "${full?}"
 cd -- "$repo" 2>/dev/null || exit "$E_NO_CHECKOUT"

@@ -1,0 +1,67 @@
+# One lock for every remote step that must run one at a time: the remote clone's (the tracked
+# sync's checkout, the untracked sync's extraction: concurrent pipelines into one clone take
+# turns instead of failing or interleaving) and a submission's (one per tag: a rerun never
+# submits twice). A directory made with mkdir (atomic on every filesystem, NFS and Lustre
+# included) holding an owner file, "TOKEN PID HOST". The policy is in the parameters, set by
+# shared::remote::Lock.
+#
+# Expects: lock (the lock directory; its parent exists), token (this run's own name), lock_wait
+#          (seconds to wait for another run's lock), lock_stale (minutes after which a lock is
+#          taken to be a killed run's and broken), lock_by_pid (yes: a lock whose owner process
+#          is gone from this host is broken at once; no: the lock outlives the execution that
+#          took it, and later executions of the same run keep it), lock_exit_wait (the exit code
+#          when it is still held after lock_wait s), lock_exit_failed (when it cannot be made at
+#          all), E_LOST_LOCK (for keep_lock).
+# Defines: take_lock, release_lock (only our own), keep_lock (a later execution of the same run:
+#          exits E_LOST_LOCK unless the lock is still ours), release_on_failure (an EXIT trap that
+#          gives the lock back only when the script failed).
+# Prints:  BROKE_STALE_LOCK <owner>        a killed run's lock was removed
+#          WAITED <seconds> <owner>        another run held it; this one waited that long
+#          LOCKED <seconds> <owner>        still held after lock_wait seconds (then exits)
+#          LOCK_FAILED <lock>              it cannot be made (then exits)
+#          LOST_LOCK                       keep_lock found the lock not ours (then exits)
+: "${lock?}" "${token?}" "${lock_wait?}" "${lock_stale?}" "${lock_by_pid?}" "${lock_exit_wait?}" "${lock_exit_failed?}"
+lock_nap() { sleep 0.2 2>/dev/null || sleep 1; }
+lock_owner() { head -n 1 "$lock/owner" 2>/dev/null; }
+lock_is_stale() { # OWNER
+  if [ -n "$(find "$lock" -maxdepth 0 -mmin +"$lock_stale" 2>/dev/null)" ]; then return 0; fi
+  [ "$lock_by_pid" = yes ] || return 1
+  # "TOKEN PID HOST", or an older version's "PID HOST".
+  case $1 in
+    *" "*" "*) lock_rest=${1#* } ;;
+    *" "*) lock_rest=$1 ;;
+    *) return 1 ;;
+  esac
+  [ "${lock_rest#* }" = "$lock_host" ] && ! kill -0 "${lock_rest%% *}" 2>/dev/null
+}
+take_lock() {
+  lock_since=$(date +%s) lock_waited=0 lock_holder='' lock_host=$(hostname 2>/dev/null)
+  until mkdir -- "$lock" 2>/dev/null; do
+    if [ ! -d "$lock" ]; then echo "LOCK_FAILED $lock"; exit "$lock_exit_failed"; fi
+    lock_holder=$(lock_owner)
+    if lock_is_stale "$lock_holder"; then
+      echo "BROKE_STALE_LOCK $lock_holder"
+      rm -rf -- "$lock"
+      continue
+    fi
+    lock_waited=$(( $(date +%s) - lock_since ))
+    if [ "$lock_waited" -ge "$lock_wait" ]; then
+      echo "LOCKED $lock_waited $lock_holder"
+      exit "$lock_exit_wait"
+    fi
+    lock_nap
+  done
+  printf '%s %s %s\n' "$token" "$$" "$lock_host" >"$lock/owner"
+  lock_waited=$(( $(date +%s) - lock_since ))
+  if [ -n "$lock_holder" ] || [ "$lock_waited" -gt 0 ]; then
+    echo "WAITED $lock_waited ${lock_holder:-another run}"
+  fi
+}
+lock_ours() { [ "$(lock_owner | cut -d ' ' -f 1)" = "$token" ]; }
+release_lock() {
+  if lock_ours; then rm -rf -- "$lock"; fi
+}
+keep_lock() {
+  lock_ours || { echo "LOST_LOCK"; exit "$E_LOST_LOCK"; }
+}
+release_on_failure() { rc=$?; [ "$rc" = 0 ] || release_lock; exit "$rc"; }
