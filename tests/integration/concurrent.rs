@@ -162,7 +162,7 @@ fn tmux_sessions_started_while_the_server_exits_all_start() {
     )
     .unwrap();
     let mut s = shared::quote::Script::new();
-    s.raw(shared::remote::TMUX_START);
+    s.raw(shared::remote::TMUX);
     s.raw(
         r#"dir=$(mktemp -d) && export TMUX_TMPDIR="$dir" || exit 9
 mkdir "$dir/marks"

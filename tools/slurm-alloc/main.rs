@@ -337,19 +337,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     s.assign("session", &a.session)?;
     s.assign("tag", &a.tag)?;
     s.assign("part", st.partition.as_deref().unwrap_or(""))?;
-    s.raw(TMUX_EXACT);
-    s.raw(shared::remote::TMUX_START);
-    s.raw(
-        r#"me=$(id -un)
-echo "LOGIN $(hostname 2>/dev/null)"
-existing=$(squeue -h -u "$me" --states=RUNNING,PENDING -o '%i|%j|%k' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
-if [ -n "$existing" ]; then echo "REUSE $existing"; has_session "$session" && echo "SESSION $session"; exit 0; fi
-kill_session "$session" && echo "STALE_SESSION_KILLED"
-if [ -n "$part" ]; then max=$(scontrol show partition -o "$part" 2>/dev/null | tr ' ' '\n' | sed -n 's/^MaxTime=//p')
-else max=$(scontrol show partition -o 2>/dev/null | grep 'Default=YES' | tr ' ' '\n' | sed -n 's/^MaxTime=//p'); fi
-echo "MAXTIME ${max:-UNLIMITED}"
-"#,
-    );
+    s.raw(shared::remote::TMUX);
     // The salloc command line, held by tmux; the limit is filled in by the script.
     let salloc = salloc_argv(&st, &a.job_name, &a.tag);
     let mut quoted = String::new();
@@ -358,36 +346,7 @@ echo "MAXTIME ${max:-UNLIMITED}"
         quoted.push(' ');
     }
     s.assign("salloc_words", &quoted)?;
-    s.raw(
-        r#"case "$max" in ""|UNLIMITED|INVALID) limit="" ;; *) limit="--time=$max" ;; esac
-# salloc holds the allocation with a command of its own on the login node, never an interactive
-# step (sites with LaunchParameters=use_interactive_step would otherwise start one that takes the
-# allocation's resources, and every `exec` step would wait behind it).
-# When the allocation ends without `down` (scancel from elsewhere, the time limit), salloc's
-# --kill-command=TERM ends this command, so salloc and its tmux session end too (nothing lingers on
-# the login node).
-hold="sh -c 'trap \"kill \\\$! 2>/dev/null; exit 0\" TERM HUP; while :; do sleep 3600 & wait \$!; done'"
-# The command line goes to /bin/sh in a private file, never to tmux's default shell (the person's
-# login shell may be tcsh or fish, which read this quoting differently); the file removes itself.
-hold_file="$HOME/.slurm-tools/$session.hold.sh"
-(umask 077 && mkdir -p -- "$HOME/.slurm-tools" && printf 'rm -f -- "$0"\nexec %s %s %s\n' "$salloc_words" "$limit" "$hold" >"$hold_file") || exit "$E_TMUX_START"
-tmux_start "$session" "exec /bin/sh \"\$HOME/.slurm-tools/$session.hold.sh\"" || exit "$E_TMUX_START"
-echo "SESSION $session"
-i=0
-while [ "$i" -lt 300 ]; do
-  id=$(squeue -h -u "$me" --states=all -o '%i %k' 2>/dev/null | awk -v t="$tag" '$2 == t { print $1; exit }')
-  # A site's job_submit policy may clear the comment: salloc's own line in this up's own
-  # session ("Pending/Granted job allocation N") names it too.
-  [ -n "$id" ] || id=$(tmux capture-pane -p -t "$session" 2>/dev/null | sed -n 's/.*job allocation \([0-9][0-9]*\).*/\1/p' | head -n 1)
-  if [ -n "$id" ]; then echo "CREATED $id"; exit 0; fi
-  has_session "$session" || { echo "SALLOC_EXITED"; exit "$E_SALLOC_EXITED"; }
-  sleep 1; i=$((i + 10))
-done
-# No job after half a minute: release what this up started rather than leave it held.
-kill_session "$session"
-exit "$E_NO_JOB_ID"
-"#,
-    );
+    s.raw(shared::remote::ALLOC_UP);
     let out = run(&a, &s, 90)?;
     let text = out.stdout_text();
     if !out.success() {
@@ -1016,17 +975,11 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     Ok(Outcome::Exit(u8::try_from(code).unwrap_or(255)))
 }
 
-/// Shell functions that match a tmux session by its exact name, in a way tmux 1.8 understands too
-/// (`-t name` alone also matches a longer name that starts with it: another allocation's session).
-const TMUX_EXACT: &str = r#"has_session() { tmux ls -F '#{session_name}' 2>/dev/null | grep -Fqx -- "$1"; }
-kill_session() { has_session "$1" && tmux kill-session -t "$1" 2>/dev/null; }
-"#;
-
 /// Close this allocation's tmux session (and with it a salloc still waiting in it).
 fn release_session(a: &Alloc) -> Result<bool> {
     let mut s = Script::new();
     s.assign("session", &a.session)?;
-    s.raw(TMUX_EXACT);
+    s.raw(shared::remote::TMUX);
     s.raw("kill_session \"$session\" && echo KILLED\nexit 0\n");
     let out = run(a, &s, 60)?;
     Ok(out.stdout_text().contains("KILLED"))
@@ -1070,27 +1023,10 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
         .filter(|(i, id)| **i == instance_name(id))
         .map(|(i, _)| i.clone());
     s.assign("instance", instance.as_deref().unwrap_or(""))?;
-    s.raw(TMUX_EXACT);
+    s.raw(shared::remote::TMUX);
     s.raw(OVERLAP);
     s.raw(shared::remote::ALLOC_INSTANCE_STOP);
-    s.raw(
-        r#"me=$(id -un)
-echo "LOGIN $(hostname 2>/dev/null)"
-[ -n "$job" ] || job=$(squeue -h -u "$me" -o '%i|%j' 2>/dev/null | awk -F'|' -v n="$name" '$2 == n { print $1; exit }')
-st=; [ -z "$job" ] || st=$(squeue -h -j "$job" -o '%T %D' 2>/dev/null | head -n 1)
-if [ "${st%% *}" = RUNNING ]; then
-  # pyxis names the enroot container pyxis_<jobid>_<name> (container_scope=job) or pyxis_<name>.
-  # One step on every node of the allocation (its node count is the second word of st).
-  nn=${st#* }
-  [ -z "$instance" ] || stop_instances "$job" "$nn" "$instance"
-  srun $ov --jobid="$job" --nodes="$nn" --ntasks-per-node=1 sh -c 'command -v enroot >/dev/null 2>&1 || exit 0; enroot list 2>/dev/null | grep -Fx -e "pyxis_$1_slurm-tools-$1" -e "pyxis_slurm-tools-$1" -e "pyxis_$1_trtllm-$1" -e "pyxis_trtllm-$1" | while read -r c; do enroot remove -f -- "$c" >/dev/null 2>&1 && echo "CONTAINER_REMOVED $c on $(hostname)"; done' sh "$job" 2>/dev/null
-fi
-if [ -n "$container_dir" ] && [ -d "$container_dir" ]; then rm -rf -- "$container_dir" && echo "CONTAINER_FILES_REMOVED $container_dir"; fi
-kill_session "$session" && echo "SESSION_KILLED"
-if [ -n "$job" ] && [ -n "$(squeue -h -j "$job" -o '%T' 2>/dev/null)" ]; then scancel "$job" && echo "CANCELLED $job"; fi
-exit 0
-"#,
-    );
+    s.raw(shared::remote::ALLOC_DOWN);
     shared::testhook::pause("alloc:down");
     let out = run(&a, &s, 120)?;
     let text = out.stdout_text();

@@ -956,10 +956,10 @@ cd -- "$tree" || exit "$E_TREE"
             // `exec /bin/sh FILE`: the same words in sh, bash, zsh, tcsh and fish (tmux runs its
             // command with the person's login shell).
             s.assign("wrapper_cmd", &format!("exec /bin/sh {}", quote(wrapper)?))?;
-            s.raw(shared::remote::TMUX_START);
+            s.raw(shared::remote::TMUX);
             s.raw(
                 r#"command -v tmux >/dev/null 2>&1 || exit "$E_NO_TMUX"
-if tmux ls -F '#{session_name}' 2>/dev/null | grep -Fqx -- "$session"; then
+if has_session "$session"; then
   echo "RESUMED"
 else
   rm -f -- "$exit_file" "$srun_log"

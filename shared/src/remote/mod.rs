@@ -95,9 +95,9 @@ pub const ALLOC_APPTAINER_UP: &str = include_str!("sh/alloc-apptainer-up.sh");
 /// slurm-alloc down on Apptainer: `stop_instances JOB NODES INSTANCE`.
 pub const ALLOC_INSTANCE_STOP: &str = include_str!("sh/alloc-instance-stop.sh");
 
-/// A detached tmux session, its start tried again when it meets a tmux server that is exiting:
-/// `tmux_start SESSION COMMAND`.
-pub const TMUX_START: &str = include_str!("sh/tmux-start.sh");
+/// tmux on the login node: `tmux_start SESSION COMMAND` (tried again when it meets a tmux
+/// server that is exiting), `has_session SESSION` and `kill_session SESSION` (exact names).
+pub const TMUX: &str = include_str!("sh/tmux.sh");
 
 /// Hang forensics on one node of a running job: its task processes, their stacks.
 pub const FORENSICS_COLLECT: &str = include_str!("sh/forensics-collect.sh");
@@ -174,6 +174,12 @@ pub const FUSED_OPENING: &str = include_str!("sh/fused-opening.sh");
 
 /// A fused conversation's parts: `fused_check_kept`, `fused_part`, `fused_hand_over`.
 pub const FUSED_PARTS: &str = include_str!("sh/fused-parts.sh");
+
+/// slurm-alloc up: reuse an allocation of this name, else salloc held in tmux.
+pub const ALLOC_UP: &str = include_str!("sh/alloc-up.sh");
+
+/// slurm-alloc down: instances, containers, files, session and the job released.
+pub const ALLOC_DOWN: &str = include_str!("sh/alloc-down.sh");
 
 #[cfg(test)]
 mod tests {

@@ -35,9 +35,16 @@ lock_is_stale() { # OWNER
   [ "${lock_rest#* }" = "$lock_host" ] && ! kill -0 "${lock_rest%% *}" 2>/dev/null
 }
 take_lock() {
-  lock_since=$(date +%s) lock_waited=0 lock_holder='' lock_host=$(hostname 2>/dev/null)
+  lock_since=$(date +%s) lock_waited=0 lock_holder='' lock_host=$(hostname 2>/dev/null) lock_gone=0
   until mkdir -- "$lock" 2>/dev/null; do
-    if [ ! -d "$lock" ]; then echo "LOCK_FAILED $lock"; exit "$lock_exit_failed"; fi
+    # Not there although mkdir failed: released between the two looks (try again), or it cannot
+    # be made at all (the third time in a row).
+    if [ ! -d "$lock" ]; then
+      lock_gone=$((lock_gone + 1))
+      if [ "$lock_gone" -ge 3 ]; then echo "LOCK_FAILED $lock"; exit "$lock_exit_failed"; fi
+      continue
+    fi
+    lock_gone=0
     lock_holder=$(lock_owner)
     if lock_is_stale "$lock_holder"; then
       echo "BROKE_STALE_LOCK $lock_holder"

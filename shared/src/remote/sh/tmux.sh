@@ -4,9 +4,13 @@
 # once one of them met it. Such a failure is tried again (ten times, a fifth of a second apart);
 # any other failure (no tmux, a duplicate name) is returned at once with tmux's own message.
 #
+# has_session and kill_session match a session by its exact name, in a way tmux 1.8 understands
+# too (`-t name` alone also matches a longer name that starts with it: another run's session).
+#
 # Expects: nothing.
 # Defines: tmux_start SESSION COMMAND (status 0 once the session started; else tmux's message
-#          on stderr and status 1).
+#          on stderr and status 1), has_session SESSION, kill_session SESSION (status 0 when
+#          there was one to close).
 # Prints:  nothing on stdout.
 tmux_start() {
   tmux_try=1
@@ -20,3 +24,5 @@ tmux_start() {
     sleep 0.2 2>/dev/null || sleep 1
   done
 }
+has_session() { tmux ls -F '#{session_name}' 2>/dev/null | grep -Fqx -- "$1"; }
+kill_session() { has_session "$1" && tmux kill-session -t "$1" 2>/dev/null; }
