@@ -882,17 +882,6 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
     })
 }
 
-/// Shell function: the job's id, from the file the job writes when it starts, else from squeue
-/// by the unique tag in its --comment or by its working directory (the job's own tree); empty
-/// when Slurm does not have it (yet). Needs `token`, `tree` and `jobid_file`.
-const FIND_JOB: &str = r#"find_job() {
-  if [ -s "$jobid_file" ]; then head -n 1 "$jobid_file"; return; fi
-  # By the tag in the comment, or by the job's working directory, its own code tree (unique per
-  # tag): a site's job_submit policy may clear or rewrite the comment.
-  squeue -h --states=all -u "$(id -un)" -o '%i|%Z|%k' 2>/dev/null | awk -F'|' -v t="$token" -v d="$tree" '$2 == d || index($0, t) { print $1; exit }'
-}
-"#;
-
 /// One submission per tag at a time, held until the script exits; a lock whose owner died on
 /// this login node, or older than ten minutes (an owner on another login node), is broken.
 /// Waits two minutes at most.
@@ -928,56 +917,21 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
     )?;
     s.assign("thorough", if thorough { "yes" } else { "no" })?;
     plan.tree.assign(&mut s, plan.kind == JobKind::Build)?;
-    s.raw(FIND_JOB);
     s.raw(shared::slurm::NAP);
     tag_lock(&plan.state_dir, token).define(&mut s)?;
-    s.raw(
-        r#"mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit "$E_UPLOAD_DIR"
-take_lock
-trap release_lock EXIT
-id=
-if [ "$thorough" = yes ] || [ -s "$jobid_file" ]; then id=$(find_job); fi
-if [ -n "$id" ]; then cat >/dev/null; echo "RESUMED"; echo "JOBID $id"; exit 0; fi
-tar -x --no-same-owner -f - -C "$dir" || exit "$E_EXTRACT"
-cd -- "$repo" || exit "$E_NO_CHECKOUT"
-make_tree || exit "$E_TREE"
-prune_trees
-cd -- "$tree" || exit "$E_TREE"
-"#,
-    );
+    s.raw(shared::remote::SUBMIT);
+    s.raw("submit_prepare\n");
     match (&plan.tmux_session, &plan.wrapper) {
         (Some(session), Some(wrapper)) => {
-            s.assign("session", session)?;
-            s.assign("exit_file", &srun_exit_file(&plan.state_dir, token))?;
-            s.assign(
-                "srun_log",
-                &join(&plan.state_dir, &format!("{token}.srun.log")),
-            )?;
             // `exec /bin/sh FILE`: the same words in sh, bash, zsh, tcsh and fish (tmux runs its
             // command with the person's login shell).
-            s.assign("wrapper_cmd", &format!("exec /bin/sh {}", quote(wrapper)?))?;
             s.raw(shared::remote::TMUX);
-            s.raw(
-                r#"command -v tmux >/dev/null 2>&1 || exit "$E_NO_TMUX"
-if has_session "$session"; then
-  echo "RESUMED"
-else
-  rm -f -- "$exit_file" "$srun_log"
-  tmux_start "$session" "$wrapper_cmd" || exit "$E_TMUX_START"
-fi
-echo "TMUX $session"
-# A minute, by the clock: a sleep without fractions (not GNU) naps a whole second instead.
-i=0 until=$(( $(date +%s) + 60 ))
-while [ "$(date +%s)" -lt "$until" ]; do
-  id=$(find_job)
-  if [ -n "$id" ]; then printf '%s\n' "$id" >"$trees/$token.job"; echo "JOBID $id"; exit 0; fi
-  if [ -s "$exit_file" ]; then echo "SRUN_EXIT $(cat "$exit_file")"; cat "$srun_log" >&2; exit "$E_SRUN_EXITED"; fi
-  i=$((i + 1))
-  if [ "$i" -lt 20 ]; then nap 0.1; else nap 1; fi
-done
-exit "$E_NO_JOB_ID"
-"#,
-            );
+            s.raw("submit_in_tmux");
+            s.arg(session)?;
+            s.arg(&srun_exit_file(&plan.state_dir, token))?;
+            s.arg(&join(&plan.state_dir, &format!("{token}.srun.log")))?;
+            s.arg(&format!("exec /bin/sh {}", quote(wrapper)?))?;
+            s.raw("\n");
         }
         _ => {
             if let Some(p) = &plan.sweep {
@@ -985,18 +939,11 @@ exit "$E_NO_JOB_ID"
                 s.assign("array_last", &last.to_string())?;
                 s.raw(shared::remote::ARRAY_SIZE);
             }
-            s.raw("out=$(");
+            s.raw("submit_batch");
             for w in plan.argv.iter().chain(plan.tail.iter()) {
                 s.arg(w)?;
             }
-            s.raw(
-                r#" 2>"$state/$token.submit.err") || { cat "$state/$token.submit.err" >&2; exit "$E_SUBMIT"; }
-id=${out%%;*}
-printf '%s\n' "$id" >"$jobid_file"
-printf '%s\n' "$id" >"$trees/$token.job"
-echo "JOBID $id"
-"#,
-            );
+            s.raw("\n");
         }
     }
     Ok(s)

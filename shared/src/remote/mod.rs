@@ -181,6 +181,10 @@ pub const ALLOC_UP: &str = include_str!("sh/alloc-up.sh");
 /// slurm-alloc down: instances, containers, files, session and the job released.
 pub const ALLOC_DOWN: &str = include_str!("sh/alloc-down.sh");
 
+/// slurm-submit's upload and submission, idempotent per tag: `find_job`, `submit_prepare`,
+/// `submit_batch`, `submit_in_tmux`.
+pub const SUBMIT: &str = include_str!("sh/submit.sh");
+
 #[cfg(test)]
 mod tests {
     /// The clone's policy, run for real in sh: a lock held across executions is never broken for
