@@ -74,18 +74,8 @@ pub fn target(doc: &Document) -> Result<Target> {
 pub fn check_running(s: &mut Script, job: &str) -> Result<()> {
     remote_exit::assign::<Exit>(s)?;
     s.assign("job", job)?;
-    s.raw(
-        r#"st=$(squeue -h -j "$job" -o '%T|%S|%N' 2>/dev/null | head -n 1)
-case "$st" in
-  RUNNING*) ;;
-  PENDING*) st=${st#*|}; echo "@@slurm-tools PENDING ${st%%|*}" >&2; exit "$E_PENDING" ;;
-  # Ended: COMPLETING is Slurm cleaning up its nodes after the job.
-  ""|COMPLETING*) exit "$E_GONE" ;;
-  *) echo "@@slurm-tools STATE ${st%%|*}" >&2; exit "$E_NOT_RUNNING" ;;
-esac
-nodelist=${st##*|}
-"#,
-    );
+    s.raw(crate::remote::JOB_RUNNING);
+    s.raw("check_running\n");
     Ok(())
 }
 
@@ -130,17 +120,11 @@ pub fn not_running_error(job: &str, out: &Output) -> Option<ToolError> {
 /// else to the job's first; a `want` that is not the job's prints `NOT_IN_JOB <its nodes>` and
 /// ends the script (see [`run_on_job`]).
 pub fn pick_node(s: &mut Script, want: Option<&str>) -> Result<()> {
-    s.assign("want_node", want.unwrap_or(""))?;
-    s.raw(
-        r#"nodes=$(scontrol show hostnames "$nodelist" 2>/dev/null); [ -n "$nodes" ] || nodes=$nodelist
-if [ -n "$want_node" ]; then
-  printf '%s\n' "$nodes" | grep -Fqx -- "$want_node" || { echo "NOT_IN_JOB $(printf '%s\n' "$nodes" | tr '\n' ' ')"; exit 0; }
-  node=$want_node
-else
-  node=$(printf '%s\n' "$nodes" | head -n 1)
-fi
-"#,
-    );
+    s.raw("pick_node");
+    if let Some(w) = want {
+        s.arg(w)?;
+    }
+    s.raw("\n");
     Ok(())
 }
 

@@ -195,24 +195,7 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     pick_node(&mut s, cli.node.as_deref())?;
     s.assign("port", &cli.port.map(|p| p.to_string()).unwrap_or_default())?;
     s.assign("port_file", cli.port_file.as_deref().unwrap_or(""))?;
-    s.raw(
-        r#"if [ -z "$port" ]; then
-  case "$port_file" in "~/"*) port_file=$HOME/${port_file#"~/"} ;; esac
-  [ -r "$port_file" ] || { echo "NO_PORT_FILE"; exit 0; }
-  port=$(grep -o '[0-9][0-9]*' "$port_file" | head -n 1)
-  [ -n "$port" ] || { echo "NO_PORT_IN_FILE"; exit 0; }
-fi
-reach=no
-if command -v timeout >/dev/null 2>&1 && command -v bash >/dev/null 2>&1; then
-  timeout 5 bash -c 'exec 3<>"/dev/tcp/$1/$2"' sh "$node" "$port" 2>/dev/null && reach=yes
-else
-  reach=unknown
-fi
-echo "NODE $node"
-echo "PORT $port"
-echo "REACH $reach"
-"#,
-    );
+    s.raw(shared::remote::FORWARD_PORT);
     let reply = run_on_job(&ssh, &t, cli.node.as_deref(), &s)?;
     let field = |k: &str| reply.field(k);
     if reply.says("NO_PORT_FILE") || reply.says("NO_PORT_IN_FILE") {

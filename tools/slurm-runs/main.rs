@@ -514,27 +514,7 @@ fn ask_each_cluster(
 fn query_script(ids: &[String]) -> Result<Script> {
     let mut s = Script::new();
     s.assign("ids", &ids.join(","))?;
-    s.raw(
-        r#"q=$(env SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$ids" -o '%i|%T|%r|%S|%N' 2>&1); qrc=$?
-echo "SQUEUE $qrc"
-printf '%s\n' "$q" | sed 's/^/Q /'
-missing=
-for id in $(printf '%s' "$ids" | tr ',' ' '); do
-  case "
-$q" in
-    *"
-$id|"* | *"
-${id}_"*) ;;
-    *) missing="$missing${missing:+,}$id" ;;
-  esac
-done
-if [ -n "$missing" ]; then
-  a=$(sacct -X -n -P -j "$missing" -o JobID,State,ExitCode,NodeList 2>&1); arc=$?
-  echo "SACCT $arc"
-  printf '%s\n' "$a" | sed 's/^/A /'
-fi
-"#,
-    );
+    s.raw(shared::remote::RUNS_QUERY);
     Ok(s)
 }
 

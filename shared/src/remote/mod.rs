@@ -185,6 +185,21 @@ pub const ALLOC_DOWN: &str = include_str!("sh/alloc-down.sh");
 /// `submit_batch`, `submit_in_tmux`.
 pub const SUBMIT: &str = include_str!("sh/submit.sh");
 
+/// slurm-ssh-preflight's look at the login node: key=value lines.
+pub const PREFLIGHT_CHECK: &str = include_str!("sh/preflight-check.sh");
+
+/// slurm-watch's serving loop: request lines in, one poll's reply each.
+pub const WATCH_POLL: &str = include_str!("sh/watch-poll.sh");
+
+/// slurm-runs' look at one cluster: squeue for every id, sacct for the rest.
+pub const RUNS_QUERY: &str = include_str!("sh/runs-query.sh");
+
+/// Before reaching into a job: `check_running`, `pick_node [NODE]`.
+pub const JOB_RUNNING: &str = include_str!("sh/job-running.sh");
+
+/// slurm-forward's port on the job's node, and whether it answers there.
+pub const FORWARD_PORT: &str = include_str!("sh/forward-port.sh");
+
 #[cfg(test)]
 mod tests {
     /// The clone's policy, run for real in sh: a lock held across executions is never broken for
