@@ -214,34 +214,7 @@ pub fn write_entry(
     pick_node(&mut s, node)?;
     s.raw(shared::slurm::OVERLAP);
     s.assign("pub", public.trim())?;
-    s.raw(
-        r#"sshd=$(command -v sshd 2>/dev/null || true)
-[ -n "$sshd" ] || for p in /usr/sbin/sshd /usr/local/sbin/sshd /sbin/sshd; do [ -x "$p" ] && sshd=$p && break; done
-[ -n "$sshd" ] || { echo "NO_SSHD"; exit 0; }
-d=$HOME/.slurm-tools/ide
-umask 077
-mkdir -p "$d" || exit 1
-[ -f "$d/host_key" ] || ssh-keygen -q -t ed25519 -N '' -C slurm-tools-ide-host -f "$d/host_key" || { echo "NO_KEYGEN"; exit 0; }
-cat >"$d/sshd_config" <<EOF
-HostKey $d/host_key
-AuthorizedKeysFile $d/authorized_keys
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PubkeyAuthentication yes
-UsePAM no
-PidFile none
-Subsystem sftp internal-sftp
-EOF
-touch "$d/authorized_keys"
-grep -Fqx -- "$pub" "$d/authorized_keys" || printf '%s\n' "$pub" >>"$d/authorized_keys"
-echo "NODE $node"
-echo "SSHD $sshd"
-echo "DIR $d"
-echo "OVERLAP $ov"
-echo "USER $(id -un)"
-echo "HOSTKEY $(cut -d' ' -f1,2 "$d/host_key.pub")"
-"#,
-    );
+    s.raw(shared::remote::ATTACH_IDE);
     let reply = run_on_job(ssh, t, node, &s)?;
     let field = |k: &str| reply.field(k);
     if reply.says("NO_SSHD") {

@@ -4,8 +4,8 @@
 //! variables it expects (assigned before it with [`crate::quote::Script::assign`], quoted once),
 //! what it reads, and the reply lines it prints.
 //!
-//! Older tools still build their scripts from fragments in Rust strings; new remote shell goes
-//! here.
+//! Every script lives here: the Rust side only assigns values (each quoted once) and adds
+//! one-line calls of the functions the files define (a test keeps it so).
 
 /// The one lock of the remote steps that run one at a time (set up with [`Lock::define`]).
 const LOCK: &str = include_str!("sh/lock.sh");
@@ -200,8 +200,63 @@ pub const JOB_RUNNING: &str = include_str!("sh/job-running.sh");
 /// slurm-forward's port on the job's node, and whether it answers there.
 pub const FORWARD_PORT: &str = include_str!("sh/forward-port.sh");
 
+/// slurm-attach --ide: the person's own sshd set up for the job's node.
+pub const ATTACH_IDE: &str = include_str!("sh/attach-ide.sh");
+
+/// `first_host`: the first host of the job, with or without a Slurm client.
+pub const FIRST_HOST: &str = include_str!("sh/first-host.sh");
+
 #[cfg(test)]
 mod tests {
+    /// The Rust side never carries a script of its own: no raw string literal given to
+    /// `Script::raw`, and no shell constant over one line, outside tests.
+    #[test]
+    fn no_shell_text_lives_in_rust_files() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut files = Vec::new();
+        let mut dirs = vec![root.join("shared/src"), root.join("tools")];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    files.push(p);
+                }
+            }
+        }
+        assert!(files.len() > 20, "{}", root.display());
+        let mut found = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let code = text.split("\n#[cfg(test)]").next().unwrap_or(&text);
+            for (n, line) in code.lines().enumerate() {
+                let t = line.trim_start();
+                let raw_literal = t.contains(".raw(r\"") || t.contains(".raw(r#\"");
+                let long_const = t.starts_with("const ") || t.starts_with("pub const ");
+                let long_const = long_const
+                    && t.contains(": &str = r")
+                    && !t.ends_with("\";")
+                    && !t.ends_with("\"#;");
+                if raw_literal || long_const {
+                    found.push(format!("{}:{}: {t}", f.display(), n + 1));
+                }
+                // `s.raw(` with the literal on the next line.
+                if t.ends_with(".raw(") {
+                    let next = code.lines().nth(n + 1).unwrap_or("").trim_start();
+                    if next.starts_with("r\"") || next.starts_with("r#\"") {
+                        found.push(format!("{}:{}: {t} {next}", f.display(), n + 1));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "shell text in Rust files (move it into shared/src/remote/sh/):\n{}",
+            found.join("\n")
+        );
+    }
+
     /// The clone's policy, run for real in sh: a lock held across executions is never broken for
     /// its pid; another run's lock is waited for and named; `keep_lock` and `release_lock` touch
     /// only our own.
