@@ -203,25 +203,8 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "nothing was submitted",
         )?
     };
-    let plan = if cli.build {
-        if let Some(reason) = no_build_reason(ctx)? {
-            ctx.note(format!("no build job: {reason}"));
-            ctx.doc.set_section(
-                "job",
-                &Job {
-                    kind: JobKind::Build,
-                    skipped: Some(true),
-                    reason: Some(reason),
-                    ..Job::default()
-                },
-            );
-            return Ok(Outcome::Done);
-        }
-        let trees = Trees::of_synced(&ctx.doc, &repo, &token, cli.keep_trees, synced.as_ref())?;
-        build_plan(ctx, &st, &token, trees)?
-    } else {
-        let trees = Trees::of_synced(&ctx.doc, &repo, &token, cli.keep_trees, synced.as_ref())?;
-        run_plan(ctx, &st, &repo, &token, trees)?
+    let Some(plan) = make_plan(ctx, cli, &st, &repo, &token, synced.as_ref())? else {
+        return Ok(Outcome::Done);
     };
     let ssh = if cli.dry_run {
         None
@@ -231,49 +214,8 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     // Built before anything is recorded or sent, so a value that cannot be quoted stops here.
     let resumed = journal.as_ref().is_some_and(|e| e.resumed);
     let script = remote_script(&plan, &repo, resumed)?;
-    let full_argv = [plan.argv.clone(), plan.tail.clone()].concat();
-    let command = render_argv(&full_argv);
-    let uploads: Vec<String> = plan
-        .items
-        .iter()
-        .map(|i| String::from_utf8_lossy(i.name.as_bytes()).into_owned())
-        .collect();
-
-    let mut section = Job {
-        kind: plan.kind,
-        recipe: plan.recipe,
-        command: Some(command.clone()),
-        argv: Some(full_argv),
-        submit_tag: Some(token.clone()),
-        tmux_session: plan.tmux_session.clone(),
-        remote_repo_path: Some(repo.clone()),
-        upload_dir: Some(plan.upload_dir.clone()),
-        uploads: Some(uploads),
-        container_image: st.container_ref.clone(),
-        container_runtime: st.container_runtime.map(|r| r.name().to_string()),
-        image_cache: (st.on_apptainer()
-            || container_use.as_ref().is_some_and(|u| u.file.is_some()))
-        .then(|| shared::slurm::container::image_cache(&ctx.doc))
-        .transpose()?,
-        container_use,
-        container_launcher: plan.launcher.clone(),
-        // pyxis names the container, so slurm-attach can join it.
-        container_name: (plan.kind == JobKind::Run
-            && st.container_runtime == Some(shared::slurm::container::Runtime::Pyxis))
-        .then(|| token.clone()),
-        sweep_tasks: plan.sweep.as_ref().map(|p| {
-            p.running()
-                .into_iter()
-                .map(|t| shared::schema::SweepTask {
-                    index: t.index,
-                    params: t.params_map(),
-                })
-                .collect()
-        }),
-        array: plan.sweep.as_ref().map(|p| p.array_spec()),
-        dependency: plan.dependency.clone(),
-        ..Job::default()
-    };
+    let mut section = job_section(ctx, &st, &plan, &repo, &token, container_use)?;
+    let command = section.command.clone().unwrap_or_default();
     if cli.dry_run {
         section.dry_run = Some(true);
         section.stdout_path = Some(plan.stdout_path.clone());
@@ -291,14 +233,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     ));
     shared::testhook::pause("submit:before");
     if let Some(entry) = &journal {
-        match entry.record(input.as_bytes()) {
-            Ok(()) => ctx.note(format!(
-                "if this is interrupted, `slurm-submit{} {}` finds the job instead of submitting it again",
-                if cli.build { " --build" } else { "" },
-                entry.input_path().display()
-            )),
-            Err(e) => ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display())),
-        }
+        record_input(ctx, entry, &input, cli.build);
     }
     let (job_id, said) = match ready {
         Some(ready) => submit_synced(ctx, &ssh, &plan, &repo, script, ready)?,
@@ -309,14 +244,115 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if let Some(entry) = journal {
         ctx.after_written(move || entry.finish());
     }
-    let out = plan
-        .stdout_path
-        .replace("%j", &job_id)
-        .replace("%A", &job_id);
-    let err = plan
-        .stderr_path
-        .replace("%j", &job_id)
-        .replace("%A", &job_id);
+    note_accepted(ctx, &plan, &job_id);
+    fill_accepted(&mut section, &plan, &token, job_id, trees_kb);
+    keep_build_record(&mut ctx.doc)?;
+    let id = section.job_id.clone().unwrap_or_default();
+    ctx.doc.set_section("job", &section);
+    shared::ledger::record_submission(ctx, plan.kind.name(), &id);
+    Ok(Outcome::Done)
+}
+
+/// The build plan (None: nothing to build, said and recorded as a skipped build job) or the run
+/// plan.
+fn make_plan(
+    ctx: &mut Context,
+    cli: &Cli,
+    st: &Settings,
+    repo: &str,
+    token: &str,
+    synced: Option<&shared::schema::SyncTracked>,
+) -> Result<Option<Plan>> {
+    if !cli.build {
+        let trees = Trees::of_synced(&ctx.doc, repo, token, cli.keep_trees, synced)?;
+        return run_plan(ctx, st, repo, token, trees).map(Some);
+    }
+    if let Some(reason) = no_build_reason(ctx)? {
+        ctx.note(format!("no build job: {reason}"));
+        ctx.doc.set_section(
+            "job",
+            &Job {
+                kind: JobKind::Build,
+                skipped: Some(true),
+                reason: Some(reason),
+                ..Job::default()
+            },
+        );
+        return Ok(None);
+    }
+    let trees = Trees::of_synced(&ctx.doc, repo, token, cli.keep_trees, synced)?;
+    build_plan(ctx, st, token, trees).map(Some)
+}
+
+/// The `job` section as far as it is known before the submission.
+fn job_section(
+    ctx: &Context,
+    st: &Settings,
+    plan: &Plan,
+    repo: &str,
+    token: &str,
+    container_use: Option<shared::schema::ContainerUse>,
+) -> Result<Job> {
+    let full_argv = [plan.argv.clone(), plan.tail.clone()].concat();
+    let command = render_argv(&full_argv);
+    let uploads: Vec<String> = plan
+        .items
+        .iter()
+        .map(|i| String::from_utf8_lossy(i.name.as_bytes()).into_owned())
+        .collect();
+
+    Ok(Job {
+        kind: plan.kind,
+        recipe: plan.recipe,
+        command: Some(command.clone()),
+        argv: Some(full_argv),
+        submit_tag: Some(token.to_string()),
+        tmux_session: plan.tmux_session.clone(),
+        remote_repo_path: Some(repo.to_string()),
+        upload_dir: Some(plan.upload_dir.clone()),
+        uploads: Some(uploads),
+        container_image: st.container_ref.clone(),
+        container_runtime: st.container_runtime.map(|r| r.name().to_string()),
+        image_cache: (st.on_apptainer()
+            || container_use.as_ref().is_some_and(|u| u.file.is_some()))
+        .then(|| shared::slurm::container::image_cache(&ctx.doc))
+        .transpose()?,
+        container_use,
+        container_launcher: plan.launcher.clone(),
+        // pyxis names the container, so slurm-attach can join it.
+        container_name: (plan.kind == JobKind::Run
+            && st.container_runtime == Some(shared::slurm::container::Runtime::Pyxis))
+        .then(|| token.to_string()),
+        sweep_tasks: plan.sweep.as_ref().map(|p| {
+            p.running()
+                .into_iter()
+                .map(|t| shared::schema::SweepTask {
+                    index: t.index,
+                    params: t.params_map(),
+                })
+                .collect()
+        }),
+        array: plan.sweep.as_ref().map(|p| p.array_spec()),
+        dependency: plan.dependency.clone(),
+        ..Job::default()
+    })
+}
+
+/// The submission record written before anything is sent: a rerun finds the job instead of
+/// submitting it again.
+fn record_input(ctx: &mut Context, entry: &shared::journal::Entry, input: &str, build: bool) {
+    match entry.record(input.as_bytes()) {
+        Ok(()) => ctx.note(format!(
+            "if this is interrupted, `slurm-submit{} {}` finds the job instead of submitting it again",
+            if build { " --build" } else { "" },
+            entry.input_path().display()
+        )),
+        Err(e) => ctx.warn(format!("could not write the submission record {} ({e}); if this run is interrupted, a rerun cannot tell whether it submitted", entry.path().display())),
+    }
+}
+
+fn note_accepted(ctx: &mut Context, plan: &Plan, job_id: &str) {
+    let out = plan.stdout_path.replace("%j", job_id).replace("%A", job_id);
     match &plan.sweep {
         Some(p) => ctx.note(format!(
             "sweep accepted: job array {job_id}, {} tasks ({}); logs: {out} (%a: the task's index)",
@@ -325,9 +361,27 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         )),
         None => ctx.note(format!("job {job_id} accepted; logs: {out}")),
     }
+}
+
+/// What Slurm's acceptance adds to the `job` section.
+fn fill_accepted(
+    section: &mut Job,
+    plan: &Plan,
+    token: &str,
+    job_id: String,
+    trees_kb: Option<u64>,
+) {
+    section.stdout_path = Some(
+        plan.stdout_path
+            .replace("%j", &job_id)
+            .replace("%A", &job_id),
+    );
+    section.stderr_path = Some(
+        plan.stderr_path
+            .replace("%j", &job_id)
+            .replace("%A", &job_id),
+    );
     section.job_id = Some(job_id);
-    section.stdout_path = Some(out);
-    section.stderr_path = Some(err);
     section.submitted_at = Some(shared::clock::unix_now());
     section.state_dir = Some(plan.state_dir.clone());
     section.tree = Some(plan.tree.job.clone());
@@ -337,12 +391,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     section.end_marker = plan
         .recipe
         .filter(|_| plan.sweep.is_none())
-        .map(|recipe| end_marker(&plan.state_dir, &token, recipe));
-    keep_build_record(&mut ctx.doc)?;
-    let id = section.job_id.clone().unwrap_or_default();
-    ctx.doc.set_section("job", &section);
-    shared::ledger::record_submission(ctx, plan.kind.name(), &id);
-    Ok(Outcome::Done)
+        .map(|recipe| end_marker(&plan.state_dir, token, recipe));
 }
 
 /// The file that appears when the job's command has ended, for slurm-watch: the batch script's
@@ -572,74 +621,18 @@ fn run_plan(
     token: &str,
     tree: Trees,
 ) -> Result<Plan> {
+    let recipe = recipe_of(ctx)?;
     let doc = &ctx.doc;
-    let recipe = match doc.str_opt("recipe")? {
-        Some(r) => Recipe::parse(r)?,
-        None => {
-            ctx.note("no `recipe`: using single (one node, one task)");
-            Recipe::Single
-        }
-    };
-    if recipe == Recipe::Mpi {
-        if let Some(p) = doc.section_as::<shared::schema::Preflight>("preflight")? {
-            p.remote
-                .require_pmix("recipe", "field `recipe` is \"mpi\", which")?;
-        }
-    }
     let work = Layout::of(doc)?.work_dir(repo)?.path;
     let state_dir = join(&work, ".slurm-tools");
     let mut items = Vec::new();
-    // The uploaded job script, if any.
-    let script = match doc.str_opt("script_path")? {
-        Some(p) => {
-            let local = local_file("script_path", p)?;
-            let name = match doc.str_opt("script_name")? {
-                Some(n) => n.to_string(),
-                None => layout::basename(p).unwrap_or_else(|| "job.sh".into()),
-            };
-            if name.contains('/') || name.starts_with('.') || name.starts_with('-') {
-                return Err(shared::doc::field_error(
-                    "script_name",
-                    &format!("is {name:?}; give a plain file name"),
-                ));
-            }
-            items.push(Item::file(local, name.clone()));
-            Some(join(&work, &name))
-        }
-        None => None,
-    };
-    for f in doc.str_list_opt("extra_files")?.unwrap_or_default() {
-        let local = local_file("extra_files", &f)?;
-        let name = layout::basename(&f).ok_or_else(|| {
-            shared::doc::field_error("extra_files", &format!("has {f:?}, which has no file name"))
-        })?;
-        items.push(Item::file(local, name));
-    }
-    let command = match (doc.str_opt("command")?, &script) {
-        (Some(c), _) => c.to_string(),
-        (None, Some(s)) => format!("bash {}", quote(s)?),
-        (None, None) => return Err(shared::doc::missing(
-            "command",
-            "set `command` (what the job runs, shell text run exactly as written) or `script_path`",
-        )),
-    };
-    if command.contains('\0') {
-        return Err(shared::doc::field_error("command", "contains a NUL byte"));
-    }
+    let command = job_files(doc, &work, &mut items)?;
     let sweep = match doc.section_as::<shared::schema::Sweep>("sweep")? {
         Some(sw) => Some(shared::slurm::sweep::plan(&sw)?),
         None => None,
     };
     let dependency = after(doc)?;
-    let leaf = st
-        .job_name
-        .as_deref()
-        .map(|n| layout::sanitize(n, true))
-        .unwrap_or_else(|| "job".into());
-    // A sweep's tasks each have their own logs: %A the array's id, %a the task's index.
-    let id_in_name = if sweep.is_some() { "%A_%a" } else { "%j" };
-    let stdout_path = join(&work, &format!("{leaf}-{id_in_name}.out"));
-    let stderr_path = join(&work, &format!("{leaf}-{id_in_name}.err"));
+    let (stdout_path, stderr_path) = log_paths(st, &work, sweep.is_some());
     let jobid_file = join(&state_dir, &format!("{token}.jobid"));
     let cmd_name = format!(".slurm-tools/{token}.cmd.sh");
     items.push(Item::bytes(
@@ -663,22 +656,93 @@ fn run_plan(
             ("the job's work dir", work.as_str()),
         ],
     )?;
-    // The job runs in its own tree: no later sync changes the code it was submitted with.
-    let (mut argv, mut step) = match &sweep {
-        Some(p) => recipe::array_argv(
-            recipe,
-            st,
+    let (argv, step) = job_argv(
+        recipe,
+        st,
+        token,
+        &tree.job,
+        (&stdout_path, &stderr_path),
+        sweep.as_ref(),
+        dependency.as_deref(),
+    );
+    // On Apptainer every task runs the command through the launcher (the image cache, then
+    // `apptainer exec`), in the job's own tree.
+    let launcher = launcher_item(doc, st, &tree, token, &work, &mut items)?;
+    // A sweep of an srun recipe: each task's batch script runs the recipe's step.
+    let array_script = match step {
+        Some(step) => Some(array_item(
+            &step,
+            launcher.as_deref(),
+            &cmd_path,
             token,
-            &tree.job,
-            (&stdout_path, &stderr_path),
-            &p.array_spec(),
-        ),
+            &work,
+            &mut items,
+        )?),
+        None => None,
+    };
+    let (tail, tmux_session, wrapper) = if recipe == Recipe::Batch || array_script.is_some() {
+        let tail = match (array_script, &launcher) {
+            (Some(a), _) => vec![a],
+            (None, Some(l)) => vec![l.clone(), "bash".to_string(), cmd_path],
+            (None, None) => vec![cmd_path],
+        };
+        (tail, None, None)
+    } else {
+        let tail = match &launcher {
+            Some(l) => vec![
+                "/bin/sh".to_string(),
+                l.clone(),
+                "bash".to_string(),
+                cmd_path,
+            ],
+            None => vec!["bash".to_string(), cmd_path],
+        };
+        // srun runs in tmux on the login node, writing its own exit code and messages to files.
+        let w = tmux_wrapper(&argv, &tail, &tree.job, &state_dir, token)?;
+        let wrapper_name = format!(".slurm-tools/{token}.run.sh");
+        items.push(Item::bytes(wrapper_name.clone(), w.into_string(), true));
+        let wrapper = join(&work, &wrapper_name);
+        (tail, Some(token.to_string()), Some(wrapper))
+    };
+    Ok(Plan {
+        kind: JobKind::Run,
+        recipe: Some(recipe),
+        argv,
+        tail,
+        upload_dir: work,
+        items,
+        stdout_path,
+        stderr_path,
+        tmux_session,
+        wrapper,
+        launcher,
+        state_dir,
+        token: token.to_string(),
+        tree,
+        sweep,
+        dependency,
+    })
+}
+
+/// sbatch's or srun's command line for the run job (and a sweep's per-task step): the job runs
+/// in its own tree, so no later sync changes the code it was submitted with.
+fn job_argv(
+    recipe: Recipe,
+    st: &Settings,
+    token: &str,
+    tree: &str,
+    logs: (&str, &str),
+    sweep: Option<&shared::slurm::sweep::Plan>,
+    dependency: Option<&str>,
+) -> (Vec<String>, Option<Vec<String>>) {
+    let (mut argv, mut step) = match sweep {
+        Some(p) => recipe::array_argv(recipe, st, token, tree, logs, &p.array_spec()),
         None => (
-            recipe::run_argv(recipe, st, token, &tree.job, &stdout_path, &stderr_path),
+            recipe::run_argv(recipe, st, token, tree, logs.0, logs.1),
             None,
         ),
     };
-    if let Some(d) = &dependency {
+    if let Some(d) = dependency {
         argv.push(format!("--dependency={d}"));
     }
     if st.container_runtime == Some(shared::slurm::container::Runtime::Pyxis) {
@@ -688,80 +752,155 @@ fn run_plan(
             .unwrap_or(&mut argv)
             .push(format!("--container-name={token}"));
     }
-    // On Apptainer every task runs the command through the launcher (the image cache, then
-    // `apptainer exec`), in the job's own tree.
-    let launcher = match st.apptainer_launcher(
-        &tree.job,
-        &shared::slurm::container::image_cache(doc)?,
-        None,
-        None,
-        None,
-    )? {
-        Some(text) => {
-            let name = format!(".slurm-tools/{token}.container.sh");
-            items.push(Item::bytes(name.clone(), text, true));
-            Some(join(&work, &name))
+    (argv, step)
+}
+
+/// The job's stdout and stderr files in `work`, named after the job (a sweep's tasks each have
+/// their own: %A the array's id, %a the task's index).
+fn log_paths(st: &Settings, work: &str, sweep: bool) -> (String, String) {
+    let leaf = st
+        .job_name
+        .as_deref()
+        .map(|n| layout::sanitize(n, true))
+        .unwrap_or_else(|| "job".into());
+    let id_in_name = if sweep { "%A_%a" } else { "%j" };
+    (
+        join(work, &format!("{leaf}-{id_in_name}.out")),
+        join(work, &format!("{leaf}-{id_in_name}.err")),
+    )
+}
+
+/// The run job's recipe (single when none is given); mpi needs PMIx where preflight saw srun.
+fn recipe_of(ctx: &mut Context) -> Result<Recipe> {
+    let recipe = match ctx.doc.str_opt("recipe")? {
+        Some(r) => Recipe::parse(r)?,
+        None => {
+            ctx.note("no `recipe`: using single (one node, one task)");
+            Recipe::Single
         }
-        None => None,
     };
-    // A sweep of an srun recipe: each task's batch script runs the recipe's step.
-    let array_script = match step {
-        Some(step) => {
-            let mut w = Script::new();
-            w.raw("#!/bin/sh\n# Written by slurm-submit: one task of a sweep runs the recipe's step.\nexec");
-            for word in step.iter() {
-                w.arg(word)?;
-            }
-            if let Some(l) = &launcher {
-                w.arg("/bin/sh")?.arg(l)?;
-            }
-            w.arg("bash")?.arg(&cmd_path)?.raw("\n");
-            let name = format!(".slurm-tools/{token}.array.sh");
-            items.push(Item::bytes(name.clone(), w.into_string(), true));
-            Some(join(&work, &name))
+    if recipe == Recipe::Mpi {
+        if let Some(p) = ctx
+            .doc
+            .section_as::<shared::schema::Preflight>("preflight")?
+        {
+            p.remote
+                .require_pmix("recipe", "field `recipe` is \"mpi\", which")?;
         }
-        None => None,
-    };
-    if recipe == Recipe::Batch || array_script.is_some() {
-        let tail = match (array_script, &launcher) {
-            (Some(a), _) => vec![a],
-            (None, Some(l)) => vec![l.clone(), "bash".to_string(), cmd_path],
-            (None, None) => vec![cmd_path],
-        };
-        return Ok(Plan {
-            kind: JobKind::Run,
-            recipe: Some(recipe),
-            argv,
-            tail,
-            upload_dir: work,
-            items,
-            stdout_path,
-            stderr_path,
-            tmux_session: None,
-            wrapper: None,
-            launcher,
-            state_dir,
-            token: token.to_string(),
-            tree,
-            sweep,
-            dependency,
-        });
     }
-    let tail = match &launcher {
-        Some(l) => vec![
-            "/bin/sh".to_string(),
-            l.clone(),
-            "bash".to_string(),
-            cmd_path,
-        ],
-        None => vec!["bash".to_string(), cmd_path],
+    Ok(recipe)
+}
+
+/// The job's own files to upload into `work` (its script, `extra_files`), and its command.
+fn job_files(doc: &shared::Document, work: &str, items: &mut Vec<Item>) -> Result<String> {
+    // The uploaded job script, if any.
+    let script = match doc.str_opt("script_path")? {
+        Some(p) => {
+            let local = local_file("script_path", p)?;
+            let name = match doc.str_opt("script_name")? {
+                Some(n) => n.to_string(),
+                None => layout::basename(p).unwrap_or_else(|| "job.sh".into()),
+            };
+            if name.contains('/') || name.starts_with('.') || name.starts_with('-') {
+                return Err(shared::doc::field_error(
+                    "script_name",
+                    &format!("is {name:?}; give a plain file name"),
+                ));
+            }
+            items.push(Item::file(local, name.clone()));
+            Some(join(work, &name))
+        }
+        None => None,
     };
-    // srun runs in tmux on the login node, writing its own exit code and messages to files.
-    let exit_file = srun_exit_file(&state_dir, token);
-    let srun_log = join(&state_dir, &format!("{token}.srun.log"));
+    for f in doc.str_list_opt("extra_files")?.unwrap_or_default() {
+        let local = local_file("extra_files", &f)?;
+        let name = layout::basename(&f).ok_or_else(|| {
+            shared::doc::field_error("extra_files", &format!("has {f:?}, which has no file name"))
+        })?;
+        items.push(Item::file(local, name));
+    }
+    let command = match (doc.str_opt("command")?, &script) {
+        (Some(c), _) => c.to_string(),
+        (None, Some(s)) => format!("bash {}", quote(s)?),
+        (None, None) => return Err(shared::doc::missing(
+            "command",
+            "set `command` (what the job runs, shell text run exactly as written) or `script_path`",
+        )),
+    };
+    if command.contains('\0') {
+        return Err(shared::doc::field_error("command", "contains a NUL byte"));
+    }
+    Ok(command)
+}
+
+/// On Apptainer every task runs the command through the launcher (the image cache, then
+/// `apptainer exec`), in the job's own tree: its path once uploaded.
+fn launcher_item(
+    doc: &shared::Document,
+    st: &Settings,
+    tree: &Trees,
+    token: &str,
+    work: &str,
+    items: &mut Vec<Item>,
+) -> Result<Option<String>> {
+    Ok(
+        match st.apptainer_launcher(
+            &tree.job,
+            &shared::slurm::container::image_cache(doc)?,
+            None,
+            None,
+            None,
+        )? {
+            Some(text) => {
+                let name = format!(".slurm-tools/{token}.container.sh");
+                items.push(Item::bytes(name.clone(), text, true));
+                Some(join(work, &name))
+            }
+            None => None,
+        },
+    )
+}
+
+/// A sweep of an srun recipe: each task's batch script runs the recipe's step; its path once
+/// uploaded.
+fn array_item(
+    step: &[String],
+    launcher: Option<&str>,
+    cmd_path: &str,
+    token: &str,
+    work: &str,
+    items: &mut Vec<Item>,
+) -> Result<String> {
+    let mut w = Script::new();
+    w.raw(
+        "#!/bin/sh\n# Written by slurm-submit: one task of a sweep runs the recipe's step.\nexec",
+    );
+    for word in step {
+        w.arg(word)?;
+    }
+    if let Some(l) = launcher {
+        w.arg("/bin/sh")?.arg(l)?;
+    }
+    w.arg("bash")?.arg(cmd_path)?.raw("\n");
+    let name = format!(".slurm-tools/{token}.array.sh");
+    items.push(Item::bytes(name.clone(), w.into_string(), true));
+    Ok(join(work, &name))
+}
+
+/// The script tmux holds on the login node: srun in the job's own tree, its exit code and
+/// messages written to files.
+fn tmux_wrapper(
+    argv: &[String],
+    tail: &[String],
+    tree: &str,
+    state_dir: &str,
+    token: &str,
+) -> Result<Script> {
+    let exit_file = srun_exit_file(state_dir, token);
+    let srun_log = join(state_dir, &format!("{token}.srun.log"));
     let mut w = Script::new();
     w.raw("#!/bin/sh\n# Written by slurm-submit: holds the srun of one job in tmux.\ncd --")
-        .arg(&tree.job)?;
+        .arg(tree)?;
     w.raw(" || { echo 126 >")
         .arg(&exit_file)?
         .raw("; exit 0; }\n");
@@ -773,26 +912,7 @@ fn run_plan(
         .raw("\necho \"$?\" >")
         .arg(&exit_file)?
         .raw("\n");
-    let wrapper_name = format!(".slurm-tools/{token}.run.sh");
-    items.push(Item::bytes(wrapper_name.clone(), w.into_string(), true));
-    Ok(Plan {
-        kind: JobKind::Run,
-        recipe: Some(recipe),
-        argv,
-        tail,
-        upload_dir: work.clone(),
-        items,
-        stdout_path,
-        stderr_path,
-        tmux_session: Some(token.to_string()),
-        wrapper: Some(join(&work, &wrapper_name)),
-        launcher,
-        state_dir,
-        token: token.to_string(),
-        tree,
-        sweep,
-        dependency,
-    })
+    Ok(w)
 }
 
 fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Result<Plan> {

@@ -66,7 +66,54 @@ fn ask(e: &Entrant, call: &'static str) -> Result<String> {
 /// Race the document on stdin against `others`; on return `ctx.doc` is the winner's document
 /// with the `race` section. Exit 3 when the MFA master of an entrant died (rerun after login).
 pub fn run(ctx: &mut Context, others: &[std::path::PathBuf], interval: f64) -> Result<()> {
-    let mut entrants = vec![entrant(ctx.doc.clone(), "stdin")?];
+    let mut entrants = entrants_of(&ctx.doc, others)?;
+    ctx.note(format!(
+        "racing {} submissions: {}; the first to start is kept, the others are cancelled",
+        entrants.len(),
+        entrants
+            .iter()
+            .map(|e| format!("{} job {}", e.cluster, e.job_id))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let begun = Instant::now();
+    let winner = first_to_start(ctx, &mut entrants, interval)?;
+    let waited = (begun.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    let (wc, wj) = (
+        entrants[winner].cluster.clone(),
+        entrants[winner].job_id.clone(),
+    );
+    ctx.note(format!(
+        "race: {wc} job {wj} started first ({}, after {waited} s); cancelling the others",
+        entrants[winner].state
+    ));
+    let cancelled = cancel_the_others(ctx, &mut entrants, winner)?;
+    let section = Race {
+        winner_cluster: wc,
+        winner_job_id: wj,
+        waited_seconds: waited,
+        entrants: entrants
+            .iter()
+            .enumerate()
+            .map(|(i, e)| RaceEntrant {
+                cluster: e.cluster.clone(),
+                job_id: e.job_id.clone(),
+                source: e.source.clone(),
+                state: e.state.clone(),
+                won: i == winner,
+                cancelled: cancelled.contains(&i),
+            })
+            .collect(),
+    };
+    let mut doc = entrants.swap_remove(winner).doc;
+    doc.set_section("race", &section);
+    ctx.doc = doc;
+    Ok(())
+}
+
+/// The document on stdin and the others' files, each naming a job no other names.
+fn entrants_of(doc: &Document, others: &[std::path::PathBuf]) -> Result<Vec<Entrant>> {
+    let mut entrants = vec![entrant(doc.clone(), "stdin")?];
     for p in others {
         let bytes = std::fs::read(p).map_err(|e| {
             ToolError::bad_input(format!("--race {}: cannot read it: {e}", p.display()))
@@ -86,46 +133,16 @@ pub fn run(ctx: &mut Context, others: &[std::path::PathBuf], interval: f64) -> R
             )));
         }
     }
-    ctx.note(format!(
-        "racing {} submissions: {}; the first to start is kept, the others are cancelled",
-        entrants.len(),
-        entrants
-            .iter()
-            .map(|e| format!("{} job {}", e.cluster, e.job_id))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    let begun = Instant::now();
+    Ok(entrants)
+}
+
+/// Poll every entrant (at once) until one has started: its index. Said whenever a state changes.
+fn first_to_start(ctx: &mut Context, entrants: &mut [Entrant], interval: f64) -> Result<usize> {
     let mut wait = 1.0_f64;
-    let winner = loop {
-        // Every entrant, at once (one thread and one ssh execution each).
-        let answers: Vec<Result<String>> = std::thread::scope(|s| {
-            let handles: Vec<_> = entrants
-                .iter()
-                .map(|e| s.spawn(move || ask(e, "race_state \"$job\"\n")))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a race poll"))
-                .collect()
-        });
-        let mut changed = false;
-        for (e, a) in entrants.iter_mut().zip(answers) {
-            let text = a?;
-            let line = text
-                .lines()
-                .find_map(|l| l.strip_prefix("STATE "))
-                .unwrap_or("");
-            let (state, reason) = line.split_once('|').unwrap_or((line, ""));
-            let state = state.split_whitespace().next().unwrap_or("").to_string();
-            if state != e.state || reason != e.reason {
-                changed = true;
-                e.state = state;
-                e.reason = reason.to_string();
-            }
-        }
+    loop {
+        let changed = poll_all(entrants)?;
         if let Some(i) = entrants.iter().position(|e| started(&e.state)) {
-            break i;
+            return Ok(i);
         }
         if entrants
             .iter()
@@ -137,37 +154,75 @@ pub fn run(ctx: &mut Context, others: &[std::path::PathBuf], interval: f64) -> R
             .with_hint("check them with slurm-runs; submit again"));
         }
         if changed {
-            ctx.note(format!(
-                "race: {}",
-                entrants
-                    .iter()
-                    .map(|e| format!(
-                        "{} job {} {}{}",
-                        e.cluster,
-                        e.job_id,
-                        if e.state.is_empty() { "?" } else { &e.state },
-                        if e.reason.is_empty() || e.reason == "None" {
-                            String::new()
-                        } else {
-                            format!(" ({})", e.reason)
-                        }
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            ctx.note(format!("race: {}", standings(entrants)));
         }
         std::thread::sleep(Duration::from_secs_f64(wait));
         wait = (wait * 1.5).min(interval);
-    };
-    let waited = (begun.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    }
+}
+
+/// Every entrant's state and reason, asked at once (one thread and one ssh execution each);
+/// true when any changed.
+fn poll_all(entrants: &mut [Entrant]) -> Result<bool> {
+    let answers: Vec<Result<String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = entrants
+            .iter()
+            .map(|e| s.spawn(move || ask(e, "race_state \"$job\"\n")))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a race poll"))
+            .collect()
+    });
+    let mut changed = false;
+    for (e, a) in entrants.iter_mut().zip(answers) {
+        let text = a?;
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("STATE "))
+            .unwrap_or("");
+        let (state, reason) = line.split_once('|').unwrap_or((line, ""));
+        let state = state.split_whitespace().next().unwrap_or("").to_string();
+        if state != e.state || reason != e.reason {
+            changed = true;
+            e.state = state;
+            e.reason = reason.to_string();
+        }
+    }
+    Ok(changed)
+}
+
+/// `cluster job id STATE (reason), ...`
+fn standings(entrants: &[Entrant]) -> String {
+    entrants
+        .iter()
+        .map(|e| {
+            format!(
+                "{} job {} {}{}",
+                e.cluster,
+                e.job_id,
+                if e.state.is_empty() { "?" } else { &e.state },
+                if e.reason.is_empty() || e.reason == "None" {
+                    String::new()
+                } else {
+                    format!(" ({})", e.reason)
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Cancel every entrant but the winner, recorded in the ledger as the race's: their indexes.
+fn cancel_the_others(
+    ctx: &mut Context,
+    entrants: &mut [Entrant],
+    winner: usize,
+) -> Result<Vec<usize>> {
     let (wc, wj) = (
         entrants[winner].cluster.clone(),
         entrants[winner].job_id.clone(),
     );
-    ctx.note(format!(
-        "race: {wc} job {wj} started first ({}, after {waited} s); cancelling the others",
-        entrants[winner].state
-    ));
     let mut cancelled = Vec::new();
     for (i, e) in entrants.iter_mut().enumerate() {
         if i == winner {
@@ -198,27 +253,7 @@ pub fn run(ctx: &mut Context, others: &[std::path::PathBuf], interval: f64) -> R
             e.cluster, e.job_id, e.source
         ));
     }
-    let section = Race {
-        winner_cluster: wc,
-        winner_job_id: wj,
-        waited_seconds: waited,
-        entrants: entrants
-            .iter()
-            .enumerate()
-            .map(|(i, e)| RaceEntrant {
-                cluster: e.cluster.clone(),
-                job_id: e.job_id.clone(),
-                source: e.source.clone(),
-                state: e.state.clone(),
-                won: i == winner,
-                cancelled: cancelled.contains(&i),
-            })
-            .collect(),
-    };
-    let mut doc = entrants.swap_remove(winner).doc;
-    doc.set_section("race", &section);
-    ctx.doc = doc;
-    Ok(())
+    Ok(cancelled)
 }
 
 #[cfg(test)]
