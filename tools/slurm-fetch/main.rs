@@ -163,32 +163,133 @@ fn basename(p: &str) -> String {
     p.rsplit('/').next().unwrap_or(p).to_string()
 }
 
-fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let doc = &ctx.doc;
-    let job = doc.section_as::<Job>("job")?.ok_or_else(|| {
-        shared::doc::missing(
-            "job",
-            "run slurm-submit first: slurm-fetch copies a submitted job's files",
-        )
-    })?;
-    let id = job.job_id.clone().ok_or_else(|| {
-        shared::doc::missing(
-            "job",
-            "the job section has no job_id (a dry run?); run slurm-submit",
-        )
-    })?;
-    shared::slurm::check_job_id("job", &id)?;
-    let max = parse_size(&cli.max_bytes)?;
-    let out_log = job
-        .stdout_path
-        .clone()
-        .ok_or_else(|| shared::doc::missing("job", "the job section has no stdout_path"))?;
-    let work = parent(&out_log);
-    let tree = job.tree.clone().unwrap_or_else(|| {
-        job.remote_repo_path
+/// The submitted job whose files are fetched, and its directories on the cluster.
+struct Target {
+    job: Job,
+    id: String,
+    out_log: String,
+    /// Its work directory (its logs) and its own code tree.
+    work: String,
+    tree: String,
+}
+
+impl Target {
+    fn of(doc: &shared::Document) -> Result<Target> {
+        let job = doc.section_as::<Job>("job")?.ok_or_else(|| {
+            shared::doc::missing(
+                "job",
+                "run slurm-submit first: slurm-fetch copies a submitted job's files",
+            )
+        })?;
+        let id = job.job_id.clone().ok_or_else(|| {
+            shared::doc::missing(
+                "job",
+                "the job section has no job_id (a dry run?); run slurm-submit",
+            )
+        })?;
+        shared::slurm::check_job_id("job", &id)?;
+        let out_log = job
+            .stdout_path
             .clone()
-            .unwrap_or_else(|| parent(&work))
-    });
+            .ok_or_else(|| shared::doc::missing("job", "the job section has no stdout_path"))?;
+        let work = parent(&out_log);
+        let tree = job.tree.clone().unwrap_or_else(|| {
+            job.remote_repo_path
+                .clone()
+                .unwrap_or_else(|| parent(&work))
+        });
+        Ok(Target {
+            job,
+            id,
+            out_log,
+            work,
+            tree,
+        })
+    }
+
+    fn dir(&self, base: Base) -> &str {
+        if base == Base::Tree {
+            &self.tree
+        } else {
+            &self.work
+        }
+    }
+}
+
+fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let t = Target::of(&ctx.doc)?;
+    let max = parse_size(&cli.max_bytes)?;
+    let (globs, patterns) = globs_of(cli, &ctx.doc, &t)?;
+    let dest = match &cli.to {
+        Some(d) => d.clone(),
+        None => {
+            shared::local_dirs::fetch_dir(&ctx.doc, &shared::ledger::cluster_of(&ctx.doc), &t.id)?
+        }
+    };
+    let ssh = Ssh::from_doc(&ctx.doc)?;
+    // 1. What is there; 2. what is new or changed.
+    let remote = list_remote(ctx, &ssh, &t, &globs)?;
+    let wanted = to_copy(&remote, &dest);
+    check_size(&t.id, &wanted, max, &cli.max_bytes)?;
+    // 3. Copy them: one tar stream per directory.
+    let mut bytes = 0u64;
+    for base in [Base::Tree, Base::Work] {
+        let files: Vec<&Remote> = wanted.iter().copied().filter(|r| r.base == base).collect();
+        if !files.is_empty() {
+            bytes += copy_from(
+                ctx,
+                &ssh,
+                &t,
+                base,
+                &files,
+                &dest,
+                max.saturating_sub(bytes),
+            )?;
+        }
+    }
+    let files = remote
+        .iter()
+        .map(|r| FetchedFile {
+            path: format!("{}/{}", r.base.dir(), String::from_utf8_lossy(&r.path)),
+            size: r.size,
+            mtime: r.mtime,
+        })
+        .collect();
+    ctx.note(format!(
+        "job {}: {} file(s) copied ({}), {} already here, in {}",
+        t.id,
+        wanted.len(),
+        shared::ui::human_bytes(bytes),
+        remote.len() - wanted.len(),
+        dest.display()
+    ));
+    let task_dirs = t
+        .job
+        .sweep_tasks
+        .as_ref()
+        .map(|tasks| task_folders(ctx, &dest, &t.job, tasks));
+    let section = Fetch {
+        task_dirs,
+        job_id: t.id,
+        destination: dest.display().to_string(),
+        patterns,
+        files,
+        fetched: wanted.len() as u64,
+        unchanged: (remote.len() - wanted.len()) as u64,
+        bytes,
+        max_bytes: max,
+    };
+    ctx.doc.set_section("fetch", &section);
+    Ok(Outcome::Done)
+}
+
+/// What to look for (checked: --pattern, then `fetch_patterns`, then the job's logs unless
+/// --no-logs), and the patterns as given.
+fn globs_of(
+    cli: &Cli,
+    doc: &shared::Document,
+    t: &Target,
+) -> Result<(Vec<(Base, String)>, Vec<String>)> {
     let from_doc = doc.str_list_opt("fetch_patterns")?.unwrap_or_default();
     let mut globs = Vec::new();
     for p in &cli.patterns {
@@ -201,9 +302,9 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if !cli.no_logs {
         // A sweep's logs hold `%a` (the task's index): every task's logs, each named by its task.
         let every_task = |name: String| name.replace("%a", "*");
-        globs.push((Base::Work, every_task(basename(&out_log))));
-        if let Some(err) = &job.stderr_path {
-            if parent(err) == work && *err != out_log {
+        globs.push((Base::Work, every_task(basename(&t.out_log))));
+        if let Some(err) = &t.job.stderr_path {
+            if parent(err) == t.work && *err != t.out_log {
                 globs.push((Base::Work, every_task(basename(err))));
             }
         }
@@ -214,18 +315,22 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         )
         .with_hint("give --pattern GLOB (relative to the job's tree, or work:GLOB)"));
     }
-    let dest = match &cli.to {
-        Some(d) => d.clone(),
-        None => shared::local_dirs::fetch_dir(doc, &shared::ledger::cluster_of(doc), &id)?,
-    };
-    let ssh = Ssh::from_doc(doc)?;
+    Ok((globs, patterns))
+}
 
-    // 1. What is there: NUL-terminated records, so no name can forge an entry.
+/// The files on the cluster that match: NUL-terminated records, so no name can forge an entry.
+/// A missing directory or no match at all is said.
+fn list_remote(
+    ctx: &mut Context,
+    ssh: &Ssh,
+    t: &Target,
+    globs: &[(Base, String)],
+) -> Result<Vec<Remote>> {
     let mut s = Script::new();
-    s.assign("tree", &tree)?;
-    s.assign("work", &work)?;
+    s.assign("tree", &t.tree)?;
+    s.assign("work", &t.work)?;
     s.raw(shared::remote::FETCH_LIST);
-    for (base, glob) in &globs {
+    for (base, glob) in globs {
         s.raw("list ")
             .arg(match base {
                 Base::Tree => "T",
@@ -241,7 +346,8 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let out = ssh.run_script(&s, None, Duration::from_secs(300))?;
     if !out.success() {
         return Err(ToolError::remote(format!(
-            "listing job {id}'s files on the cluster failed ({})",
+            "listing job {}'s files on the cluster failed ({})",
+            t.id,
             out.exit_text()
         ))
         .with_command(out.record()));
@@ -252,20 +358,23 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ctx.warn(format!(
             "the job's {} directory {} is not on the cluster (removed by the keep policy?)",
             b.dir(),
-            if b == Base::Tree { &tree } else { &work }
+            t.dir(b)
         ));
     }
     if remote.is_empty() {
         ctx.warn(format!(
-            "no file of job {id} matched ({})",
-            patterns_text(&globs)
+            "no file of job {} matched ({})",
+            t.id,
+            patterns_text(globs)
         ));
     }
+    Ok(remote)
+}
 
-    // 2. What is new or changed.
-    let local = |r: &Remote| dest.join(r.base.dir()).join(os_path(&r.path));
+/// The files not already in `dest` with the same size and modification time.
+fn to_copy<'a>(remote: &'a [Remote], dest: &Path) -> Vec<&'a Remote> {
     let unchanged = |r: &Remote| {
-        std::fs::metadata(local(r)).is_ok_and(|m| {
+        std::fs::metadata(dest.join(r.base.dir()).join(os_path(&r.path))).is_ok_and(|m| {
             m.len() == r.size
                 && m.modified()
                     .ok()
@@ -273,143 +382,112 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
                     .is_some_and(|d| d.as_secs() == r.mtime)
         })
     };
-    let wanted: Vec<&Remote> = remote.iter().filter(|r| !unchanged(r)).collect();
+    remote.iter().filter(|r| !unchanged(r)).collect()
+}
+
+/// Nothing is copied when the files to copy make more than --max-bytes: the largest are named.
+fn check_size(id: &str, wanted: &[&Remote], max: u64, max_text: &str) -> Result<()> {
     let total: u64 = wanted.iter().map(|r| r.size).sum();
-    if total > max {
-        let mut big = wanted.clone();
-        big.sort_by_key(|r| std::cmp::Reverse(r.size));
-        let list: Vec<String> = big
-            .iter()
-            .take(5)
-            .map(|r| {
-                format!(
-                    "{}:{} ({})",
-                    r.base.dir(),
-                    String::from_utf8_lossy(&r.path),
-                    shared::ui::human_bytes(r.size)
-                )
-            })
-            .collect();
-        return Err(ToolError::bad_input(format!(
-            "job {id}: {} file(s) to copy make {}, more than --max-bytes {} ({}); nothing was copied. Largest: {}",
-            wanted.len(),
-            shared::ui::human_bytes(total),
-            cli.max_bytes,
-            shared::ui::human_bytes(max),
-            list.join(", ")
-        ))
-        .with_field("--max-bytes")
-        .with_hint("raise --max-bytes if you want all of it, or narrow --pattern to the files you need"));
+    if total <= max {
+        return Ok(());
     }
-
-    // 3. Copy them: one tar stream per directory.
-    let mut bytes = 0u64;
-    for base in [Base::Tree, Base::Work] {
-        let files: Vec<&&Remote> = wanted.iter().filter(|r| r.base == base).collect();
-        if files.is_empty() {
-            continue;
-        }
-        let into = dest.join(base.dir());
-        std::fs::create_dir_all(&into).map_err(|e| {
-            ToolError::bad_input(format!("cannot create {}: {e}", into.display()))
-                .with_hint("choose a writable destination with --to DIR")
-        })?;
-        let mut s = Script::new();
-        s.assign("dir", if base == Base::Tree { &tree } else { &work })?;
-        s.raw(shared::remote::FETCH_COPY);
-        ctx.note(format!(
-            "copying {} file(s), {}, from the job's {} to {}",
-            files.len(),
-            shared::ui::human_bytes(files.iter().map(|f| f.size).sum()),
-            base.dir(),
-            into.display()
-        ));
-        // The names go on stdin, NUL-separated: no argument-length limit, any byte but NUL.
-        let mut list = Vec::new();
-        for f in &files {
-            list.extend_from_slice(&f.path);
-            list.push(0);
-        }
-        let mut running = ssh.start_script(&s)?;
-        let sent = running.send(&list);
-        running.close_stdin();
-        let mut reader = Stream {
-            running: Some(running),
-            buf: Vec::new(),
-            at: 0,
-        };
-        let listed: std::collections::HashSet<&[u8]> =
-            files.iter().map(|f| f.path.as_slice()).collect();
-        let mut got = 0u64;
-        let result = sent.and_then(|()| {
-            unpack(
-                &mut reader,
-                &into,
-                &listed,
-                max.saturating_sub(bytes),
-                &mut got,
-            )
-        });
-        let out = reader.finish();
-        if let Err(e) = result {
-            return Err(ToolError::remote(format!(
-                "copying job {id}'s files from its {}: {e}",
-                base.dir()
-            ))
-            .with_hint("the connection or the cluster's disk may have failed; rerun: files already copied are not copied again")
-            .with_command(out.record()));
-        }
-        // GNU tar exits 1 when a file changed while it was read (a job still writing): the copy
-        // is what the file held then.
-        match out.code {
-            Some(0) => {}
-            Some(1) => ctx.warn(format!(
-                "a file changed on the cluster while it was copied (the job still writes it?): {}",
-                out.stderr_tail.trim()
-            )),
-            _ => {
-                return Err(ToolError::remote(format!(
-                    "tar on the cluster failed ({}) while copying job {id}'s files",
-                    out.exit_text()
-                ))
-                .with_command(out.record()))
-            }
-        }
-        bytes += got;
-    }
-
-    let files = remote
+    let mut big = wanted.to_vec();
+    big.sort_by_key(|r| std::cmp::Reverse(r.size));
+    let list: Vec<String> = big
         .iter()
-        .map(|r| FetchedFile {
-            path: format!("{}/{}", r.base.dir(), String::from_utf8_lossy(&r.path)),
-            size: r.size,
-            mtime: r.mtime,
+        .take(5)
+        .map(|r| {
+            format!(
+                "{}:{} ({})",
+                r.base.dir(),
+                String::from_utf8_lossy(&r.path),
+                shared::ui::human_bytes(r.size)
+            )
         })
         .collect();
-    ctx.note(format!(
-        "job {id}: {} file(s) copied ({}), {} already here, in {}",
+    Err(ToolError::bad_input(format!(
+        "job {id}: {} file(s) to copy make {}, more than --max-bytes {} ({}); nothing was copied. Largest: {}",
         wanted.len(),
-        shared::ui::human_bytes(bytes),
-        remote.len() - wanted.len(),
-        dest.display()
+        shared::ui::human_bytes(total),
+        max_text,
+        shared::ui::human_bytes(max),
+        list.join(", ")
+    ))
+    .with_field("--max-bytes")
+    .with_hint("raise --max-bytes if you want all of it, or narrow --pattern to the files you need"))
+}
+
+/// Copy `files` of one of the job's directories into `dest/<dir>/` in one tar stream, at most
+/// `budget` bytes: the bytes copied.
+fn copy_from(
+    ctx: &mut Context,
+    ssh: &Ssh,
+    t: &Target,
+    base: Base,
+    files: &[&Remote],
+    dest: &Path,
+    budget: u64,
+) -> Result<u64> {
+    let id = &t.id;
+    let into = dest.join(base.dir());
+    std::fs::create_dir_all(&into).map_err(|e| {
+        ToolError::bad_input(format!("cannot create {}: {e}", into.display()))
+            .with_hint("choose a writable destination with --to DIR")
+    })?;
+    let mut s = Script::new();
+    s.assign("dir", t.dir(base))?;
+    s.raw(shared::remote::FETCH_COPY);
+    ctx.note(format!(
+        "copying {} file(s), {}, from the job's {} to {}",
+        files.len(),
+        shared::ui::human_bytes(files.iter().map(|f| f.size).sum()),
+        base.dir(),
+        into.display()
     ));
-    let task_dirs = job
-        .sweep_tasks
-        .as_ref()
-        .map(|tasks| task_folders(ctx, &dest, &job, tasks));
-    let section = Fetch {
-        task_dirs,
-        job_id: id,
-        destination: dest.display().to_string(),
-        patterns,
-        files,
-        fetched: wanted.len() as u64,
-        unchanged: (remote.len() - wanted.len()) as u64,
-        bytes,
-        max_bytes: max,
+    // The names go on stdin, NUL-separated: no argument-length limit, any byte but NUL.
+    let mut list = Vec::new();
+    for f in files {
+        list.extend_from_slice(&f.path);
+        list.push(0);
+    }
+    let mut running = ssh.start_script(&s)?;
+    let sent = running.send(&list);
+    running.close_stdin();
+    let mut reader = Stream {
+        running: Some(running),
+        buf: Vec::new(),
+        at: 0,
     };
-    ctx.doc.set_section("fetch", &section);
-    Ok(Outcome::Done)
+    let listed: std::collections::HashSet<&[u8]> =
+        files.iter().map(|f| f.path.as_slice()).collect();
+    let mut got = 0u64;
+    let result = sent.and_then(|()| unpack(&mut reader, &into, &listed, budget, &mut got));
+    let out = reader.finish();
+    if let Err(e) = result {
+        return Err(ToolError::remote(format!(
+            "copying job {id}'s files from its {}: {e}",
+            base.dir()
+        ))
+        .with_hint("the connection or the cluster's disk may have failed; rerun: files already copied are not copied again")
+        .with_command(out.record()));
+    }
+    // GNU tar exits 1 when a file changed while it was read (a job still writing): the copy
+    // is what the file held then.
+    match out.code {
+        Some(0) => {}
+        Some(1) => ctx.warn(format!(
+            "a file changed on the cluster while it was copied (the job still writes it?): {}",
+            out.stderr_tail.trim()
+        )),
+        _ => {
+            return Err(ToolError::remote(format!(
+                "tar on the cluster failed ({}) while copying job {id}'s files",
+                out.exit_text()
+            ))
+            .with_command(out.record()))
+        }
+    }
+    Ok(got)
 }
 
 /// A sweep: a folder per task, `tasks/<index>/`, with that task's logs (linked to the copies in
