@@ -292,23 +292,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     let mut st = Settings::from_doc(doc)?;
     let gpus = st.gpus_per_node;
     let image = st.container_image.clone();
-    let packages = doc.str_list_opt("packages")?.unwrap_or_default();
-    if let Some(p) = packages.iter().find(|p| p.starts_with('-')) {
-        return Err(shared::doc::field_error(
-            "packages",
-            &format!("has {p:?}, which pip would take as an option"),
-        )
-        .with_hint(
-            "give requirement specifiers only (e.g. \"numpy==1.26\"); nothing was started",
-        ));
-    }
-    if !packages.is_empty() && image.is_none() {
-        return Err(shared::doc::field_error(
-            "packages",
-            "is set but `container_image` is not: packages are installed in the allocation's container",
-        )
-        .with_hint("set `container_image` (an image with python3), or install the packages yourself with `slurm-alloc exec`; nothing was started"));
-    }
+    let packages = packages_of(doc, image.is_some())?;
     // Commands run in the working directory: inside the container it must be at the same path.
     st.check_container_sees(
         Layout::of(doc)?.home(),
@@ -329,151 +313,17 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
         return Ok(Outcome::Done);
     }
     shared::testhook::pause("alloc:before");
-    // One round trip: reuse what exists, else start salloc in tmux at the partition's maximum.
-    let mut s = Script::new();
-    s.raw("set -u\n");
-    remote_exit::assign::<Exit>(&mut s)?;
-    s.assign("name", &a.job_name)?;
-    s.assign("session", &a.session)?;
-    s.assign("tag", &a.tag)?;
-    s.assign("part", st.partition.as_deref().unwrap_or(""))?;
-    s.raw(shared::remote::TMUX);
-    // The salloc command line, held by tmux; the limit is filled in by the script.
-    let salloc = salloc_argv(&st, &a.job_name, &a.tag);
-    let mut quoted = String::new();
-    for w in &salloc {
-        quoted.push_str(&shared::quote::quote(w)?);
-        quoted.push(' ');
-    }
-    s.assign("salloc_words", &quoted)?;
-    s.raw(shared::remote::ALLOC_UP);
-    let out = run(&a, &s, 90)?;
-    let text = out.stdout_text();
-    if !out.success() {
-        return Err(ToolError::remote(format!(
-            "could not start the allocation on {} ({})",
-            a.ssh.host,
-            out.exit_text()
-        ))
-        .with_hint("check account/partition (`salloc` by hand in tmux shows Slurm's message)")
-        .with_command(out.record()));
-    }
-    let reused = tagged(&text, "REUSE").map(str::to_string);
-    let job = reused
-        .clone()
-        .or_else(|| tagged(&text, "CREATED").map(str::to_string))
-        .ok_or_else(|| ToolError::remote("no job id came back for the allocation"))?;
-    let max = tagged(&text, "MAXTIME").unwrap_or("UNLIMITED").to_string();
-    let login = tagged(&text, "LOGIN")
-        .filter(|h| !h.is_empty())
-        .map(str::to_string);
+    let started = start_or_reuse(&a, &st)?;
     shared::testhook::pause("alloc:created");
     let mut sec = section(&ctx.doc)?;
     // This document's own allocation, already set up by an `up` that finished.
-    let set_up_before =
-        sec.job_id.as_deref() == Some(job.as_str()) && sec.state == Some(AllocationState::Running);
-    if reused.is_some() {
-        ctx.note(format!(
-            "reusing allocation {job} ({}) held in tmux session {}",
-            a.job_name, a.session
-        ));
-        if !text.lines().any(|l| l == format!("SESSION {}", a.session)) {
-            warn_other_login(ctx, &sec, login.as_deref());
-        }
-    } else {
-        ctx.note(format!(
-            "allocation {job} requested at the partition maximum ({max}), held in tmux session {}",
-            a.session
-        ));
-    }
-    sec.job_id = Some(job.clone());
-    sec.job_name = Some(a.job_name.clone());
-    sec.tmux_session = Some(a.session.clone());
-    sec.reused = Some(reused.is_some());
-    if reused.is_none() {
-        sec.login_host = login.clone();
-        sec.time_limit_requested = Some(max.clone());
-        sec.negotiation = None;
-    }
+    let set_up_before = sec.job_id.as_deref() == Some(started.job.as_str())
+        && sec.state == Some(AllocationState::Running);
+    note_started(ctx, &a, &mut sec, &started);
+    let (job, reused) = (started.job, started.reused);
 
     // Wait for RUNNING, negotiating the walltime while it pends.
-    let started = Instant::now();
-    let mut negotiated = sec.negotiation.is_some();
-    let state = loop {
-        let q = queue(&a, &job)?;
-        match q.as_ref().map(|q| q.state.as_str()) {
-            Some("RUNNING") => break q.expect("running"),
-            Some("PENDING") => {
-                let q = q.expect("pending");
-                let now = shared::clock::unix_now();
-                let far = starts_far_away(q.start, now);
-                if far && !negotiated {
-                    negotiated = true;
-                    let current = q.limit.unwrap_or(u64::MAX);
-                    if let Some(new) = reduced_limit(need, current) {
-                        set_limit(&a, &job, new)?;
-                        let msg = format!(
-                            "reduced walltime from {} to {} for faster scheduling",
-                            hours(current),
-                            hours(new)
-                        );
-                        ctx.note(&msg);
-                        sec.negotiation = Some(Negotiation {
-                            reduced_from: format_duration(current.min(u64::from(u32::MAX))),
-                            reduced_to: format_duration(new),
-                            estimated_start_before: q.start,
-                            message: msg,
-                        });
-                        std::thread::sleep(Duration::from_secs(args.recheck_after));
-                        continue;
-                    }
-                }
-                if far && !args.wait {
-                    let eta = q.start.map_or("unknown".to_string(), |s| {
-                        format!("in {}", format_duration(s.saturating_sub(now)))
-                    });
-                    sec.state = Some(AllocationState::Pending);
-                    sec.estimated_start = q.start;
-                    ctx.doc.set_section("allocation", &sec);
-                    return Err(ToolError::needs_person(format!(
-                        "allocation {job} is pending ({}) and its estimated start is {eta}",
-                        q.reason
-                    ))
-                    .with_hint(format!(
-                        "keep waiting with `slurm-alloc up --wait` (it is held in tmux session {}), or try a backfill partition with a shorter limit, fewer nodes (`node_count`), or another cluster; `slurm-alloc down` on the same input document releases it",
-                        a.session
-                    )));
-                }
-            }
-            _ => {
-                // Whatever this `up` started goes: nothing stays held in tmux.
-                let released = if reused.is_none() {
-                    release_session(&a).unwrap_or(false)
-                } else {
-                    false
-                };
-                return Err(ToolError::remote(format!(
-                    "allocation {job} is no longer in the queue (it ended or was refused){}",
-                    if released {
-                        format!("; its tmux session {} was closed", a.session)
-                    } else {
-                        String::new()
-                    }
-                ))
-                .with_hint(
-                    "check the account and partition (salloc by hand shows Slurm's message), then rerun `slurm-alloc up`",
-                ));
-            }
-        }
-        if started.elapsed() > Duration::from_secs(args.wait_timeout) {
-            return Err(ToolError::needs_person(format!(
-                "allocation {job} did not start within {} s",
-                args.wait_timeout
-            ))
-            .with_hint("rerun `slurm-alloc up --wait` to keep waiting, or `slurm-alloc down`"));
-        }
-        std::thread::sleep(Duration::from_secs(2));
-    };
+    let state = wait_running(ctx, args, &a, &mut sec, &job, need, reused.is_some())?;
     sec.state = Some(AllocationState::Running);
     sec.time_limit = state.limit.map(format_duration);
     shared::testhook::pause("alloc:running");
@@ -506,102 +356,23 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
             }
         ));
     } else if let (Some(img), false) = (&image, set_up_before) {
-        // A registry image is imported once per digest on the login node into the image cache
-        // (as for slurm-submit); every node's container is created from that file.
-        let held = format!(
-            "the container image {} could not be imported; allocation {job} stays held: fix `container_image` and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down`",
-            st.container_ref.as_deref().unwrap_or(img)
-        );
-        sec.container_use = shared::slurm::container::pyxis_cache(
+        pyxis_up(
             ctx,
+            &a,
             &mut st,
-            &a.tag,
-            "every node's container starts",
-            &held,
-        )
-        .inspect_err(|_| ctx.doc.set_section("allocation", &sec))?;
-        let mut s = Script::new();
-        remote_exit::assign::<Exit>(&mut s)?;
-        s.raw(OVERLAP);
-        s.assign("job", &job)?;
-        // Every node of the allocation: a step started from outside it spans one node unless
-        // told otherwise.
-        s.raw(ALL_NODES);
-        s.raw("srun $ov")
-            .arg(&format!("--jobid={job}"))?
-            .raw(" --nodes=\"$nn\"")
-            .arg("--ntasks-per-node=1")?;
-        s.arg(&format!(
-            "--container-image={}",
-            st.container_ref.as_deref().unwrap_or(img)
-        ))?
-        .arg(&format!("--container-name={container}"))?;
-        s.raw(" true || exit \"$E_IMPORT\"\n");
-        if !packages.is_empty() {
-            // pip of the image's python3, in the writable container; an image without python3
-            // is said as such (not as pip's "command not found").
-            s.raw("srun $ov")
-                .arg(&format!("--jobid={job}"))?
-                .raw(" --nodes=\"$nn\"")
-                .arg("--ntasks-per-node=1")?;
-            s.arg(&format!("--container-name={container}"))?
-                .arg("--container-writable")?;
-            s.raw(" sh -c 'command -v python3 >/dev/null 2>&1 || exit 97; exec python3 -m pip install \"$@\"' sh --");
-            for p in &packages {
-                s.arg(p)?;
-            }
-            s.raw(
-                "\ncase $? in 0) ;; 97) exit \"$E_NO_PYTHON\" ;; *) exit \"$E_PACKAGES\" ;; esac\n",
-            );
-        }
-        ctx.note(format!(
-            "{} the container image {img} on each node of allocation {job} ({})",
-            if set_up_before {
-                "checking"
-            } else {
-                "importing"
-            },
-            match &sec.container_use {
-                Some(_) => "from the image cache's file",
-                None => "pyxis imports it once per node; a large image takes minutes",
-            }
-        ));
-        let out = run(&a, &s, 3600)?;
-        if !out.success() {
-            ctx.doc.set_section("allocation", &sec);
-            return Err(container_setup_error(&out, img, &job, "importing"));
-        }
-        ctx.note(format!(
-            "container {container} {} on each node{}",
-            if reused.is_some() {
-                "is ready (pyxis reuses a named container and skips the import)"
-            } else {
-                "imported"
-            },
-            if packages.is_empty() {
-                String::new()
-            } else {
-                format!(", packages installed: {}", packages.join(" "))
-            }
-        ));
+            img,
+            &job,
+            &packages,
+            &mut sec,
+            reused.is_some(),
+        )?;
     }
     if image.is_some() && !st.on_apptainer() {
         sec.container_name = Some(container);
     }
     // Unknown GPU count: ask the node once.
     if gpus.is_none() && sec.gpus_per_node_probed.is_none() {
-        let mut s = Script::new();
-        s.raw(OVERLAP);
-        s.raw("srun $ov").arg(&format!("--jobid={job}"))?.raw(" --ntasks=1 sh -c 'if command -v nvidia-smi >/dev/null; then nvidia-smi -L | wc -l; else echo none; fi'\n");
-        let out = run(&a, &s, 120)?;
-        let probed = out.stdout_text().trim().to_string();
-        sec.gpus_per_node_probed = Some(probed.parse::<u64>().ok());
-        if let Ok(n) = probed.parse::<u64>() {
-            let mut derived = Vec::new();
-            ctx.doc.derive("gpus_per_node", n.into(), &mut derived);
-        } else {
-            ctx.note("no nvidia-smi on the node: gpus_per_node stays unknown");
-        }
+        probe_gpus(ctx, &a, &job, &mut sec)?;
     }
     ctx.note(format!(
         "allocation {job} is RUNNING; run commands with `slurm-alloc exec`"
@@ -609,6 +380,319 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     ctx.doc.set_section("allocation", &sec);
     shared::ledger::record_submission(ctx, "allocation", &job);
     Ok(Outcome::Done)
+}
+
+/// Say what `up`'s first round trip found or started, into the section too.
+fn note_started(ctx: &mut Context, a: &Alloc, sec: &mut Allocation, started: &Started) {
+    let Started {
+        text,
+        job,
+        reused,
+        max,
+        login,
+    } = started;
+    if reused.is_some() {
+        ctx.note(format!(
+            "reusing allocation {job} ({}) held in tmux session {}",
+            a.job_name, a.session
+        ));
+        if !text.lines().any(|l| l == format!("SESSION {}", a.session)) {
+            warn_other_login(ctx, sec, login.as_deref());
+        }
+    } else {
+        ctx.note(format!(
+            "allocation {job} requested at the partition maximum ({max}), held in tmux session {}",
+            a.session
+        ));
+    }
+    sec.job_id = Some(job.clone());
+    sec.job_name = Some(a.job_name.clone());
+    sec.tmux_session = Some(a.session.clone());
+    sec.reused = Some(reused.is_some());
+    if reused.is_none() {
+        sec.login_host = login.clone();
+        sec.time_limit_requested = Some(max.clone());
+        sec.negotiation = None;
+    }
+}
+
+/// `packages`: pip requirement specifiers (never options), only with a container image.
+fn packages_of(doc: &shared::Document, has_image: bool) -> Result<Vec<String>> {
+    let packages = doc.str_list_opt("packages")?.unwrap_or_default();
+    if let Some(p) = packages.iter().find(|p| p.starts_with('-')) {
+        return Err(shared::doc::field_error(
+            "packages",
+            &format!("has {p:?}, which pip would take as an option"),
+        )
+        .with_hint(
+            "give requirement specifiers only (e.g. \"numpy==1.26\"); nothing was started",
+        ));
+    }
+    if !packages.is_empty() && !has_image {
+        return Err(shared::doc::field_error(
+            "packages",
+            "is set but `container_image` is not: packages are installed in the allocation's container",
+        )
+        .with_hint("set `container_image` (an image with python3), or install the packages yourself with `slurm-alloc exec`; nothing was started"));
+    }
+    Ok(packages)
+}
+
+/// What `up`'s first round trip found or started.
+struct Started {
+    text: String,
+    job: String,
+    /// The job id of an allocation of this name that was there already.
+    reused: Option<String>,
+    /// The partition's MaxTime, at which a new allocation is requested.
+    max: String,
+    login: Option<String>,
+}
+
+/// One round trip: reuse what exists, else start salloc in tmux at the partition's maximum.
+fn start_or_reuse(a: &Alloc, st: &Settings) -> Result<Started> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    remote_exit::assign::<Exit>(&mut s)?;
+    s.assign("name", &a.job_name)?;
+    s.assign("session", &a.session)?;
+    s.assign("tag", &a.tag)?;
+    s.assign("part", st.partition.as_deref().unwrap_or(""))?;
+    s.raw(shared::remote::TMUX);
+    // The salloc command line, held by tmux; the limit is filled in by the script.
+    let salloc = salloc_argv(st, &a.job_name, &a.tag);
+    let mut quoted = String::new();
+    for w in &salloc {
+        quoted.push_str(&shared::quote::quote(w)?);
+        quoted.push(' ');
+    }
+    s.assign("salloc_words", &quoted)?;
+    s.raw(shared::remote::ALLOC_UP);
+    let out = run(a, &s, 90)?;
+    let text = out.stdout_text();
+    if !out.success() {
+        return Err(ToolError::remote(format!(
+            "could not start the allocation on {} ({})",
+            a.ssh.host,
+            out.exit_text()
+        ))
+        .with_hint("check account/partition (`salloc` by hand in tmux shows Slurm's message)")
+        .with_command(out.record()));
+    }
+    let reused = tagged(&text, "REUSE").map(str::to_string);
+    let job = reused
+        .clone()
+        .or_else(|| tagged(&text, "CREATED").map(str::to_string))
+        .ok_or_else(|| ToolError::remote("no job id came back for the allocation"))?;
+    let max = tagged(&text, "MAXTIME").unwrap_or("UNLIMITED").to_string();
+    let login = tagged(&text, "LOGIN")
+        .filter(|h| !h.is_empty())
+        .map(str::to_string);
+    Ok(Started {
+        text,
+        job,
+        reused,
+        max,
+        login,
+    })
+}
+
+/// Wait until the allocation runs (its queue entry then), negotiating the walltime once while
+/// it pends far from its start; a pending one without --wait, one that left the queue (what
+/// this `up` started is closed) or the wait's end is an error.
+fn wait_running(
+    ctx: &mut Context,
+    args: &UpArgs,
+    a: &Alloc,
+    sec: &mut Allocation,
+    job: &str,
+    need: u64,
+    reused: bool,
+) -> Result<slurm::QueueEntry> {
+    let started = Instant::now();
+    let mut negotiated = sec.negotiation.is_some();
+    loop {
+        let q = queue(a, job)?;
+        match q.as_ref().map(|q| q.state.as_str()) {
+            Some("RUNNING") => return Ok(q.expect("running")),
+            Some("PENDING") => {
+                let q = q.expect("pending");
+                let now = shared::clock::unix_now();
+                let far = starts_far_away(q.start, now);
+                if far && !negotiated {
+                    negotiated = true;
+                    let current = q.limit.unwrap_or(u64::MAX);
+                    if let Some(new) = reduced_limit(need, current) {
+                        set_limit(a, job, new)?;
+                        let msg = format!(
+                            "reduced walltime from {} to {} for faster scheduling",
+                            hours(current),
+                            hours(new)
+                        );
+                        ctx.note(&msg);
+                        sec.negotiation = Some(Negotiation {
+                            reduced_from: format_duration(current.min(u64::from(u32::MAX))),
+                            reduced_to: format_duration(new),
+                            estimated_start_before: q.start,
+                            message: msg,
+                        });
+                        std::thread::sleep(Duration::from_secs(args.recheck_after));
+                        continue;
+                    }
+                }
+                if far && !args.wait {
+                    let eta = q.start.map_or("unknown".to_string(), |s| {
+                        format!("in {}", format_duration(s.saturating_sub(now)))
+                    });
+                    sec.state = Some(AllocationState::Pending);
+                    sec.estimated_start = q.start;
+                    ctx.doc.set_section("allocation", sec);
+                    return Err(ToolError::needs_person(format!(
+                        "allocation {job} is pending ({}) and its estimated start is {eta}",
+                        q.reason
+                    ))
+                    .with_hint(format!(
+                        "keep waiting with `slurm-alloc up --wait` (it is held in tmux session {}), or try a backfill partition with a shorter limit, fewer nodes (`node_count`), or another cluster; `slurm-alloc down` on the same input document releases it",
+                        a.session
+                    )));
+                }
+            }
+            _ => {
+                // Whatever this `up` started goes: nothing stays held in tmux.
+                let released = if !reused {
+                    release_session(a).unwrap_or(false)
+                } else {
+                    false
+                };
+                return Err(ToolError::remote(format!(
+                    "allocation {job} is no longer in the queue (it ended or was refused){}",
+                    if released {
+                        format!("; its tmux session {} was closed", a.session)
+                    } else {
+                        String::new()
+                    }
+                ))
+                .with_hint(
+                    "check the account and partition (salloc by hand shows Slurm's message), then rerun `slurm-alloc up`",
+                ));
+            }
+        }
+        if started.elapsed() > Duration::from_secs(args.wait_timeout) {
+            return Err(ToolError::needs_person(format!(
+                "allocation {job} did not start within {} s",
+                args.wait_timeout
+            ))
+            .with_hint("rerun `slurm-alloc up --wait` to keep waiting, or `slurm-alloc down`"));
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// pyxis: the container on every node of the allocation (a registry image imported once per
+/// digest on the login node into the image cache, as for slurm-submit; every node's container
+/// is created from that file), and `packages` installed in it.
+#[allow(clippy::too_many_arguments)]
+fn pyxis_up(
+    ctx: &mut Context,
+    a: &Alloc,
+    st: &mut Settings,
+    img: &str,
+    job: &str,
+    packages: &[String],
+    sec: &mut Allocation,
+    reused: bool,
+) -> Result<()> {
+    let container = instance_name(job);
+    // A registry image is imported once per digest on the login node into the image cache
+    // (as for slurm-submit); every node's container is created from that file.
+    let held = format!(
+        "the container image {} could not be imported; allocation {job} stays held: fix `container_image` and rerun `slurm-alloc up` (it reuses the allocation), or release it with `slurm-alloc down`",
+        st.container_ref.as_deref().unwrap_or(img)
+    );
+    sec.container_use = shared::slurm::container::pyxis_cache(
+        ctx,
+        st,
+        &a.tag,
+        "every node's container starts",
+        &held,
+    )
+    .inspect_err(|_| ctx.doc.set_section("allocation", sec))?;
+    let mut s = Script::new();
+    remote_exit::assign::<Exit>(&mut s)?;
+    s.raw(OVERLAP);
+    s.assign("job", job)?;
+    // Every node of the allocation: a step started from outside it spans one node unless
+    // told otherwise.
+    s.raw(ALL_NODES);
+    s.raw("srun $ov")
+        .arg(&format!("--jobid={job}"))?
+        .raw(" --nodes=\"$nn\"")
+        .arg("--ntasks-per-node=1")?;
+    s.arg(&format!(
+        "--container-image={}",
+        st.container_ref.as_deref().unwrap_or(img)
+    ))?
+    .arg(&format!("--container-name={container}"))?;
+    s.raw(" true || exit \"$E_IMPORT\"\n");
+    if !packages.is_empty() {
+        // pip of the image's python3, in the writable container; an image without python3
+        // is said as such (not as pip's "command not found").
+        s.raw("srun $ov")
+            .arg(&format!("--jobid={job}"))?
+            .raw(" --nodes=\"$nn\"")
+            .arg("--ntasks-per-node=1")?;
+        s.arg(&format!("--container-name={container}"))?
+            .arg("--container-writable")?;
+        s.raw(" sh -c 'command -v python3 >/dev/null 2>&1 || exit 97; exec python3 -m pip install \"$@\"' sh --");
+        for p in packages {
+            s.arg(p)?;
+        }
+        s.raw("\ncase $? in 0) ;; 97) exit \"$E_NO_PYTHON\" ;; *) exit \"$E_PACKAGES\" ;; esac\n");
+    }
+    ctx.note(format!(
+        "importing the container image {img} on each node of allocation {job} ({})",
+        match &sec.container_use {
+            Some(_) => "from the image cache's file",
+            None => "pyxis imports it once per node; a large image takes minutes",
+        }
+    ));
+    let out = run(a, &s, 3600)?;
+    if !out.success() {
+        ctx.doc.set_section("allocation", sec);
+        return Err(container_setup_error(&out, img, &job, "importing"));
+    }
+    ctx.note(format!(
+        "container {container} {} on each node{}",
+        if reused {
+            "is ready (pyxis reuses a named container and skips the import)"
+        } else {
+            "imported"
+        },
+        if packages.is_empty() {
+            String::new()
+        } else {
+            format!(", packages installed: {}", packages.join(" "))
+        }
+    ));
+    Ok(())
+}
+
+/// Ask one node of the allocation how many GPUs it has (nvidia-smi), into the section and the
+/// document's `gpus_per_node`.
+fn probe_gpus(ctx: &mut Context, a: &Alloc, job: &str, sec: &mut Allocation) -> Result<()> {
+    let mut s = Script::new();
+    s.raw(OVERLAP);
+    s.raw("srun $ov").arg(&format!("--jobid={job}"))?.raw(" --ntasks=1 sh -c 'if command -v nvidia-smi >/dev/null; then nvidia-smi -L | wc -l; else echo none; fi'\n");
+    let out = run(a, &s, 120)?;
+    let probed = out.stdout_text().trim().to_string();
+    sec.gpus_per_node_probed = Some(probed.parse::<u64>().ok());
+    if let Ok(n) = probed.parse::<u64>() {
+        let mut derived = Vec::new();
+        ctx.doc.derive("gpus_per_node", n.into(), &mut derived);
+    } else {
+        ctx.note("no nvidia-smi on the node: gpus_per_node stays unknown");
+    }
+    Ok(())
 }
 
 /// The allocation's container on Apptainer (alloc-apptainer-up.sh): its launcher written on the
