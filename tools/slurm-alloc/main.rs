@@ -918,11 +918,11 @@ fn job_of(ctx: &Context) -> Result<(Alloc, String, Allocation)> {
     Ok((a, job, sec))
 }
 
-fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
-    let (a, job, mut sec) = job_of(ctx)?;
-    let command = if args.command.is_empty() {
-        ctx.doc
-            .str_opt("command")?
+/// The command `exec` runs: after `--` (one word: shell text; several: a command and its
+/// arguments, each passed as is, as srun and docker exec take them), else `command`.
+fn command_of(args: &ExecArgs, doc: &shared::Document) -> Result<String> {
+    Ok(if args.command.is_empty() {
+        doc.str_opt("command")?
             .ok_or_else(|| {
                 shared::doc::missing("command", "give the command after `--`, or set `command`")
             })?
@@ -936,18 +936,11 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
             .map(|w| shared::quote::quote(w))
             .collect::<Result<Vec<_>>>()?
             .join(" ")
-    };
-    warn_other_login(ctx, &sec, preflight_login(&ctx.doc).as_deref());
-    let st = Settings::from_doc(&ctx.doc)?;
-    if args.mode == Mode::Mpi {
-        if let Some(p) = ctx
-            .doc
-            .section_as::<shared::schema::Preflight>("preflight")?
-        {
-            p.remote
-                .require_pmix("mode", "`slurm-alloc exec --mode mpi`")?;
-        }
-    }
+    })
+}
+
+/// srun's flags for the mode (and the allocation's pyxis container).
+fn exec_argv(args: &ExecArgs, st: &Settings, job: &str, sec: &Allocation) -> Vec<String> {
     let (per_node, nodes) = (st.devices_per_node(), st.nodes);
     let mut argv = vec!["srun".to_string(), format!("--jobid={job}")];
     match args.mode {
@@ -970,6 +963,47 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
             argv.push("--container-writable".into());
         }
     }
+    argv
+}
+
+/// The command's own code tree (at the synced snapshot when the sync ran in this execution):
+/// made by the script, which then runs the command in it.
+fn own_tree(
+    ctx: &mut Context,
+    s: &mut Script,
+    job: &str,
+    snapshot: Option<String>,
+) -> Result<String> {
+    let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
+    let token = format!("exec-{}-{}", job, shared::clock::unix_now());
+    let mut trees = shared::trees::Trees::of(&ctx.doc, &repo, &token, 10)?;
+    if let Some(commit) = snapshot {
+        trees.commit = commit;
+    }
+    trees.assign(s, false)?;
+    s.raw("make_tree >/dev/null || { echo \"slurm-alloc: could not make the command's own code tree $tree\" >&2; exit 126; }\nprune_trees >/dev/null\ncd -- \"$tree\" || exit 126\n");
+    ctx.note(format!(
+        "the command runs in its own code tree {}",
+        trees.job
+    ));
+    Ok(trees.job)
+}
+
+fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
+    let (a, job, mut sec) = job_of(ctx)?;
+    let command = command_of(args, &ctx.doc)?;
+    warn_other_login(ctx, &sec, preflight_login(&ctx.doc).as_deref());
+    let st = Settings::from_doc(&ctx.doc)?;
+    if args.mode == Mode::Mpi {
+        if let Some(p) = ctx
+            .doc
+            .section_as::<shared::schema::Preflight>("preflight")?
+        {
+            p.remote
+                .require_pmix("mode", "`slurm-alloc exec --mode mpi`")?;
+        }
+    }
+    let argv = exec_argv(args, &st, &job, &sec);
     // With --sync, the snapshot is made and pushed now; the cluster side runs in the command's
     // execution.
     let fused = if args.sync {
@@ -996,19 +1030,8 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     let mut s = Script::new();
     s.raw("cd --").arg(&dir)?.raw(" || exit 126\n");
     let tree = if args.own_tree {
-        let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
-        let token = format!("exec-{}-{}", job, shared::clock::unix_now());
-        let mut trees = shared::trees::Trees::of(&ctx.doc, &repo, &token, 10)?;
-        if let Some(f) = &fused {
-            trees.commit = f.snapshot().to_string();
-        }
-        trees.assign(&mut s, false)?;
-        s.raw("make_tree >/dev/null || { echo \"slurm-alloc: could not make the command's own code tree $tree\" >&2; exit 126; }\nprune_trees >/dev/null\ncd -- \"$tree\" || exit 126\n");
-        ctx.note(format!(
-            "the command runs in its own code tree {}",
-            trees.job
-        ));
-        Some(trees.job)
+        let snapshot = fused.as_ref().map(|f| f.snapshot().to_string());
+        Some(own_tree(ctx, &mut s, &job, snapshot)?)
     } else {
         None
     };
