@@ -113,6 +113,114 @@ impl Prepared {
     }
 }
 
+/// `repo_url`, else the local repository's origin (derived); never an option's look-alike.
+fn repo_url(ctx: &mut Context, local: &LocalRepo, derived: &mut Vec<String>) -> Result<String> {
+    let url = match ctx.doc.str_opt("repo_url")? {
+        Some(u) => u.to_string(),
+        None => {
+            let u = local.origin_url().ok_or_else(|| {
+                ToolError::field(ErrorKind::BadInput, "repo_url", "no `repo_url` in the document and the local repository has no `origin` remote")
+                    .with_hint("set `repo_url` to the URL the cluster clones from, or add an origin remote (`git remote add origin URL`); or use --via direct")
+            })?;
+            ctx.doc.derive("repo_url", u.clone().into(), derived);
+            u
+        }
+    };
+    if url.starts_with('-') {
+        return Err(crate::doc::field_error(
+            "repo_url",
+            "may not start with `-`",
+        ));
+    }
+    Ok(url)
+}
+
+/// The remote clone and the job's work directory, decided in crate::layout (one precedence for
+/// every tool), derived into the document where it did not name them.
+fn remote_dirs(
+    ctx: &mut Context,
+    url: &str,
+    derived: &mut Vec<String>,
+) -> Result<(String, String)> {
+    let remote = Layout::of(&ctx.doc)?;
+    let repo = remote.repo_path(Some(url))?.ok_or_else(|| {
+        crate::doc::missing(
+            "remote_repo_path",
+            "set `remote_repo_path`, or `default_user_root_dir`/`remote_cwd` to derive it (slurm-resolve does)",
+        )
+    })?;
+    let work = remote.work_dir(&repo.path)?;
+    let (repo_path, work) = (repo.path, work.path);
+    if repo.derived {
+        ctx.doc
+            .derive("remote_repo_path", repo_path.clone().into(), derived);
+    }
+    if !ctx.doc.has("remote_work_dir") {
+        ctx.doc
+            .derive("remote_work_dir", work.clone().into(), derived);
+    }
+    Ok((repo_path, work))
+}
+
+/// Local state worth a word: a detached HEAD, a held index lock, skip-worktree and
+/// intent-to-add files.
+fn local_notes(
+    ctx: &mut Context,
+    local: &LocalRepo,
+    detached: bool,
+    head: &str,
+    warnings: &mut Vec<String>,
+) {
+    if detached {
+        ctx.note(format!(
+            "HEAD is detached at {}; syncing that commit plus your edits",
+            short(head)
+        ));
+    }
+    if local.index_locked() {
+        let w = "`.git/index.lock` exists (another git command is running, or one crashed): the snapshot uses the index as last written; nothing in the repository is changed".to_string();
+        warn_and_record(ctx, warnings, w);
+    }
+    let notes = local.index_notes();
+    if !notes.skip_worktree.is_empty() {
+        let w = format!(
+            "{} skip-worktree file(s) (e.g. {}) are synced as committed, not as edited: git does not look at their working-tree content",
+            notes.skip_worktree.len(),
+            notes.skip_worktree[0]
+        );
+        warn_and_record(ctx, warnings, w);
+    }
+    if !notes.intent_to_add.is_empty() {
+        ctx.note(format!(
+            "{} intent-to-add file(s) (git add -N) are included with their working-tree content",
+            notes.intent_to_add.len()
+        ));
+    }
+}
+
+/// The snapshot's Git LFS files (none, said, where git-lfs cannot list them) and their objects.
+fn lfs_of(
+    ctx: &mut Context,
+    local: &LocalRepo,
+    commit: &str,
+    warnings: &mut Vec<String>,
+) -> (Vec<(String, String)>, Vec<String>) {
+    let lfs_files = match local.lfs_files(commit) {
+        Ok(files) => files,
+        Err(why) => {
+            let w = format!(
+                "the repository uses Git LFS, but git-lfs cannot list its files here ({why}): LFS files travel as the pointer files git has (install git-lfs locally to send their content)"
+            );
+            warn_and_record(ctx, warnings, w);
+            Vec::new()
+        }
+    };
+    let mut lfs_oids: Vec<String> = lfs_files.iter().map(|(o, _)| o.clone()).collect();
+    lfs_oids.sort();
+    lfs_oids.dedup();
+    (lfs_files, lfs_oids)
+}
+
 /// The local half of the sync: checks, the snapshot, the section so far. Nothing leaves the
 /// machine.
 pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
@@ -124,44 +232,12 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
     let mut derived = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
 
-    let url = match ctx.doc.str_opt("repo_url")? {
-        Some(u) => u.to_string(),
-        None => {
-            let u = local.origin_url().ok_or_else(|| {
-                ToolError::field(ErrorKind::BadInput, "repo_url", "no `repo_url` in the document and the local repository has no `origin` remote")
-                    .with_hint("set `repo_url` to the URL the cluster clones from, or add an origin remote (`git remote add origin URL`); or use --via direct")
-            })?;
-            ctx.doc.derive("repo_url", u.clone().into(), &mut derived);
-            u
-        }
-    };
-    if url.starts_with('-') {
-        return Err(crate::doc::field_error(
-            "repo_url",
-            "may not start with `-`",
-        ));
-    }
+    let url = repo_url(ctx, &local, &mut derived)?;
     if !cli.allow_unrelated {
         check_repo_url(&local, &url, !cli.dry_run)?;
     }
-    // The remote layout, decided in crate::layout (one precedence for every tool).
-    let remote = Layout::of(&ctx.doc)?;
-    let repo = remote.repo_path(Some(&url))?.ok_or_else(|| {
-        crate::doc::missing(
-            "remote_repo_path",
-            "set `remote_repo_path`, or `default_user_root_dir`/`remote_cwd` to derive it (slurm-resolve does)",
-        )
-    })?;
-    let work = remote.work_dir(&repo.path)?;
-    let (repo_path, work) = (repo.path, work.path);
-    if repo.derived {
-        ctx.doc
-            .derive("remote_repo_path", repo_path.clone().into(), &mut derived);
-    }
-    if !ctx.doc.has("remote_work_dir") {
-        ctx.doc
-            .derive("remote_work_dir", work.clone().into(), &mut derived);
-    }
+    let (repo_path, work) = remote_dirs(ctx, &url, &mut derived)?;
+    // None unless the document names them: no repository layout is assumed.
     let refresh = match ctx.doc.str_list_opt("refresh_paths")? {
         Some(list) => {
             for p in &list {
@@ -169,36 +245,15 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
             }
             list
         }
-        None => Vec::new(), // decided below, once the snapshot exists
+        None => Vec::new(),
     };
-    let refresh_given = ctx.doc.has("refresh_paths");
-
-    // Local state worth a word.
-    if head.branch.is_none() {
-        ctx.note(format!(
-            "HEAD is detached at {}; syncing that commit plus your edits",
-            short(&head.commit)
-        ));
-    }
-    if local.index_locked() {
-        let w = "`.git/index.lock` exists (another git command is running, or one crashed): the snapshot uses the index as last written; nothing in the repository is changed".to_string();
-        warn_and_record(ctx, &mut warnings, w);
-    }
-    let notes = local.index_notes();
-    if !notes.skip_worktree.is_empty() {
-        let w = format!(
-            "{} skip-worktree file(s) (e.g. {}) are synced as committed, not as edited: git does not look at their working-tree content",
-            notes.skip_worktree.len(),
-            notes.skip_worktree[0]
-        );
-        warn_and_record(ctx, &mut warnings, w);
-    }
-    if !notes.intent_to_add.is_empty() {
-        ctx.note(format!(
-            "{} intent-to-add file(s) (git add -N) are included with their working-tree content",
-            notes.intent_to_add.len()
-        ));
-    }
+    local_notes(
+        ctx,
+        &local,
+        head.branch.is_none(),
+        &head.commit,
+        &mut warnings,
+    );
     let temp = temp_branch(ctx)?;
     let message = format!(
         "slurm-tools snapshot {temp}\n\nHEAD {} plus the working tree's tracked changes.\n",
@@ -217,21 +272,7 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
     let snap = snapshot::create_with(&local, &head.commit, &message, &top_links, false)?;
     crate::testhook::pause("sync-tracked:snapshot");
     let changed = local.changed_paths(&head.commit, &snap.commit);
-    let lfs_files = match local.lfs_files(&snap.commit) {
-        Ok(files) => files,
-        Err(why) => {
-            let w = format!(
-                "the repository uses Git LFS, but git-lfs cannot list its files here ({why}): LFS files travel as the pointer files git has (install git-lfs locally to send their content)"
-            );
-            warn_and_record(ctx, &mut warnings, w);
-            Vec::new()
-        }
-    };
-    let mut lfs_oids: Vec<String> = lfs_files.iter().map(|(o, _)| o.clone()).collect();
-    lfs_oids.sort();
-    lfs_oids.dedup();
-    // None unless the document names them: no repository layout is assumed.
-    let refresh = if refresh_given { refresh } else { Vec::new() };
+    let (lfs_files, lfs_oids) = lfs_of(ctx, &local, &snap.commit, &mut warnings);
     ctx.note(format!(
         "snapshot {} = HEAD {} + {changed} changed path(s); syncing to {}:{repo_path} via {}",
         short(&snap.commit),
