@@ -35,8 +35,9 @@ lock_is_stale() { # OWNER
   [ "${lock_rest#* }" = "$lock_host" ] && ! kill -0 "${lock_rest%% *}" 2>/dev/null
 }
 take_lock() {
-  lock_since=$(date +%s) lock_waited=0 lock_holder='' lock_host=$(hostname 2>/dev/null) lock_gone=0
+  lock_since=$(date +%s) lock_waited=0 lock_holder='' lock_host=$(hostname 2>/dev/null) lock_gone=0 lock_held=no
   until mkdir -- "$lock" 2>/dev/null; do
+    lock_held=yes
     # Not there although mkdir failed: released between the two looks (try again), or it cannot
     # be made at all (the third time in a row).
     if [ ! -d "$lock" ]; then
@@ -60,7 +61,9 @@ take_lock() {
   done
   printf '%s %s %s\n' "$token" "$$" "$lock_host" >"$lock/owner"
   lock_waited=$(( $(date +%s) - lock_since ))
-  if [ -n "$lock_holder" ] || [ "$lock_waited" -gt 0 ]; then
+  # Said only when another run held it (a second that ticks over while taking a free lock is no
+  # wait).
+  if [ "$lock_held" = yes ] && { [ -n "$lock_holder" ] || [ "$lock_waited" -gt 0 ]; }; then
     echo "WAITED $lock_waited ${lock_holder:-another run}"
   fi
 }
