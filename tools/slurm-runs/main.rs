@@ -181,17 +181,7 @@ fn fold_array(id: &str, found: &[(String, Live)]) -> Option<Live> {
 }
 
 fn runs(cli: &Cli) -> Result<u8> {
-    let path = match &cli.ledger {
-        Some(p) => p.clone(),
-        None => ledger::path().ok_or_else(|| {
-            ToolError::bad_input(
-                "no state directory: neither SLURM_TOOLS_STATE_DIR, XDG_STATE_HOME nor HOME is set",
-            )
-            .with_hint(
-                "set one of them (the ledger is <state dir>/runs.jsonl), or give --ledger FILE",
-            )
-        })?,
-    };
+    let path = ledger_path(cli)?;
     if cli.interval.is_nan() || cli.interval < 1.0 {
         return Err(ToolError::bad_input(format!(
             "--interval {} is too short: at least 1 second",
@@ -203,45 +193,10 @@ fn runs(cli: &Cli) -> Result<u8> {
     }
     let since = cli.since.as_deref().map(parse_age).transpose()?;
     let mut sink = cli.events.as_deref().map(Sink::open).transpose()?;
-    let (entries, torn) = ledger::read(&path).map_err(|e| {
-        ToolError::new(
-            ErrorKind::BadInput,
-            format!("cannot read the ledger {}: {e}", path.display()),
-        )
-        .with_hint("check the file's permissions, or give another with --ledger FILE")
-    })?;
-    if torn > 0 {
-        shared::ui::warn(
-            TOOL,
-            &format!(
-                "{torn} line(s) of {} are not entries (a writer killed mid-line?); skipped",
-                path.display()
-            ),
-        );
-    }
     let now = shared::clock::unix_now();
-    let mut runs: Vec<Run> = ledger::fold(&entries)
-        .into_iter()
-        .filter(|r| cli.clusters.is_empty() || cli.clusters.contains(&r.cluster))
-        .filter(|r| since.is_none_or(|age| r.submitted_at.unwrap_or(r.updated_at) + age >= now))
-        .filter(|r| {
-            cli.name
-                .as_deref()
-                .is_none_or(|g| r.job_name.as_deref().is_some_and(|n| glob(g, n)))
-        })
-        .collect();
+    let mut runs = read_runs(cli, &path, since, now)?;
     if let Some(pattern) = &cli.stats {
-        let matching: Vec<Run> = runs
-            .into_iter()
-            .filter(|r| r.job_name.as_deref().is_some_and(|n| glob(pattern, n)))
-            .collect();
-        let (text, code) = stats::stats(&matching, pattern, cli.json)?;
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            shared::ui::note(TOOL, &format!("could not write the figures: {e}"));
-            return Ok(4);
-        }
-        return Ok(code);
+        return print_stats(cli, runs, pattern);
     }
     let mut live: BTreeMap<RunKey, Live> = BTreeMap::new();
     let mut code = 0u8;
@@ -257,43 +212,8 @@ fn runs(cli: &Cli) -> Result<u8> {
                     .iter_mut()
                     .find(|r| (r.cluster.clone(), r.job_id.clone()) == key)
                     .expect("asked about this run");
-                let before = live.get(&key).cloned();
-                let changed = before.as_ref().map(|b| (&b.state, &b.reason))
-                    != Some((&now_live.state, &now_live.reason));
-                if changed {
-                    if cli.watch && !first {
-                        shared::ui::note(
-                            TOOL,
-                            &format!(
-                                "{} job {}{}: {}{}",
-                                run.cluster,
-                                run.job_id,
-                                run.job_name
-                                    .as_deref()
-                                    .map(|n| format!(" ({n})"))
-                                    .unwrap_or_default(),
-                                now_live.state,
-                                now_live
-                                    .reason
-                                    .as_deref()
-                                    .map(|r| format!(" ({r})"))
-                                    .unwrap_or_default()
-                            ),
-                        );
-                    }
-                    if let Some(sink) = sink.as_mut() {
-                        sink.send(TOOL, &event_for(run, &now_live));
-                    }
-                }
-                if shared::slurm::is_final(&now_live.state)
-                    && run.slurm_state.as_deref() != Some(now_live.state.as_str())
-                {
-                    record_end(&path, run, &now_live);
-                }
-                run.slurm_state = Some(now_live.state.clone());
-                if now_live.nodes.is_some() {
-                    run.nodes = now_live.nodes.clone();
-                }
+                let said = cli.watch && !first;
+                take_live(&path, run, live.get(&key), &now_live, said, sink.as_mut());
                 live.insert(key, now_live);
             }
         }
@@ -309,21 +229,7 @@ fn runs(cli: &Cli) -> Result<u8> {
         .filter(|r| cli.states.is_empty() || cli.states.iter().any(|s| in_state(r, s)))
         .collect();
     let text = if cli.json {
-        let mut t = String::new();
-        for r in &shown {
-            let mut v = serde_json::to_value(r).expect("a run serialises");
-            if let Some(l) = live.get(&(r.cluster.clone(), r.job_id.clone())) {
-                v["reason"] = l.reason.clone().into();
-                v["pending_category"] = pending_category(l).into();
-                v["estimated_start"] = l.estimated_start.into();
-                if let Some(t) = &l.tasks {
-                    v["tasks"] = t.clone().into();
-                }
-            }
-            t.push_str(&v.to_string());
-            t.push('\n');
-        }
-        t
+        json_lines(&shown, &live)
     } else {
         table(&shown, &live, now, cli.tasks)
     };
@@ -339,6 +245,133 @@ fn runs(cli: &Cli) -> Result<u8> {
         return Ok(4);
     }
     Ok(code)
+}
+
+/// --ledger, else the state directory's runs.jsonl.
+fn ledger_path(cli: &Cli) -> Result<std::path::PathBuf> {
+    match &cli.ledger {
+        Some(p) => Ok(p.clone()),
+        None => ledger::path().ok_or_else(|| {
+            ToolError::bad_input(
+                "no state directory: neither SLURM_TOOLS_STATE_DIR, XDG_STATE_HOME nor HOME is set",
+            )
+            .with_hint(
+                "set one of them (the ledger is <state dir>/runs.jsonl), or give --ledger FILE",
+            )
+        }),
+    }
+}
+
+/// The ledger's runs that --cluster, --since and --name select (torn lines said and skipped).
+fn read_runs(cli: &Cli, path: &std::path::Path, since: Option<u64>, now: u64) -> Result<Vec<Run>> {
+    let (entries, torn) = ledger::read(path).map_err(|e| {
+        ToolError::new(
+            ErrorKind::BadInput,
+            format!("cannot read the ledger {}: {e}", path.display()),
+        )
+        .with_hint("check the file's permissions, or give another with --ledger FILE")
+    })?;
+    if torn > 0 {
+        shared::ui::warn(
+            TOOL,
+            &format!(
+                "{torn} line(s) of {} are not entries (a writer killed mid-line?); skipped",
+                path.display()
+            ),
+        );
+    }
+    Ok(ledger::fold(&entries)
+        .into_iter()
+        .filter(|r| cli.clusters.is_empty() || cli.clusters.contains(&r.cluster))
+        .filter(|r| since.is_none_or(|age| r.submitted_at.unwrap_or(r.updated_at) + age >= now))
+        .filter(|r| {
+            cli.name
+                .as_deref()
+                .is_none_or(|g| r.job_name.as_deref().is_some_and(|n| glob(g, n)))
+        })
+        .collect())
+}
+
+/// --stats: the figures of the runs whose name matches.
+fn print_stats(cli: &Cli, runs: Vec<Run>, pattern: &str) -> Result<u8> {
+    let matching: Vec<Run> = runs
+        .into_iter()
+        .filter(|r| r.job_name.as_deref().is_some_and(|n| glob(pattern, n)))
+        .collect();
+    let (text, code) = stats::stats(&matching, pattern, cli.json)?;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        shared::ui::note(TOOL, &format!("could not write the figures: {e}"));
+        return Ok(4);
+    }
+    Ok(code)
+}
+
+/// What the cluster said of a run now: a change said (when `said`) and sent as an event, a final
+/// state recorded in the ledger once, the run brought up to date.
+fn take_live(
+    path: &std::path::Path,
+    run: &mut Run,
+    before: Option<&Live>,
+    now_live: &Live,
+    said: bool,
+    sink: Option<&mut Sink>,
+) {
+    let changed =
+        before.map(|b| (&b.state, &b.reason)) != Some((&now_live.state, &now_live.reason));
+    if changed {
+        if said {
+            shared::ui::note(
+                TOOL,
+                &format!(
+                    "{} job {}{}: {}{}",
+                    run.cluster,
+                    run.job_id,
+                    run.job_name
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default(),
+                    now_live.state,
+                    now_live
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ),
+            );
+        }
+        if let Some(sink) = sink {
+            sink.send(TOOL, &event_for(run, now_live));
+        }
+    }
+    if shared::slurm::is_final(&now_live.state)
+        && run.slurm_state.as_deref() != Some(now_live.state.as_str())
+    {
+        record_end(path, run, now_live);
+    }
+    run.slurm_state = Some(now_live.state.clone());
+    if now_live.nodes.is_some() {
+        run.nodes = now_live.nodes.clone();
+    }
+}
+
+/// --json: a line per run, with what the cluster said of it.
+fn json_lines(shown: &[&Run], live: &BTreeMap<RunKey, Live>) -> String {
+    let mut t = String::new();
+    for r in shown {
+        let mut v = serde_json::to_value(r).expect("a run serialises");
+        if let Some(l) = live.get(&(r.cluster.clone(), r.job_id.clone())) {
+            v["reason"] = l.reason.clone().into();
+            v["pending_category"] = pending_category(l).into();
+            v["estimated_start"] = l.estimated_start.into();
+            if let Some(t) = &l.tasks {
+                v["tasks"] = t.clone().into();
+            }
+        }
+        t.push_str(&v.to_string());
+        t.push('\n');
+    }
+    t
 }
 
 /// A pending run's reason in its category (shared/src/slurm/pending.rs; slurm-watch explains it
