@@ -128,50 +128,14 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         Some(false) => direct(ctx, &ssh, &ours, socket, &script, multiplex)
             .map_err(|e| as_config_problem(e, &ssh.host))?,
         Some(true) => mfa_path(cli, ctx, &ssh, &ours, socket, &script, false)?,
-        None => {
-            // The probe is a BatchMode login: where it gets in, it can be the direct host's
-            // master at once (no second login); where MFA refuses it, no master comes up.
-            let opens = multiplex && socket != SocketState::Present;
-            let probe = if opens {
-                opening_master(&ssh, &ours)
-            } else {
-                ssh.via_control_path(Some("none"))
-            };
-            match run_check(&probe, &script) {
-                Ok(out) => {
-                    ctx.note(format!(
-                        "{} logs in directly: record \"mfa_style\": false for this cluster (catalog or job document) to skip the probe",
-                        ssh.host
-                    ));
-                    let mut path = direct_path(&ours, socket, true);
-                    if opens && std::path::Path::new(&ours).exists() {
-                        path.master = Master::Managed;
-                        note_opened(ctx, &ssh.host, &ours);
-                    }
-                    (path, out)
-                }
-                Err(e) if is_kbd_interactive_denial(&e) => {
-                    ctx.note(format!(
-                        "{} wants a keyboard-interactive (MFA) login: record \"mfa_style\": true for this cluster (catalog or job document) to skip the probe",
-                        ssh.host
-                    ));
-                    mfa_path(cli, ctx, &ssh, &ours, socket, &script, true)?
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        None => probe(cli, ctx, &ssh, &ours, socket, &script, multiplex)?,
     };
 
     let remote = remote_check::parse(&out.stdout_text(), &remote_cwd);
     remote.require(&ssh.host)?;
     // The container runtime the job will use: one the cluster has, and an image form it runs.
     let runtime = match &image {
-        Some(image) => {
-            let r =
-                container::runtime(ctx.doc.str_opt("container_runtime")?, image, Some(&remote))?;
-            container::Image::parse(image).for_runtime(r, image)?;
-            Some(r)
-        }
+        Some(image) => Some(runtime_for(&ctx.doc, image, &remote)?),
         None => None,
     };
     let accounting = remote.accounting.unwrap_or(Accounting::Missing);
@@ -185,36 +149,7 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if remote.remote_cwd_created {
         ctx.note(format!("created the remote working directory {cwd}"));
     }
-    let mut containers = if remote.container_flags {
-        format!(
-            ", pyxis {}{}, enroot {}",
-            remote.pyxis.as_deref().unwrap_or("(version unknown)"),
-            if remote.container_writable == Some(false) {
-                " without --container-writable"
-            } else {
-                ""
-            },
-            remote
-                .enroot
-                .as_deref()
-                .unwrap_or("not on the login node (usually only on compute nodes)")
-        )
-    } else {
-        String::new()
-    };
-    if let Some(a) = &remote.apptainer {
-        containers.push_str(&format!(", {a}"));
-    }
-    if let Some(r) = runtime {
-        containers.push_str(&format!(" (the job's container runs on {r})"));
-    }
-    ctx.note(format!(
-        "{} ready: {} login, master {}, {}{containers}, remote_cwd {cwd}",
-        ssh.host,
-        path.ssh_path,
-        path.master,
-        remote.slurm_version.as_deref().unwrap_or("slurm ?"),
-    ));
+    ctx.note(ready_text(&ssh.host, &path, &remote, runtime));
     if wants_container {
         // The code lives under remote_cwd: inside the container it must be at the same path.
         let mounts = shared::slurm::mounts(&ctx.doc)?;
@@ -239,6 +174,98 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         },
     );
     Ok(Outcome::Done)
+}
+
+/// `mfa_style` unknown: a BatchMode login. Where it gets in, it can be the direct host's master
+/// at once (no second login); where MFA refuses it, no master comes up and the MFA path follows.
+fn probe(
+    cli: &Cli,
+    ctx: &Context,
+    ssh: &Ssh,
+    ours: &str,
+    socket: SocketState,
+    script: &shared::quote::Script,
+    multiplex: bool,
+) -> Result<(Connection, shared::process::Output)> {
+    let opens = multiplex && socket != SocketState::Present;
+    let probe = if opens {
+        opening_master(ssh, ours)
+    } else {
+        ssh.via_control_path(Some("none"))
+    };
+    match run_check(&probe, script) {
+        Ok(out) => {
+            ctx.note(format!(
+                    "{} logs in directly: record \"mfa_style\": false for this cluster (catalog or job document) to skip the probe",
+                    ssh.host
+                ));
+            let mut path = direct_path(ours, socket, true);
+            if opens && std::path::Path::new(ours).exists() {
+                path.master = Master::Managed;
+                note_opened(ctx, &ssh.host, ours);
+            }
+            Ok((path, out))
+        }
+        Err(e) if is_kbd_interactive_denial(&e) => {
+            ctx.note(format!(
+                    "{} wants a keyboard-interactive (MFA) login: record \"mfa_style\": true for this cluster (catalog or job document) to skip the probe",
+                    ssh.host
+                ));
+            mfa_path(cli, ctx, ssh, ours, socket, script, true)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `HOST ready: ... login, master ..., slurm ..., containers ..., remote_cwd ...`
+fn ready_text(
+    host: &str,
+    path: &Connection,
+    remote: &shared::schema::RemoteCheck,
+    runtime: Option<container::Runtime>,
+) -> String {
+    let cwd = &remote.remote_cwd;
+    let mut containers = if remote.container_flags {
+        format!(
+            ", pyxis {}{}, enroot {}",
+            remote.pyxis.as_deref().unwrap_or("(version unknown)"),
+            if remote.container_writable == Some(false) {
+                " without --container-writable"
+            } else {
+                ""
+            },
+            remote
+                .enroot
+                .as_deref()
+                .unwrap_or("not on the login node (usually only on compute nodes)")
+        )
+    } else {
+        String::new()
+    };
+    if let Some(a) = &remote.apptainer {
+        containers.push_str(&format!(", {a}"));
+    }
+    if let Some(r) = runtime {
+        containers.push_str(&format!(" (the job's container runs on {r})"));
+    }
+    format!(
+        "{} ready: {} login, master {}, {}{containers}, remote_cwd {cwd}",
+        host,
+        path.ssh_path,
+        path.master,
+        remote.slurm_version.as_deref().unwrap_or("slurm ?"),
+    )
+}
+
+/// The container runtime for `image` on this cluster, with an image form it runs.
+fn runtime_for(
+    doc: &shared::Document,
+    image: &str,
+    remote: &shared::schema::RemoteCheck,
+) -> Result<container::Runtime> {
+    let r = container::runtime(doc.str_opt("container_runtime")?, image, Some(remote))?;
+    container::Image::parse(image).for_runtime(r, image)?;
+    Ok(r)
 }
 
 /// How long a master opened on a direct host outlives the last session riding it.
