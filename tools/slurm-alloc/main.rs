@@ -659,7 +659,7 @@ fn pyxis_up(
     let out = run(a, &s, 3600)?;
     if !out.success() {
         ctx.doc.set_section("allocation", sec);
-        return Err(container_setup_error(&out, img, &job, "importing"));
+        return Err(container_setup_error(&out, img, job, "importing"));
     }
     ctx.note(format!(
         "container {container} {} on each node{}",

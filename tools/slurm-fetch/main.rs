@@ -283,13 +283,12 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     Ok(Outcome::Done)
 }
 
+/// Where to look (the job's tree or its work directory) and what for.
+type Globs = Vec<(Base, String)>;
+
 /// What to look for (checked: --pattern, then `fetch_patterns`, then the job's logs unless
 /// --no-logs), and the patterns as given.
-fn globs_of(
-    cli: &Cli,
-    doc: &shared::Document,
-    t: &Target,
-) -> Result<(Vec<(Base, String)>, Vec<String>)> {
+fn globs_of(cli: &Cli, doc: &shared::Document, t: &Target) -> Result<(Globs, Vec<String>)> {
     let from_doc = doc.str_list_opt("fetch_patterns")?.unwrap_or_default();
     let mut globs = Vec::new();
     for p in &cli.patterns {

@@ -6,6 +6,7 @@ mod poll;
 mod race;
 mod retry;
 mod scan;
+mod single;
 mod verdict;
 
 use clap::Parser;
@@ -15,10 +16,9 @@ use shared::quote::Script;
 use shared::schema::{self, JobKind, Report, Source, Status};
 use shared::slurm::{self, AccountingEntry};
 use shared::ssh::Ssh;
-use shared::ui::Progress;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::{Duration, Instant};
-use verdict::{final_verdict, Verdict};
+use verdict::Verdict;
 
 /// Watch the submitted job until it ends, and say how it ended.
 ///
@@ -365,8 +365,54 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             job.id
         ));
     }
-    let doc = &ctx.doc;
-    let monitor_timeout = doc.int_opt("monitor_timeout_seconds", 1, 365 * 86_400)?;
+    let set = settings(cli, &ctx.doc, &job)?;
+    let mut events = Events {
+        sink: cli
+            .events
+            .as_deref()
+            .map(shared::events::Sink::open)
+            .transpose()?,
+        cluster: shared::ledger::cluster_of(&ctx.doc),
+        job_id: job.id.clone(),
+        job_name: ctx.doc.str_opt("job_name")?.map(str::to_string),
+        document: None,
+    };
+    events.send("submitted", |_| {});
+    if let Some(tasks) = &job.sweep_tasks {
+        let setup = array::Setup {
+            id: &job.id,
+            out: &job.out,
+            err: &job.err,
+            tasks,
+            patterns: &set.patterns,
+            stall: set.stall,
+            monitor_timeout: set.monitor_timeout,
+            max_interval: set.max_interval,
+            outage_limit: cli.outage_limit,
+            follow: cli.follow,
+        };
+        return array::watch(ctx, &ssh, &setup, &mut events);
+    }
+    ctx.note(format!(
+        "watching {} job {} (logs: {})",
+        job.kind.name(),
+        job.id,
+        job.out
+    ));
+    let mut w = single::Watch::new(ctx, cli, &job, &ssh, &set, events)?;
+    let verdict = w.run(ctx)?;
+    shared::testhook::pause("watch:verdict");
+    if let Some(f) = &w.evidence {
+        ctx.doc.set_section("forensics", f);
+    }
+    let report = finish_report(ctx, &job, &w.st, verdict, w.started)?;
+    Ok(publish(ctx, &mut w.events, &report))
+}
+
+/// What the document asks of the watch: its limits, poll interval, patterns (the workload's
+/// success and failure patterns do not judge a build job, which is judged by its exit and the
+/// hang pattern), stall and forensics.
+fn settings(cli: &Cli, doc: &shared::Document, job: &Job) -> Result<single::Settings> {
     let max_interval = match cli.interval {
         Some(i) if i > 0.0 => i,
         Some(_) => {
@@ -378,436 +424,37 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             .int_opt("poll_interval_seconds", 1, 86_400)?
             .map_or(30.0, |i| i as f64),
     };
-    let lower = |v: Vec<String>| {
-        v.into_iter()
-            .map(|p| p.to_lowercase())
-            .filter(|p| !p.is_empty())
-            .collect::<Vec<_>>()
-    };
-    // success_patterns and failure_patterns describe the workload, not the build: a build job
-    // is judged by its exit (and by the hang pattern).
     let workload = |field: &str| -> Result<Vec<String>> {
         let list = doc.str_list_opt(field)?.unwrap_or_default();
         Ok(if job.kind == JobKind::Build {
             Vec::new()
         } else {
-            lower(list)
+            list.into_iter()
+                .map(|p| p.to_lowercase())
+                .filter(|p| !p.is_empty())
+                .collect()
         })
     };
-    let patterns = Patterns {
-        hang: doc
-            .str_opt("hang_pattern")?
-            .unwrap_or("hang detected")
-            .to_lowercase(),
-        failure: workload("failure_patterns")?,
-        success: workload("success_patterns")?,
-    };
-    let mfa = doc
-        .section_as::<schema::Preflight>("preflight")?
-        .is_some_and(|p| p.ssh_path == schema::SshPath::Mfa);
-    let same_log = job.out == job.err;
-    let mut events = Events {
-        sink: cli
-            .events
-            .as_deref()
-            .map(shared::events::Sink::open)
-            .transpose()?,
-        cluster: shared::ledger::cluster_of(doc),
-        job_id: job.id.clone(),
-        job_name: doc.str_opt("job_name")?.map(str::to_string),
-        document: None,
-    };
-    events.send("submitted", |_| {});
-    let mut last_reason = String::new();
-    let mut pending_facts = slurm::pending::Facts::default();
-    let mut progress_said: Option<u8> = None;
-    let stall = doc
-        .int_opt("stall_seconds", 10, 86_400)?
-        .map(|s| Duration::from_secs(s as u64));
-    if let Some(tasks) = &job.sweep_tasks {
-        let setup = array::Setup {
-            id: &job.id,
-            out: &job.out,
-            err: &job.err,
-            tasks,
-            patterns: &patterns,
-            stall,
-            monitor_timeout,
-            max_interval,
-            outage_limit: cli.outage_limit,
-            follow: cli.follow,
-        };
-        return array::watch(ctx, &ssh, &setup, &mut events);
-    }
-    let collect_forensics = doc.bool_opt("collect_forensics")?.unwrap_or(true);
-    let install_py_spy = doc.bool_opt("install_py_spy")?.unwrap_or(false);
-    let mut silence = forensics::Silence::default();
-    let mut evidence: Option<schema::Forensics> = None;
-    ctx.note(format!(
-        "watching {} job {} (logs: {})",
-        job.kind.name(),
-        job.id,
-        job.out
-    ));
-
-    let started = Instant::now();
-    let mut st = State {
-        streams: [Stream::default(), Stream::default()],
-        findings: Findings::default(),
-        last_queue: None,
-        polls: 0,
-        bytes: 0,
-    };
-    let mut interval = 1.0f64;
-    // How long the next poll waits first (on the cluster side, inside the session).
-    let mut wait = 0.0f64;
-    let mut marker_seen = false;
-    let mut importing_said: Option<(String, String)> = None;
-    let container = job.container_image.is_some();
-    let mut outage: Option<Instant> = None;
-    let mut backoff = 2.0f64;
-    let mut progress = Progress::new(ctx.tool);
-    let mut last_state = String::new();
-    let mut waiting_for_accounting: Option<Instant> = None;
-    let mut link = Link::new(
-        &ssh,
-        poll::script(&poll::Target {
-            job_id: &job.id,
-            out: &job.out,
-            err: (!same_log).then_some(job.err.as_str()),
-            end_marker: job.end_marker.as_deref(),
-        })?,
-        Box::new(poll::parse_at),
-        |r: &poll::Reply| r.chunks.iter().map(|c| c.data.len() as u64).sum(),
-    );
-
-    let verdict = loop {
-        if let Some(limit) = monitor_timeout {
-            let left = Duration::from_secs(limit as u64).saturating_sub(started.elapsed());
-            if left.is_zero() {
-                break monitor_timed_out(ctx, cli, &ssh, &job, &st, limit);
-            }
-            wait = wait.min(left.as_secs_f64());
-        }
-        st.polls += 1;
-        let offsets = (st.streams[0].offset, st.streams[1].offset);
-        let watch_marker = job.end_marker.is_some() && !marker_seen;
-        let request = poll::request(wait, watch_marker, offsets.0, offsets.1);
-        let reply = match link.ask(&request, wait) {
-            Ok(r) => r,
-            Err(e) if e.kind == ErrorKind::NeedsPerson => {
-                // The MFA master is gone: only the person can log in again. The job is untouched.
-                progress.finish();
-                let e = if mfa {
-                    e.with_hint(format!(
-                        "log in again (`slurm-ssh-preflight --establish` on this document), then rerun slurm-watch on the same document to resume; job {} was not touched",
-                        job.id
-                    ))
-                } else {
-                    e
-                };
-                return Err(e);
-            }
-            Err(e) => {
-                ctx.warn(format!(
-                    "poll failed ({}); the job is not touched, retrying",
-                    e.message
-                ));
-                None
-            }
-        };
-        wait = 0.0;
-        let Some(reply) = reply else {
-            let since = *outage.get_or_insert_with(Instant::now);
-            if since.elapsed() > Duration::from_secs(cli.outage_limit) {
-                progress.finish();
-                return Err(ToolError::remote(format!(
-                    "could not reach {} for {} s while watching job {}; no verdict",
-                    ssh.host,
-                    cli.outage_limit,
-                    job.id
-                ))
-                .with_hint("check the connection (slurm-ssh-preflight), then rerun slurm-watch on the same document to resume"));
-            }
-            std::thread::sleep(Duration::from_secs_f64(backoff));
-            backoff = (backoff * 2.0).min(60.0);
-            continue;
-        };
-        outage = None;
-        backoff = 2.0;
-        if st.polls == 1 {
-            shared::testhook::pause("watch:polled");
-        }
-        if reply.marker && !marker_seen {
-            // The job's command ended: its end is near, look closely until Slurm agrees.
-            marker_seen = true;
-            interval = 0.5;
-        }
-
-        // Logs first: a hang or an OOM line decides even while the job still runs.
-        let mut capped = false;
-        for c in &reply.chunks {
-            let i = usize::from(c.name == "err");
-            st.bytes += c.data.len() as u64;
-            capped |= c.offset + (c.data.len() as u64) < c.size;
-            let lines = st.streams[i].take(c.offset, &c.data);
-            silence.saw(c.data.len(), &lines, Instant::now());
-            if cli.follow {
-                for l in &lines {
-                    progress.finish();
-                    ctx.note(format!("{}| {l}", c.name));
-                }
-            }
-            patterns.scan(&lines, &mut st.findings);
-        }
-        if let Some(line) = st.findings.hang.clone() {
-            progress.finish();
-            link.close();
-            let (v, e) = hang_detected(
-                ctx,
-                &ssh,
-                &job,
-                &st,
-                &mut events,
-                Hang {
-                    reason: "pattern",
-                    what: line,
-                    silent: Vec::new(),
-                    rank_output: silence.rank_output(Instant::now()),
-                    collect: collect_forensics,
-                    install: install_py_spy,
-                },
-            );
-            evidence = e;
-            break v;
-        }
-
-        if let Some(q) = reply.queue.as_deref().and_then(slurm::parse_squeue) {
-            if !reply.pending_facts.is_empty() {
-                pending_facts = slurm::pending::Facts::from_lines(&reply.pending_facts);
-            }
-            if q.state == "PENDING" && (q.state != last_state || q.reason != last_reason) {
-                let why = slurm::pending::explain(
-                    &job.id,
-                    &q.reason,
-                    &pending_facts,
-                    q.start,
-                    shared::clock::unix_now(),
-                );
-                events.send("pending", |e| {
-                    e.state = Some(q.state.clone());
-                    e.reason = Some(q.reason.clone());
-                    e.estimated_start = q.start;
-                    e.category = Some(why.category.name().to_string());
-                    e.explanation = Some(why.message.clone());
-                    e.action = Some(why.action.clone());
-                });
-                progress.finish();
-                ctx.note(format!(
-                    "job {} is pending ({}, {}): {}; what would help: {}",
-                    job.id,
-                    q.reason,
-                    why.category.name(),
-                    why.message,
-                    why.action
-                ));
-                last_reason = q.reason.clone();
-            } else if q.state == "RUNNING" && q.state != last_state {
-                events.send("running", |e| e.state = Some(q.state.clone()));
-            }
-            if st.findings.progress.is_some() && st.findings.progress != progress_said {
-                progress_said = st.findings.progress;
-                events.send("progress", |e| e.percent = progress_said.map(u32::from));
-            }
-            if q.state != last_state {
-                if q.state == "RUNNING" && !marker_seen {
-                    interval = 1.0;
-                }
-                if !progress.is_enabled() {
-                    ctx.note(describe_queue(&q));
-                }
-                last_state = q.state.clone();
-            }
-            // Once the job has started (a short one may be COMPLETING by the poll after its
-            // import ended: the end is said then too).
-            if q.state != "PENDING" && st.findings.importing != importing_said {
-                // An import is silent for seconds to minutes: say so, so it does not look hung.
-                if let Some((image, what)) = &st.findings.importing {
-                    events.send("importing", |e| e.image = Some(image.clone()));
-                    progress.finish();
-                    ctx.note(format!(
-                        "job {}: {what} (the command starts after it)",
-                        job.id
-                    ));
-                } else if let Some((image, what)) = &importing_said {
-                    progress.finish();
-                    if what.starts_with("pyxis") {
-                        ctx.note(format!("job {}: the container image is imported", job.id));
-                    } else {
-                        ctx.note(format!(
-                            "job {}: the container image {image} is in the image cache",
-                            job.id
-                        ));
-                    }
-                }
-                importing_said = st.findings.importing.clone();
-            }
-            progress.update(|| {
-                let mut s = describe_queue(&q);
-                if let Some((_, what)) = &st.findings.importing {
-                    s.push_str(&format!(", {what}"));
-                } else if container && q.state == "RUNNING" && st.bytes == 0 {
-                    s.push_str(", starting its container (no output yet)");
-                }
-                if let Some(p) = st.findings.progress {
-                    s.push_str(&format!(", build {p}%"));
-                }
-                s
-            });
-            if q.state == "RUNNING" {
-                // Output counts from the start, and not while a container image is imported
-                // (which prints nothing while it works).
-                if !silence.running() || st.findings.importing.is_some() {
-                    silence.restart(Instant::now());
-                } else if let (Some(limit), false) = (stall, marker_seen) {
-                    if let Some((why, silent)) = silence.stalled(limit, Instant::now()) {
-                        progress.finish();
-                        link.close();
-                        let (v, e) = hang_detected(
-                            ctx,
-                            &ssh,
-                            &job,
-                            &st,
-                            &mut events,
-                            Hang {
-                                reason: "stalled",
-                                what: why,
-                                silent,
-                                rank_output: silence.rank_output(Instant::now()),
-                                collect: collect_forensics,
-                                install: install_py_spy,
-                            },
-                        );
-                        evidence = e;
-                        break v;
-                    }
-                }
-            }
-            let completing = q.state == "COMPLETING";
-            st.last_queue = Some(q);
-            if completing && !capped {
-                // The job's script ended by itself (its end marker is there) and its nodes are
-                // cleaning up (epilog): when accounting already says COMPLETED or FAILED, that is
-                // the verdict, without waiting for the cleanup. Anything else (a node failure
-                // that Slurm may requeue, a time limit, a cancellation) waits until the job has
-                // left the queue. The logs were read after squeue in this same poll: complete.
-                // While the job completes, accounting may already say FAILED before it has the
-                // exit code (0:0 for a job that exited 3: seen in a full run): only a record whose
-                // exit code agrees with its state is taken; otherwise the final record decides.
-                let ended = |a: &AccountingEntry| {
-                    marker_seen
-                        && match a.state.as_str() {
-                            "COMPLETED" => a.exit_code == "0:0",
-                            "FAILED" => a.exit_code != "0:0",
-                            _ => false,
-                        }
-                };
-                if let Some(acct) = accounting_says(&reply, ended) {
-                    progress.finish();
-                    let by = reply.cancelled_by.clone();
-                    break final_verdict(
-                        job.kind,
-                        &st.findings,
-                        &patterns,
-                        &acct,
-                        by,
-                        Source::Sacct,
-                    );
-                }
-                interval = interval.min(0.5);
-            }
-        } else if let Some(e) = &reply.queue_error {
-            ctx.warn(format!(
-                "squeue failed ({e}); the controller may be down, retrying"
-            ));
-            let since = *outage.get_or_insert_with(Instant::now);
-            if since.elapsed() > Duration::from_secs(cli.outage_limit) {
-                return Err(ToolError::remote(format!(
-                    "the Slurm controller did not answer for {} s; no verdict for job {}",
-                    cli.outage_limit, job.id
-                ))
-                .with_hint("rerun slurm-watch on the same document once the controller is back"));
-            }
-            wait = backoff;
-            backoff = (backoff * 2.0).min(60.0);
-            continue;
-        } else if capped {
-            // Gone from squeue, but the logs are not read to their end yet: read on first, so
-            // a pattern in the last lines still counts.
-            continue;
-        } else {
-            // Gone from squeue: accounting decides.
-            // (sacct's answer and "accounting is disabled" never come in the same reply.)
-            if let Some(acct) = accounting_says(&reply, |a| slurm::is_final(&a.state)) {
-                progress.finish();
-                let by = reply.cancelled_by.clone();
-                break final_verdict(job.kind, &st.findings, &patterns, &acct, by, Source::Sacct);
-            } else if reply.accounting_disabled && reply.scontrol_purged {
-                progress.finish();
-                ctx.warn("accounting is disabled on this cluster and Slurm no longer has the job's record (MinJobAge passed): the verdict comes from the job's end marker and logs");
-                break verdict::purged_verdict(
-                    job.kind,
-                    &st.findings,
-                    &patterns,
-                    reply.marker_text.as_deref(),
-                );
-            } else if reply.accounting_disabled {
-                if let Some(acct) = reply.scontrol.as_deref().and_then(from_scontrol) {
-                    if slurm::is_final(&acct.state) {
-                        progress.finish();
-                        ctx.warn("accounting is disabled on this cluster: the verdict comes from scontrol");
-                        break final_verdict(
-                            job.kind,
-                            &st.findings,
-                            &patterns,
-                            &acct,
-                            None,
-                            Source::Scontrol,
-                        );
-                    }
-                }
-            }
-            // Not in sacct yet (accounting lags), or not final: wait, never guess.
-            let since = *waiting_for_accounting.get_or_insert_with(Instant::now);
-            if let Some(e) = &reply.accounting_error {
-                ctx.warn(format!("sacct failed ({e}); retrying"));
-            }
-            if since.elapsed() > Duration::from_secs(cli.outage_limit) {
-                progress.finish();
-                return Err(ToolError::remote(format!("job {} left the queue but its end was not recorded within {} s; no verdict", job.id, cli.outage_limit))
-                    .with_hint("check `sacct -j <id>` on the cluster; rerun slurm-watch on the same document to resume"));
-            }
-            wait = if since.elapsed() < Duration::from_secs(5) {
-                0.5
-            } else {
-                2.0
-            };
-            continue;
-        }
-        if !capped {
-            wait = interval;
-            interval = (interval * 1.5).min(max_interval);
-        }
-    };
-    link.close();
-    progress.finish();
-    shared::testhook::pause("watch:verdict");
-
-    if let Some(f) = &evidence {
-        ctx.doc.set_section("forensics", f);
-    }
-    let report = finish_report(ctx, &job, &st, verdict, started)?;
-    Ok(publish(ctx, &mut events, &report))
+    Ok(single::Settings {
+        monitor_timeout: doc.int_opt("monitor_timeout_seconds", 1, 365 * 86_400)?,
+        max_interval,
+        patterns: Patterns {
+            hang: doc
+                .str_opt("hang_pattern")?
+                .unwrap_or("hang detected")
+                .to_lowercase(),
+            failure: workload("failure_patterns")?,
+            success: workload("success_patterns")?,
+        },
+        mfa: doc
+            .section_as::<schema::Preflight>("preflight")?
+            .is_some_and(|p| p.ssh_path == schema::SshPath::Mfa),
+        stall: doc
+            .int_opt("stall_seconds", 10, 86_400)?
+            .map(|s| Duration::from_secs(s as u64)),
+        collect_forensics: doc.bool_opt("collect_forensics")?.unwrap_or(true),
+        install_py_spy: doc.bool_opt("install_py_spy")?.unwrap_or(false),
+    })
 }
 
 /// The verdict said, written into the document and the ledger, and sent as the `verdict` event.
