@@ -460,172 +460,198 @@ impl Server {
 
     fn dispatch(&mut self, spec: &Spec, args: &Value) -> Done {
         match spec.name {
-            "resolve" => self.with(args, |s, a: ResolveArgs| {
-                let flags = if a.place == Some(true) {
-                    vec!["--place".to_string()]
-                } else {
-                    vec![]
-                };
-                let ran = s.run("slurm-resolve", &flags, &a.document);
-                let mut done = finish(ran);
-                // The cluster it chose must be one the policy allows.
-                if let Some(doc) = &done.doc {
-                    match policy::load().and_then(|p| p.check_cluster(cluster(doc).as_deref())) {
-                        Ok(()) => {}
-                        Err(r) => {
-                            let mut refused = Done::refused(&r);
-                            refused.doc = done.doc.take();
-                            return refused;
-                        }
-                    }
-                }
-                done
-            }),
-            "preflight" => self.with(args, |s, a: PreflightArgs| {
-                if let Err(r) = cluster_allowed(&a.document) {
-                    return Done::refused(&r);
-                }
-                let deadline =
-                    Instant::now() + Duration::from_secs(a.wait_for_login_seconds.unwrap_or(0));
-                loop {
-                    let ran = s.run("slurm-ssh-preflight", &[], &a.document);
-                    if ran.code == 3 && Instant::now() >= deadline {
-                        let mut done = finish(ran);
-                        done.result.content[0].text.push_str(
-                            "\nslurm-mcp never logs in: ask the person to run the command above in a terminal, then call preflight again (with wait_for_login_seconds it waits for their login)",
-                        );
-                        return done;
-                    }
-                    if ran.code != 3 {
-                        return finish(ran);
-                    }
-                    std::thread::sleep(Duration::from_secs(3));
-                }
-            }),
-            "watch" => self.with(args, |s, a: WatchArgs| {
-                if let Err(r) = owned(&a.document, "job") {
-                    return Done::refused(&r);
-                }
-                let flags = match a.interval_seconds {
-                    Some(i) => vec!["--interval".to_string(), i.to_string()],
-                    None => vec![],
-                };
-                finish(s.run("slurm-watch", &flags, &a.document))
-            }),
-            "report" => self.with(args, |s, a: DocArgs| {
-                let ran = s.run("slurm-report", &["--table".to_string()], &a.document);
-                let text = String::from_utf8_lossy(&ran.stdout).into_owned();
-                let ok = ran.code == 0;
-                Done {
-                    result: CallResult::new(
-                        if ok { text } else { ran.stderr.clone() },
-                        Some(a.document.clone()),
-                        !ok,
-                    ),
-                    outcome: outcome_of(&ran, None),
-                    gpu_hours: None,
-                    doc: None,
-                }
-            }),
-            "runs" => self.with(args, |s, a: RunsArgs| {
-                let mut flags = vec!["--json".to_string()];
-                for (flag, v) in [
-                    ("--cluster", a.cluster),
-                    ("--state", a.state),
-                    ("--since", a.since),
-                    ("--name", a.name),
-                ] {
-                    if let Some(v) = v {
-                        flags.extend([flag.to_string(), v]);
-                    }
-                }
-                let ran = s.run("slurm-runs", &flags, &Value::Null);
-                let runs: Vec<Value> = String::from_utf8_lossy(&ran.stdout)
-                    .lines()
-                    .filter_map(|l| serde_json::from_str(l).ok())
-                    .collect();
-                let mut out = Map::new();
-                out.insert("runs".into(), Value::from(runs));
-                Done {
-                    result: CallResult::new(
-                        notes(
-                            &ran,
-                            &format!("{} runs", out["runs"].as_array().map_or(0, Vec::len)),
-                        ),
-                        Some(Value::Object(out)),
-                        ran.code != 0,
-                    ),
-                    outcome: outcome_of(&ran, None),
-                    gpu_hours: None,
-                    doc: None,
-                }
-            }),
-            "fetch" => self.with(args, |s, a: FetchArgs| {
-                if let Err(r) = owned(&a.document, "job") {
-                    return Done::refused(&r);
-                }
-                let mut flags = vec![];
-                if let Some(p) = a.pattern {
-                    flags.extend(["--pattern".to_string(), p]);
-                }
-                if let Some(m) = a.max_bytes {
-                    flags.extend(["--max-bytes".to_string(), m]);
-                }
-                finish(s.run("slurm-fetch", &flags, &a.document))
-            }),
-            "attach_command" => self.with(args, |s, a: AttachArgs| {
-                let section = if a.document.get("allocation").is_some_and(|v| !v.is_null()) {
-                    "allocation"
-                } else {
-                    "job"
-                };
-                if let Err(r) = owned(&a.document, section) {
-                    return Done::refused(&r);
-                }
-                let mut flags = vec!["--command".to_string(), a.command];
-                if let Some(n) = a.node {
-                    flags.extend(["--node".to_string(), n]);
-                }
-                s.run_with_doc_file("slurm-attach", flags, &a.document)
-            }),
-            "alloc_exec" => self.with(args, |s, a: ExecArgs| {
-                let mut flags = vec!["exec".to_string()];
-                if let Some(m) = &a.mode {
-                    flags.extend(["--mode".to_string(), m.clone()]);
-                }
-                if a.sync == Some(true) {
-                    flags.push("--sync".to_string());
-                }
-                let call = Action {
-                    tool: "slurm-alloc",
-                    flags,
-                    tail: vec!["--".to_string(), a.command.clone()],
-                    document: a.document,
-                    plan: a.plan == Some(true),
-                    plan_id: a.plan_id,
-                };
-                s.action(spec, args, call)
-            }),
-            _ => self.with(args, |s, a: ActionArgs| {
-                let (tool, flags): (&str, &[&str]) = match spec.name {
-                    "sync_tracked" => ("slurm-sync-tracked", &[]),
-                    "sync_untracked" => ("slurm-sync-untracked", &[]),
-                    "submit" => ("slurm-submit", &[]),
-                    "cancel" => ("slurm-watch", &["--cancel"]),
-                    "alloc_up" => ("slurm-alloc", &["up"]),
-                    _ => ("slurm-alloc", &["down"]),
-                };
-                let call = Action {
-                    tool,
-                    flags: flags.iter().map(|f| f.to_string()).collect(),
-                    tail: vec![],
-                    document: a.document,
-                    plan: a.plan == Some(true),
-                    plan_id: a.plan_id,
-                };
-                s.action(spec, args, call)
-            }),
+            "resolve" => self.with(args, Self::call_resolve),
+            "preflight" => self.with(args, Self::call_preflight),
+            "watch" => self.with(args, Self::call_watch),
+            "report" => self.with(args, Self::call_report),
+            "runs" => self.with(args, Self::call_runs),
+            "fetch" => self.with(args, Self::call_fetch),
+            "attach_command" => self.with(args, Self::call_attach_command),
+            "alloc_exec" => self.with(args, |s, a| s.call_alloc_exec(spec, args, a)),
+            _ => self.with(args, |s, a| s.call_action(spec, args, a)),
         }
+    }
+
+    /// resolve: the cluster it chose must be one the policy allows.
+    fn call_resolve(&mut self, a: ResolveArgs) -> Done {
+        let flags = if a.place == Some(true) {
+            vec!["--place".to_string()]
+        } else {
+            vec![]
+        };
+        let ran = self.run("slurm-resolve", &flags, &a.document);
+        let mut done = finish(ran);
+        // The cluster it chose must be one the policy allows.
+        if let Some(doc) = &done.doc {
+            match policy::load().and_then(|p| p.check_cluster(cluster(doc).as_deref())) {
+                Ok(()) => {}
+                Err(r) => {
+                    let mut refused = Done::refused(&r);
+                    refused.doc = done.doc.take();
+                    return refused;
+                }
+            }
+        }
+        done
+    }
+
+    /// preflight: never logs in; with `wait_for_login_seconds` it waits for the person's login.
+    fn call_preflight(&mut self, a: PreflightArgs) -> Done {
+        if let Err(r) = cluster_allowed(&a.document) {
+            return Done::refused(&r);
+        }
+        let deadline = Instant::now() + Duration::from_secs(a.wait_for_login_seconds.unwrap_or(0));
+        loop {
+            let ran = self.run("slurm-ssh-preflight", &[], &a.document);
+            if ran.code == 3 && Instant::now() >= deadline {
+                let mut done = finish(ran);
+                done.result.content[0].text.push_str(
+                    "\nslurm-mcp never logs in: ask the person to run the command above in a terminal, then call preflight again (with wait_for_login_seconds it waits for their login)",
+                );
+                return done;
+            }
+            if ran.code != 3 {
+                return finish(ran);
+            }
+            std::thread::sleep(Duration::from_secs(3));
+        }
+    }
+
+    /// watch: only a job of this server's runs.
+    fn call_watch(&mut self, a: WatchArgs) -> Done {
+        if let Err(r) = owned(&a.document, "job") {
+            return Done::refused(&r);
+        }
+        let flags = match a.interval_seconds {
+            Some(i) => vec!["--interval".to_string(), i.to_string()],
+            None => vec![],
+        };
+        finish(self.run("slurm-watch", &flags, &a.document))
+    }
+
+    /// report: the table, as text.
+    fn call_report(&mut self, a: DocArgs) -> Done {
+        let ran = self.run("slurm-report", &["--table".to_string()], &a.document);
+        let text = String::from_utf8_lossy(&ran.stdout).into_owned();
+        let ok = ran.code == 0;
+        Done {
+            result: CallResult::new(
+                if ok { text } else { ran.stderr.clone() },
+                Some(a.document.clone()),
+                !ok,
+            ),
+            outcome: outcome_of(&ran, None),
+            gpu_hours: None,
+            doc: None,
+        }
+    }
+
+    /// runs: the ledger's runs as JSON.
+    fn call_runs(&mut self, a: RunsArgs) -> Done {
+        let mut flags = vec!["--json".to_string()];
+        for (flag, v) in [
+            ("--cluster", a.cluster),
+            ("--state", a.state),
+            ("--since", a.since),
+            ("--name", a.name),
+        ] {
+            if let Some(v) = v {
+                flags.extend([flag.to_string(), v]);
+            }
+        }
+        let ran = self.run("slurm-runs", &flags, &Value::Null);
+        let runs: Vec<Value> = String::from_utf8_lossy(&ran.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let mut out = Map::new();
+        out.insert("runs".into(), Value::from(runs));
+        Done {
+            result: CallResult::new(
+                notes(
+                    &ran,
+                    &format!("{} runs", out["runs"].as_array().map_or(0, Vec::len)),
+                ),
+                Some(Value::Object(out)),
+                ran.code != 0,
+            ),
+            outcome: outcome_of(&ran, None),
+            gpu_hours: None,
+            doc: None,
+        }
+    }
+
+    /// fetch: only a job of this server's runs.
+    fn call_fetch(&mut self, a: FetchArgs) -> Done {
+        if let Err(r) = owned(&a.document, "job") {
+            return Done::refused(&r);
+        }
+        let mut flags = vec![];
+        if let Some(p) = a.pattern {
+            flags.extend(["--pattern".to_string(), p]);
+        }
+        if let Some(m) = a.max_bytes {
+            flags.extend(["--max-bytes".to_string(), m]);
+        }
+        finish(self.run("slurm-fetch", &flags, &a.document))
+    }
+
+    /// attach_command: one command in an allocation or a job of this server's runs.
+    fn call_attach_command(&mut self, a: AttachArgs) -> Done {
+        let section = if a.document.get("allocation").is_some_and(|v| !v.is_null()) {
+            "allocation"
+        } else {
+            "job"
+        };
+        if let Err(r) = owned(&a.document, section) {
+            return Done::refused(&r);
+        }
+        let mut flags = vec!["--command".to_string(), a.command];
+        if let Some(n) = a.node {
+            flags.extend(["--node".to_string(), n]);
+        }
+        self.run_with_doc_file("slurm-attach", flags, &a.document)
+    }
+
+    /// alloc_exec: an action (planned, then run), with its command after `--`.
+    fn call_alloc_exec(&mut self, spec: &Spec, args: &Value, a: ExecArgs) -> Done {
+        let mut flags = vec!["exec".to_string()];
+        if let Some(m) = &a.mode {
+            flags.extend(["--mode".to_string(), m.clone()]);
+        }
+        if a.sync == Some(true) {
+            flags.push("--sync".to_string());
+        }
+        let call = Action {
+            tool: "slurm-alloc",
+            flags,
+            tail: vec!["--".to_string(), a.command.clone()],
+            document: a.document,
+            plan: a.plan == Some(true),
+            plan_id: a.plan_id,
+        };
+        self.action(spec, args, call)
+    }
+
+    /// The other actions: a tool and its fixed flags (planned, then run).
+    fn call_action(&mut self, spec: &Spec, args: &Value, a: ActionArgs) -> Done {
+        let (tool, flags): (&str, &[&str]) = match spec.name {
+            "sync_tracked" => ("slurm-sync-tracked", &[]),
+            "sync_untracked" => ("slurm-sync-untracked", &[]),
+            "submit" => ("slurm-submit", &[]),
+            "cancel" => ("slurm-watch", &["--cancel"]),
+            "alloc_up" => ("slurm-alloc", &["up"]),
+            _ => ("slurm-alloc", &["down"]),
+        };
+        let call = Action {
+            tool,
+            flags: flags.iter().map(|f| f.to_string()).collect(),
+            tail: vec![],
+            document: a.document,
+            plan: a.plan == Some(true),
+            plan_id: a.plan_id,
+        };
+        self.action(spec, args, call)
     }
 
     /// Parse the arguments as `T` (a clear error naming what is wrong), then run `f`.
