@@ -693,89 +693,20 @@ impl Server {
             None => None,
         };
         let starts_job = matches!(spec.name, "submit" | "alloc_up");
-        let mut gpu_hours = None;
-        if starts_job {
-            let of = if spec.name == "alloc_up" {
-                Request::of_allocation
-            } else {
-                Request::of
-            };
-            let req = match of(&call.document) {
-                Ok(r) => r,
-                Err(e) => return Done::bad(e),
-            };
-            gpu_hours = req.gpu_hours();
-            let checked = policy.check_run(&req, used_today(), || self.unfinished_runs());
-            if let Err(r) = checked {
-                return Done::refused(&r);
+        let gpu_hours = if starts_job {
+            match self.within_budget(spec, &policy, &call) {
+                Ok(h) => h,
+                Err(done) => return *done,
             }
-        }
+        } else {
+            None
+        };
         let key = plan_key(spec.name, args);
-        let mut argv = vec![call.tool.to_string()];
-        argv.extend(call.flags.iter().cloned());
-        argv.extend(call.tail.iter().cloned());
         if call.plan {
-            let mut plan = Plan {
-                plan_id: key.clone(),
-                tool: spec.name,
-                would_run: argv,
-                on_cluster: on_cluster(spec.name, job_id.as_deref(), &call),
-                job_id,
-                gpu_hours,
-                dry_run_notes: vec![],
-                dry_run: None,
-            };
-            if matches!(
-                spec.name,
-                "submit" | "sync_tracked" | "sync_untracked" | "alloc_up"
-            ) {
-                let mut flags = call.flags.clone();
-                flags.push("--dry-run".to_string());
-                let ran = self.run(call.tool, &flags, &call.document);
-                plan.dry_run_notes = ran.stderr.lines().map(str::to_string).collect();
-                plan.dry_run = ran.doc();
-                if ran.code != 0 {
-                    let mut done = finish(ran);
-                    done.outcome = format!("plan failed: {}", done.outcome);
-                    return done;
-                }
-            }
-            self.plans.insert(key);
-            let text = format!(
-                "plan {}: would run `{}`{}{}; call {} again with \"plan_id\": \"{}\" (and without \"plan\") to do it",
-                plan.plan_id,
-                shared::error::render_argv(&plan.would_run),
-                plan.job_id.as_ref().map_or(String::new(), |j| format!(" on job {j}")),
-                plan.dry_run_notes
-                    .iter()
-                    .filter(|l| l.contains("dry run:"))
-                    .chain(plan.on_cluster.iter())
-                    .map(|l| format!("; {}", l.trim()))
-                    .collect::<String>(),
-                spec.name,
-                plan.plan_id
-            );
-            return Done {
-                result: CallResult::new(text, serde_json::to_value(&plan).ok(), false),
-                outcome: "planned".to_string(),
-                gpu_hours,
-                doc: None,
-            };
+            return self.plan(spec, &call, key, job_id, gpu_hours);
         }
         if policy.require_plan() {
-            let ok = call.plan_id.as_deref() == Some(key.as_str()) && self.plans.remove(&key);
-            if !ok {
-                let r = Box::new(Refusal {
-                    limit: "require_plan".into(),
-                    allowed: Value::Null,
-                    requested: call.plan_id.clone().map_or(Value::Null, Value::from),
-                    policy_file: policy::path().map(|p| p.display().to_string()).unwrap_or_default(),
-                    message: format!(
-                        "refused by the policy: require_plan is set, and this call has no plan_id of a plan of this very call{}; call {} with \"plan\": true first, then again with the plan_id it returns and the same arguments",
-                        if call.plan_id.is_some() { " (the plan_id given is for another call, or was used)" } else { "" },
-                        spec.name
-                    ),
-                });
+            if let Err(r) = self.planned(spec, &call, &key) {
                 return Done::refused(&r);
             }
         }
@@ -794,6 +725,104 @@ impl Server {
             done.gpu_hours = gpu_hours;
         }
         done
+    }
+
+    /// A run this call would start: its request within the policy's limits (GPU hours today,
+    /// unfinished runs); its GPU hours.
+    fn within_budget(
+        &self,
+        spec: &Spec,
+        policy: &policy::Policy,
+        call: &Action,
+    ) -> std::result::Result<Option<f64>, Box<Done>> {
+        let of = if spec.name == "alloc_up" {
+            Request::of_allocation
+        } else {
+            Request::of
+        };
+        let req = of(&call.document).map_err(|e| Box::new(Done::bad(e)))?;
+        let checked = policy.check_run(&req, used_today(), || self.unfinished_runs());
+        checked.map_err(|r| Box::new(Done::refused(&r)))?;
+        Ok(req.gpu_hours())
+    }
+
+    /// `"plan": true`: what the call would run (with the tool's own dry run where it has one),
+    /// remembered under its plan_id.
+    fn plan(
+        &mut self,
+        spec: &Spec,
+        call: &Action,
+        key: String,
+        job_id: Option<String>,
+        gpu_hours: Option<f64>,
+    ) -> Done {
+        let mut argv = vec![call.tool.to_string()];
+        argv.extend(call.flags.iter().cloned());
+        argv.extend(call.tail.iter().cloned());
+        let mut plan = Plan {
+            plan_id: key.clone(),
+            tool: spec.name,
+            would_run: argv,
+            on_cluster: on_cluster(spec.name, job_id.as_deref(), call),
+            job_id,
+            gpu_hours,
+            dry_run_notes: vec![],
+            dry_run: None,
+        };
+        if matches!(
+            spec.name,
+            "submit" | "sync_tracked" | "sync_untracked" | "alloc_up"
+        ) {
+            let mut flags = call.flags.clone();
+            flags.push("--dry-run".to_string());
+            let ran = self.run(call.tool, &flags, &call.document);
+            plan.dry_run_notes = ran.stderr.lines().map(str::to_string).collect();
+            plan.dry_run = ran.doc();
+            if ran.code != 0 {
+                let mut done = finish(ran);
+                done.outcome = format!("plan failed: {}", done.outcome);
+                return done;
+            }
+        }
+        self.plans.insert(key);
+        let text = format!(
+                "plan {}: would run `{}`{}{}; call {} again with \"plan_id\": \"{}\" (and without \"plan\") to do it",
+                plan.plan_id,
+                shared::error::render_argv(&plan.would_run),
+                plan.job_id.as_ref().map_or(String::new(), |j| format!(" on job {j}")),
+                plan.dry_run_notes
+                    .iter()
+                    .filter(|l| l.contains("dry run:"))
+                    .chain(plan.on_cluster.iter())
+                    .map(|l| format!("; {}", l.trim()))
+                    .collect::<String>(),
+                spec.name,
+                plan.plan_id
+            );
+        Done {
+            result: CallResult::new(text, serde_json::to_value(&plan).ok(), false),
+            outcome: "planned".to_string(),
+            gpu_hours,
+            doc: None,
+        }
+    }
+
+    /// `require_plan`: this very call was planned, and its plan is used once.
+    fn planned(&mut self, spec: &Spec, call: &Action, key: &str) -> Refused<()> {
+        if call.plan_id.as_deref() == Some(key) && self.plans.remove(key) {
+            return Ok(());
+        }
+        Err(Box::new(Refusal {
+            limit: "require_plan".into(),
+            allowed: Value::Null,
+            requested: call.plan_id.clone().map_or(Value::Null, Value::from),
+            policy_file: policy::path().map(|p| p.display().to_string()).unwrap_or_default(),
+            message: format!(
+                "refused by the policy: require_plan is set, and this call has no plan_id of a plan of this very call{}; call {} with \"plan\": true first, then again with the plan_id it returns and the same arguments",
+                if call.plan_id.is_some() { " (the plan_id given is for another call, or was used)" } else { "" },
+                spec.name
+            ),
+        }))
     }
 
     /// Unfinished runs now, as slurm-runs sees them (refreshed from the clusters).
