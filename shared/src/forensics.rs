@@ -240,18 +240,7 @@ pub fn parse(job_id: &str, reason: &str, text: &str) -> Forensics {
     for line in text.lines() {
         let t = line.trim_start();
         if let Some(rest) = t.strip_prefix("@@") {
-            let (word, arg) = rest.split_once(' ').unwrap_or((rest, ""));
-            match word {
-                "cut" => f.cut = true,
-                "error" => f.missing.push(format!("the collection: {arg}")),
-                "status" if arg != "0" && arg != "124" && arg != "137" => f
-                    .missing
-                    .push(format!("the collection's srun exited {arg}")),
-                "stderr" => f.missing.push(format!("the collection said: {arg}")),
-                "installed" => f.installed.push(format!("{arg} (from the login node)")),
-                "install-failed" => f.missing.push(arg.to_string()),
-                _ => {}
-            }
+            run_line(&mut f, rest);
             continue;
         }
         match t.split_once(": ") {
@@ -265,76 +254,102 @@ pub fn parse(job_id: &str, reason: &str, text: &str) -> Forensics {
         }
     }
     for lines in by_task.values() {
-        let mut node = ForensicsNode::default();
-        let mut in_stack = false;
-        for line in lines {
-            if in_stack {
-                if *line == "@@end" {
-                    in_stack = false;
-                } else if let Some(p) = node.processes.last_mut() {
-                    // py-spy's own header (`Process N: ...`, `Python v3.x (...)`) is not a frame.
-                    let header = p.python_stack.is_empty()
-                        && (line.starts_with("Process ") || line.starts_with("Python v"));
-                    if !line.trim().is_empty() && !header {
-                        p.python_stack.push(line.trim_end().to_string());
-                    }
-                }
-                continue;
-            }
-            let Some(rest) = line.strip_prefix("@@") else {
-                continue;
-            };
-            let (word, arg) = rest.split_once(' ').unwrap_or((rest, ""));
-            match word {
-                "node" => node.node = arg.to_string(),
-                "missing" => f.missing.push(format!(
-                    "{} on {}",
-                    arg,
-                    if node.node.is_empty() {
-                        "a node"
-                    } else {
-                        &node.node
-                    }
-                )),
-                "gpu" => node.gpus.push(arg.to_string()),
-                "proc" => {
-                    let w: Vec<&str> = arg.split_whitespace().collect();
-                    if w.len() >= 6 {
-                        node.processes.push(ForensicsProcess {
-                            pid: w[0].parse().unwrap_or(0),
-                            rank: w[1].parse().ok(),
-                            step: (w[2] != "-").then(|| w[2].to_string()),
-                            state: w[3].to_string(),
-                            wchan: w[4].to_string(),
-                            sockets: w[5].parse().unwrap_or(0),
-                            ..ForensicsProcess::default()
-                        });
-                    }
-                }
-                "cmd" => {
-                    if let Some(p) = node.processes.last_mut() {
-                        p.command = arg.trim().to_string();
-                    }
-                }
-                "env" => {
-                    if let (Some(p), Some((k, v))) =
-                        (node.processes.last_mut(), arg.split_once('='))
-                    {
-                        p.env.insert(k.to_string(), v.to_string());
-                    }
-                }
-                "stack" => in_stack = true,
-                "resolve" => {
-                    if let Some((host, ok)) = arg.split_once(' ') {
-                        node.master_resolves.insert(host.to_string(), ok == "ok");
-                    }
-                }
-                _ => {}
-            }
-        }
+        let node = node_of(lines, &mut f.missing);
         f.nodes.push(node);
     }
     f
+}
+
+/// A line of the run's own (`@@word arg`, no task label): how the collection went.
+fn run_line(f: &mut Forensics, rest: &str) {
+    let (word, arg) = rest.split_once(' ').unwrap_or((rest, ""));
+    match word {
+        "cut" => f.cut = true,
+        "error" => f.missing.push(format!("the collection: {arg}")),
+        "status" if arg != "0" && arg != "124" && arg != "137" => f
+            .missing
+            .push(format!("the collection's srun exited {arg}")),
+        "stderr" => f.missing.push(format!("the collection said: {arg}")),
+        "installed" => f.installed.push(format!("{arg} (from the login node)")),
+        "install-failed" => f.missing.push(arg.to_string()),
+        _ => {}
+    }
+}
+
+/// One node's lines (its task's label taken off): the node, its GPUs and processes with their
+/// stacks; what it could not collect goes to `missing`.
+fn node_of(lines: &[&str], missing: &mut Vec<String>) -> ForensicsNode {
+    let mut node = ForensicsNode::default();
+    let mut in_stack = false;
+    for line in lines {
+        if in_stack {
+            if *line == "@@end" {
+                in_stack = false;
+            } else if let Some(p) = node.processes.last_mut() {
+                // py-spy's own header (`Process N: ...`, `Python v3.x (...)`) is not a frame.
+                let header = p.python_stack.is_empty()
+                    && (line.starts_with("Process ") || line.starts_with("Python v"));
+                if !line.trim().is_empty() && !header {
+                    p.python_stack.push(line.trim_end().to_string());
+                }
+            }
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("@@") else {
+            continue;
+        };
+        let (word, arg) = rest.split_once(' ').unwrap_or((rest, ""));
+        match word {
+            "node" => node.node = arg.to_string(),
+            "missing" => missing.push(format!(
+                "{} on {}",
+                arg,
+                if node.node.is_empty() {
+                    "a node"
+                } else {
+                    &node.node
+                }
+            )),
+            "gpu" => node.gpus.push(arg.to_string()),
+            "proc" => {
+                if let Some(p) = process_of(arg) {
+                    node.processes.push(p);
+                }
+            }
+            "cmd" => {
+                if let Some(p) = node.processes.last_mut() {
+                    p.command = arg.trim().to_string();
+                }
+            }
+            "env" => {
+                if let (Some(p), Some((k, v))) = (node.processes.last_mut(), arg.split_once('=')) {
+                    p.env.insert(k.to_string(), v.to_string());
+                }
+            }
+            "stack" => in_stack = true,
+            "resolve" => {
+                if let Some((host, ok)) = arg.split_once(' ') {
+                    node.master_resolves.insert(host.to_string(), ok == "ok");
+                }
+            }
+            _ => {}
+        }
+    }
+    node
+}
+
+/// `@@proc PID RANK STEP STATE WCHAN SOCKETS`
+fn process_of(arg: &str) -> Option<ForensicsProcess> {
+    let w: Vec<&str> = arg.split_whitespace().collect();
+    (w.len() >= 6).then(|| ForensicsProcess {
+        pid: w[0].parse().unwrap_or(0),
+        rank: w[1].parse().ok(),
+        step: (w[2] != "-").then(|| w[2].to_string()),
+        state: w[3].to_string(),
+        wchan: w[4].to_string(),
+        sockets: w[5].parse().unwrap_or(0),
+        ..ForensicsProcess::default()
+    })
 }
 
 /// The frames of a process's main thread (`function (file:line)`), innermost first.
@@ -397,10 +412,33 @@ fn phrase(list: &[u32], one: &'static str, many: &'static str) -> String {
 /// The diagnosis: the rank that stopped first (silent longest, else the one whose stack differs
 /// from all the others'), what the others wait in, and the classic multi-node mistakes.
 pub fn diagnose(f: &mut Forensics) {
-    // One process per rank: the Python one where there is one, else the newest (the command a
-    // shell started).
+    let ranks = ranks_of(&f.nodes);
+    let mut said = Vec::new();
+    if ranks.is_empty() {
+        said.push("no process of the job was found on its nodes (it may have ended while the evidence was collected)".to_string());
+    }
+    let (stalled_rank, stalled_node) = where_ranks_are(&ranks, &f.silent_ranks, &mut said);
+    mistakes(&ranks, &f.nodes, &mut said);
+    if stalled_rank.is_some() {
+        f.stalled_rank = stalled_rank;
+    }
+    if stalled_node.is_some() {
+        f.stalled_node = stalled_node;
+    }
+    if f.cut {
+        said.push(
+            "the collection was cut at its time limit: what the nodes printed until then is here"
+                .to_string(),
+        );
+    }
+    f.diagnosis = said;
+}
+
+/// One process per rank: the Python one where there is one, else the newest (the command a
+/// shell started); with its node.
+fn ranks_of(nodes: &[ForensicsNode]) -> BTreeMap<u32, (String, &ForensicsProcess)> {
     let mut ranks: BTreeMap<u32, (String, &ForensicsProcess)> = BTreeMap::new();
-    for n in &f.nodes {
+    for n in nodes {
         for p in &n.processes {
             let Some(r) = p.rank else { continue };
             let better = match ranks.get(&r) {
@@ -415,13 +453,20 @@ pub fn diagnose(f: &mut Forensics) {
             }
         }
     }
-    let mut said = Vec::new();
-    if ranks.is_empty() {
-        said.push("no process of the job was found on its nodes (it may have ended while the evidence was collected)".to_string());
-    }
+    ranks
+}
+
+/// Where the ranks are: the rank that stopped first (silent longest, else the one somewhere
+/// else than all the others) and its node, or that none stands out, said.
+fn where_ranks_are(
+    ranks: &BTreeMap<u32, (String, &ForensicsProcess)>,
+    silent_ranks: &[crate::schema::SilentRank],
+    said: &mut Vec<String>,
+) -> (Option<u32>, Option<String>) {
+    let (mut stalled_rank, mut stalled_node) = (None, None);
     // Where each rank is, grouped.
     let mut groups: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for (r, (_, p)) in &ranks {
+    for (r, (_, p)) in ranks {
         groups
             .entry(function_of(&where_it_is(p)).to_string())
             .or_default()
@@ -436,21 +481,20 @@ pub fn diagnose(f: &mut Forensics) {
         (ranks.len() >= 3 && singles.len() == 1 && largest >= 2).then(|| singles[0][0])
     };
     let mut kernel: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for (r, (_, p)) in &ranks {
+    for (r, (_, p)) in ranks {
         kernel.entry(p.wchan.clone()).or_default().push(*r);
     }
     let outlier = odd_one(&groups).or_else(|| odd_one(&kernel));
-    let by_silence = f
-        .silent_ranks
+    let by_silence = silent_ranks
         .iter()
         .max_by_key(|s| s.silent_seconds)
         .map(|s| s.rank)
-        .filter(|_| f.silent_ranks.len() < ranks.len().max(2));
+        .filter(|_| silent_ranks.len() < ranks.len().max(2));
     let stalled = by_silence.or(outlier);
     if let Some(r) = stalled {
-        f.stalled_rank = Some(r);
+        stalled_rank = Some(r);
         if let Some((node, p)) = ranks.get(&r) {
-            f.stalled_node = Some(node.clone());
+            stalled_node = Some(node.clone());
             let others: Vec<u32> = ranks.keys().copied().filter(|x| *x != r).collect();
             let mut s = format!(
                 "rank {r} on {node} stopped first: it is in {}",
@@ -492,10 +536,19 @@ pub fn diagnose(f: &mut Forensics) {
             parts.join("; ")
         ));
     }
-    // The classic multi-node mistakes.
+    (stalled_rank, stalled_node)
+}
+
+/// The classic multi-node mistakes: ranks that disagree on the world size or the master
+/// address, a master address a node cannot resolve.
+fn mistakes(
+    ranks: &BTreeMap<u32, (String, &ForensicsProcess)>,
+    nodes: &[ForensicsNode],
+    said: &mut Vec<String>,
+) {
     let mut world: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     let mut master: BTreeMap<String, Vec<u32>> = BTreeMap::new();
-    for (r, (_, p)) in &ranks {
+    for (r, (_, p)) in ranks {
         if let Some(w) = p.env.get("WORLD_SIZE").or(p.env.get("SLURM_NTASKS")) {
             world.entry(w.clone()).or_default().push(*r);
         }
@@ -523,7 +576,7 @@ pub fn diagnose(f: &mut Forensics) {
             parts.join("; ")
         ));
     }
-    for n in &f.nodes {
+    for n in nodes {
         for (host, ok) in &n.master_resolves {
             if !ok {
                 said.push(format!(
@@ -533,13 +586,6 @@ pub fn diagnose(f: &mut Forensics) {
             }
         }
     }
-    if f.cut {
-        said.push(
-            "the collection was cut at its time limit: what the nodes printed until then is here"
-                .to_string(),
-        );
-    }
-    f.diagnosis = said;
 }
 
 #[cfg(test)]
