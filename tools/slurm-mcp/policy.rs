@@ -260,6 +260,33 @@ impl Policy {
         active: impl FnOnce() -> std::result::Result<u32, String>,
     ) -> Refused<()> {
         self.check_cluster(req.cluster.as_deref())?;
+        self.check_partition(req)?;
+        self.check_size(req)?;
+        self.check_gpu_hours(req, used_today)?;
+        if let Some(max) = self.max_concurrent_runs {
+            let n = active().map_err(|why| {
+                refuse(
+                    "max_concurrent_runs",
+                    max.into(),
+                    Value::Null,
+                    format!("the runs now unfinished could not be counted ({why}), so max_concurrent_runs {max} cannot be kept; try again"),
+                )
+            })?;
+            if n >= max {
+                return Err(refuse(
+                    "max_concurrent_runs",
+                    max.into(),
+                    (n + 1).into(),
+                    format!(
+                        "{n} runs are unfinished and max_concurrent_runs is {max}; wait for one to end (watch it), or cancel one"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_partition(&self, req: &Request) -> Refused<()> {
         if let Some(allowed) = &self.partitions {
             let ok = req
                 .partition
@@ -279,6 +306,11 @@ impl Policy {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Nodes and walltime against max_nodes and max_time_limit.
+    fn check_size(&self, req: &Request) -> Refused<()> {
         if let Some(max) = self.max_nodes {
             if req.nodes > max {
                 return Err(refuse(
@@ -322,6 +354,12 @@ impl Policy {
                 _ => {}
             }
         }
+        Ok(())
+    }
+
+    /// The run's GPU-hours (bounded: a known walltime) against gpu_hours_per_run and, with the
+    /// last 24 hours' (`used_today`), gpu_hours_per_day.
+    fn check_gpu_hours(&self, req: &Request, used_today: f64) -> Refused<()> {
         let hours = req.gpu_hours();
         if self.gpu_hours_per_run.is_some() || self.gpu_hours_per_day.is_some() {
             let Some(h) = hours else {
@@ -367,26 +405,6 @@ impl Policy {
                         ),
                     ));
                 }
-            }
-        }
-        if let Some(max) = self.max_concurrent_runs {
-            let n = active().map_err(|why| {
-                refuse(
-                    "max_concurrent_runs",
-                    max.into(),
-                    Value::Null,
-                    format!("the runs now unfinished could not be counted ({why}), so max_concurrent_runs {max} cannot be kept; try again"),
-                )
-            })?;
-            if n >= max {
-                return Err(refuse(
-                    "max_concurrent_runs",
-                    max.into(),
-                    (n + 1).into(),
-                    format!(
-                        "{n} runs are unfinished and max_concurrent_runs is {max}; wait for one to end (watch it), or cancel one"
-                    ),
-                ));
             }
         }
         Ok(())
