@@ -222,21 +222,7 @@ fn size_from_history(
         filled: Vec::new(),
         note: String::new(),
     };
-    let runs: Vec<shared::ledger::Run> = shared::ledger::path()
-        .and_then(|p| shared::ledger::read(&p).ok())
-        .map(|(entries, _)| shared::ledger::fold(&entries))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|r| r.cluster == ledger_cluster && r.job_name.as_deref() == Some(name.as_str()))
-        .filter(|r| shared::slurm::is_job_id(&r.job_id))
-        .collect();
-    // The newest 20.
-    let ids: Vec<String> = runs
-        .iter()
-        .rev()
-        .take(20)
-        .map(|r| r.job_id.clone())
-        .collect();
+    let ids = past_runs(&ledger_cluster, &name);
     sizing.runs = ids.len();
     let answer = if ids.is_empty() {
         None
@@ -264,63 +250,98 @@ fn size_from_history(
         Some(Answer::Failed(why)) => {
             format!("{cluster} could not be asked for its accounting: {why}; nothing sized")
         }
-        Some(Answer::Jobs(jobs)) => {
-            let tasks = shared::slurm::Settings::from_doc(&ctx.doc)
-                .ok()
-                .zip(
-                    ctx.doc
-                        .str_opt("recipe")
-                        .ok()
-                        .flatten()
-                        .map_or(Ok(shared::schema::Recipe::Single), shared::schema::Recipe::parse)
-                        .ok(),
-                )
-                .map_or(1, |(st, r)| st.tasks_per_node(r).max(1) as u64);
-            match usage::size(&jobs, tasks) {
-                None => format!(
-                    "none of the {} past runs of {name} on {cluster} completed: nothing sized",
-                    jobs.len()
-                ),
-                Some(s) => {
-                    sizing.completed = s.runs;
-                    sizing.elapsed_p90_seconds = Some(s.elapsed_p90_seconds);
-                    sizing.peak_memory_p90_bytes = s.peak_memory_p90_bytes;
-                    sizing.time_limit = Some(s.time_limit.clone());
-                    sizing.mem = s.mem.clone();
-                    for (field, value) in [("time_limit", sizing.time_limit.clone()), ("mem", sizing.mem.clone())] {
-                        // The document's own value stays; a catalog's or your defaults' gives way.
-                        let from_defaults = derived.iter().any(|d| d == field);
-                        if let (Some(v), true) = (value, !ctx.doc.has(field) || from_defaults) {
-                            ctx.doc.remove(field);
-                            derived.retain(|d| d != field);
-                            ctx.doc.derive(field, v.into(), derived);
-                            sizing.filled.push(field.to_string());
-                        }
-                    }
-                    let mem = match (&s.mem, s.peak_memory_p90_bytes) {
-                        (Some(m), Some(p)) => format!(
-                            "{m} (their p90 peak {} x1.25 x{tasks} tasks per node)",
-                            usage::memory_text(p)
-                        ),
-                        _ => "not sized (accounting sampled no memory)".to_string(),
-                    };
-                    let filled = if sizing.filled.is_empty() {
-                        "nothing (the document gives both)".to_string()
-                    } else {
-                        sizing.filled.join(", ")
-                    };
-                    format!(
-                        "sized from {} completed past runs of {name} on {cluster}: time_limit {} (their p90 elapsed {} x1.5, at least 5 min more), mem {mem}; filled: {filled}",
-                        s.runs,
-                        s.time_limit,
-                        shared::slurm::format_duration(s.elapsed_p90_seconds),
-                    )
-                }
-            }
-        }
+        Some(Answer::Jobs(jobs)) => sized(ctx, &jobs, &mut sizing, cluster, derived),
     };
     ctx.note(&sizing.note);
     Ok(sizing)
+}
+
+/// The past runs' figures sized into `time_limit` and `mem` (with their margins) where the
+/// document does not give them: what was done, said.
+fn sized(
+    ctx: &mut Context,
+    jobs: &[shared::slurm::usage::Usage],
+    sizing: &mut shared::schema::HistorySizing,
+    cluster: &str,
+    derived: &mut Vec<String>,
+) -> String {
+    use shared::slurm::usage;
+    let name = sizing.job_name.clone();
+    let tasks = shared::slurm::Settings::from_doc(&ctx.doc)
+        .ok()
+        .zip(
+            ctx.doc
+                .str_opt("recipe")
+                .ok()
+                .flatten()
+                .map_or(
+                    Ok(shared::schema::Recipe::Single),
+                    shared::schema::Recipe::parse,
+                )
+                .ok(),
+        )
+        .map_or(1, |(st, r)| st.tasks_per_node(r).max(1) as u64);
+    match usage::size(jobs, tasks) {
+        None => format!(
+            "none of the {} past runs of {name} on {cluster} completed: nothing sized",
+            jobs.len()
+        ),
+        Some(s) => {
+            sizing.completed = s.runs;
+            sizing.elapsed_p90_seconds = Some(s.elapsed_p90_seconds);
+            sizing.peak_memory_p90_bytes = s.peak_memory_p90_bytes;
+            sizing.time_limit = Some(s.time_limit.clone());
+            sizing.mem = s.mem.clone();
+            for (field, value) in [
+                ("time_limit", sizing.time_limit.clone()),
+                ("mem", sizing.mem.clone()),
+            ] {
+                // The document's own value stays; a catalog's or your defaults' gives way.
+                let from_defaults = derived.iter().any(|d| d == field);
+                if let (Some(v), true) = (value, !ctx.doc.has(field) || from_defaults) {
+                    ctx.doc.remove(field);
+                    derived.retain(|d| d != field);
+                    ctx.doc.derive(field, v.into(), derived);
+                    sizing.filled.push(field.to_string());
+                }
+            }
+            let mem = match (&s.mem, s.peak_memory_p90_bytes) {
+                (Some(m), Some(p)) => format!(
+                    "{m} (their p90 peak {} x1.25 x{tasks} tasks per node)",
+                    usage::memory_text(p)
+                ),
+                _ => "not sized (accounting sampled no memory)".to_string(),
+            };
+            let filled = if sizing.filled.is_empty() {
+                "nothing (the document gives both)".to_string()
+            } else {
+                sizing.filled.join(", ")
+            };
+            format!(
+                "sized from {} completed past runs of {name} on {cluster}: time_limit {} (their p90 elapsed {} x1.5, at least 5 min more), mem {mem}; filled: {filled}",
+                s.runs,
+                s.time_limit,
+                shared::slurm::format_duration(s.elapsed_p90_seconds),
+            )
+        }
+    }
+}
+
+/// The ids of the newest 20 runs of `name` on `cluster` in the ledger.
+fn past_runs(cluster: &str, name: &str) -> Vec<String> {
+    let runs: Vec<shared::ledger::Run> = shared::ledger::path()
+        .and_then(|p| shared::ledger::read(&p).ok())
+        .map(|(entries, _)| shared::ledger::fold(&entries))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.cluster == cluster && r.job_name.as_deref() == Some(name))
+        .filter(|r| shared::slurm::is_job_id(&r.job_id))
+        .collect();
+    runs.iter()
+        .rev()
+        .take(20)
+        .map(|r| r.job_id.clone())
+        .collect()
 }
 
 /// `--place`: every catalog cluster that can serve the request asked when it would start it
