@@ -352,26 +352,7 @@ fn placed<'c>(
     catalog: Option<&'c Catalog>,
     wait_login: Option<u64>,
 ) -> Result<(Option<&'c Entry>, SelectedBy, Vec<Candidate>)> {
-    if w.cluster.is_some() {
-        return Err(
-            field_error("slurm_cluster", "is set, and --place chooses the cluster")
-                .with_hint("remove `slurm_cluster` to let placement choose, or drop --place"),
-        );
-    }
-    let Some(cat) = catalog else {
-        return Err(ToolError::bad_input("--place asks the catalog's clusters, and no catalog was found")
-            .with_hint("pass --catalog FILE, set SLURM_TOOLS_CATALOG, or create $XDG_CONFIG_HOME/slurm-tools/clusters.json (docs/catalog.md)"));
-    };
-    // Every cluster is asked through its own master: one literal path would be one socket for
-    // all of them, and each would be asked through whichever master holds it.
-    let cp = shared::ssh::requested_control_path(&ctx.doc)?;
-    if !cp.contains('%') {
-        return Err(field_error(
-            "control_path",
-            &format!("is the one path {cp:?}, which every cluster --place asks would share"),
-        )
-        .with_hint("give a pattern that differs per host, e.g. \"~/.ssh/slurm-tools/%C\" (the default), or leave `control_path` out"));
-    }
+    let cat = placement_catalog(ctx, w, catalog)?;
     let (entries, out) = place::static_candidates(cat, w.device.as_deref(), w.per_node, w.total);
     let mut report: Vec<Candidate> = out
         .iter()
@@ -393,9 +374,80 @@ fn placed<'c>(
         .with_field("required_devices_per_node"));
     }
     let asked_at = shared::clock::unix_now();
+    let (mut cands, docs) = ask_each(ctx, &entries, w, asked_at);
+    if let Some(secs) = wait_login {
+        place::wait_for_logins(ctx, &mut cands, &docs, asked_at, secs);
+    }
+    let best = place::choose(&mut cands, &cat.prefer);
+    for c in &cands {
+        ctx.note(format!(
+            "placement: {}{}: {}",
+            c.cluster_name,
+            if c.chosen { " (chosen)" } else { "" },
+            c.reason
+        ));
+    }
+    let section = place::section(cands, best, asked_at);
+    ctx.doc.set_section("placement", &section);
+    let Some(i) = best else {
+        return Err(no_winner(&section).with_field("slurm_cluster"));
+    };
+    let chosen = section.candidates[i].cluster_name.clone();
+    for e in &entries {
+        report.push(Candidate {
+            cluster_name: e.cluster_name.clone(),
+            accepted: e.cluster_name == chosen,
+            reason: section
+                .candidates
+                .iter()
+                .find(|c| c.cluster_name == e.cluster_name)
+                .map(|c| c.reason.clone()),
+        });
+    }
+    let entry = entries.into_iter().find(|e| e.cluster_name == chosen);
+    Ok((entry, SelectedBy::Placement, report))
+}
+
+/// --place needs a catalog, no `slurm_cluster`, and a control path that differs per host.
+fn placement_catalog<'c>(
+    ctx: &Context,
+    w: &Wanted,
+    catalog: Option<&'c Catalog>,
+) -> Result<&'c Catalog> {
+    if w.cluster.is_some() {
+        return Err(
+            field_error("slurm_cluster", "is set, and --place chooses the cluster")
+                .with_hint("remove `slurm_cluster` to let placement choose, or drop --place"),
+        );
+    }
+    let Some(cat) = catalog else {
+        return Err(ToolError::bad_input("--place asks the catalog's clusters, and no catalog was found")
+            .with_hint("pass --catalog FILE, set SLURM_TOOLS_CATALOG, or create $XDG_CONFIG_HOME/slurm-tools/clusters.json (docs/catalog.md)"));
+    };
+    // Every cluster is asked through its own master: one literal path would be one socket for
+    // all of them, and each would be asked through whichever master holds it.
+    let cp = shared::ssh::requested_control_path(&ctx.doc)?;
+    if !cp.contains('%') {
+        return Err(field_error(
+            "control_path",
+            &format!("is the one path {cp:?}, which every cluster --place asks would share"),
+        )
+        .with_hint("give a pattern that differs per host, e.g. \"~/.ssh/slurm-tools/%C\" (the default), or leave `control_path` out"));
+    }
+    Ok(cat)
+}
+
+/// Every cluster asked (one ssh execution each, through its own master) with the document it
+/// would get by resolve's own rules: the candidates and those documents.
+fn ask_each(
+    ctx: &mut Context,
+    entries: &[&Entry],
+    w: &Wanted,
+    asked_at: u64,
+) -> (Vec<shared::schema::PlacementCandidate>, Vec<Document>) {
     let mut cands = Vec::new();
     let mut docs = Vec::new();
-    for e in &entries {
+    for e in entries {
         // The document this cluster would get, by resolve's own rules.
         let mut d = ctx.doc.clone();
         let mut ignored = Vec::new();
@@ -420,67 +472,41 @@ fn placed<'c>(
         cands.push(c);
         docs.push(d);
     }
-    if let Some(secs) = wait_login {
-        place::wait_for_logins(ctx, &mut cands, &docs, asked_at, secs);
+    (cands, docs)
+}
+
+/// No cluster can start the request: why each cannot, and the login a cluster still needs.
+fn no_winner(section: &shared::schema::Placement) -> ToolError {
+    let login: Vec<&shared::schema::PlacementCandidate> = section
+        .candidates
+        .iter()
+        .filter(|c| c.state == "login_needed")
+        .collect();
+    let reasons: Vec<String> = section
+        .candidates
+        .iter()
+        .map(|c| format!("{}: {}", c.cluster_name, c.reason))
+        .collect();
+    if login.is_empty() {
+        ToolError::bad_input(format!(
+            "no cluster can start the request now: {}",
+            reasons.join("; ")
+        ))
+        .with_hint("change what blocks it (each cluster's reason above), or set `slurm_cluster` to queue it anyway")
+    } else {
+        ToolError::needs_person(format!(
+            "no cluster that answered can start the request now: {}",
+            reasons.join("; ")
+        ))
+        .with_hint(format!(
+            "log in to {} and rerun: {}",
+            login[0].cluster_name,
+            login[0]
+                .login_command
+                .as_deref()
+                .unwrap_or("slurm-ssh-preflight --establish")
+        ))
     }
-    let best = place::choose(&mut cands, &cat.prefer);
-    for c in &cands {
-        ctx.note(format!(
-            "placement: {}{}: {}",
-            c.cluster_name,
-            if c.chosen { " (chosen)" } else { "" },
-            c.reason
-        ));
-    }
-    let section = place::section(cands, best, asked_at);
-    ctx.doc.set_section("placement", &section);
-    let Some(i) = best else {
-        let login: Vec<&shared::schema::PlacementCandidate> = section
-            .candidates
-            .iter()
-            .filter(|c| c.state == "login_needed")
-            .collect();
-        let reasons: Vec<String> = section
-            .candidates
-            .iter()
-            .map(|c| format!("{}: {}", c.cluster_name, c.reason))
-            .collect();
-        let e = if login.is_empty() {
-            ToolError::bad_input(format!(
-                "no cluster can start the request now: {}",
-                reasons.join("; ")
-            ))
-            .with_hint("change what blocks it (each cluster's reason above), or set `slurm_cluster` to queue it anyway")
-        } else {
-            ToolError::needs_person(format!(
-                "no cluster that answered can start the request now: {}",
-                reasons.join("; ")
-            ))
-            .with_hint(format!(
-                "log in to {} and rerun: {}",
-                login[0].cluster_name,
-                login[0]
-                    .login_command
-                    .as_deref()
-                    .unwrap_or("slurm-ssh-preflight --establish")
-            ))
-        };
-        return Err(e.with_field("slurm_cluster"));
-    };
-    let chosen = section.candidates[i].cluster_name.clone();
-    for e in &entries {
-        report.push(Candidate {
-            cluster_name: e.cluster_name.clone(),
-            accepted: e.cluster_name == chosen,
-            reason: section
-                .candidates
-                .iter()
-                .find(|c| c.cluster_name == e.cluster_name)
-                .map(|c| c.reason.clone()),
-        });
-    }
-    let entry = entries.into_iter().find(|e| e.cluster_name == chosen);
-    Ok((entry, SelectedBy::Placement, report))
 }
 
 /// Choose the catalog entry. Returns (entry, how it was selected, candidates report).
@@ -555,6 +581,18 @@ fn select<'c>(
             .map(|t| format!(", {t} in total"))
             .unwrap_or_default()
     );
+    chosen_match(matches, report, cat, pick, &wanted_text)
+}
+
+/// Auto-select among the catalog's clusters that can take the request: the one, the one
+/// --pick names, the catalog's first `prefer`red, else the person chooses.
+fn chosen_match<'c>(
+    matches: Vec<&'c Entry>,
+    report: Vec<Candidate>,
+    cat: &'c Catalog,
+    pick: Option<&str>,
+    wanted_text: &str,
+) -> Result<(Option<&'c Entry>, SelectedBy, Vec<Candidate>)> {
     match matches.len() {
         0 => {
             let reasons: Vec<String> = report
