@@ -449,47 +449,90 @@ fn your_limit(reason: &str, f: &Facts) -> (String, String) {
     };
     let asks_gpus = gpus(&f.job.get("TRES").map(|t| tres(t)).unwrap_or_default());
     if reason.starts_with("QOS") && reason.contains("GRES") {
-        let cap = f
-            .qos
-            .as_ref()
-            .and_then(|q| {
-                let limits = match whose {
-                    "per user" => q.get(1),
-                    "per job" => q.get(4),
-                    _ => q.get(3),
-                }?;
-                Some(gpus(&tres(limits)))
-            })
-            .filter(|n| *n > 0);
-        let used: u64 = running.iter().map(|r| gpus(&r.2)).sum();
-        if let Some(cap) = cap {
-            return (
-                format!(
-                    "your QOS {qos_name} allows {cap} GPUs {whose} and {jobs_text} use{} {used}; this job asks for {asks_gpus}",
-                    if ids.len() == 1 { "s" } else { "" }
-                ),
-                {
-                    let fits = if whose == "per job" {
-                        cap
-                    } else {
-                        cap.saturating_sub(used)
-                    };
-                    let wait = match ids.len() {
-                        0 => String::new(),
-                        1 => "wait for it to end (or `scancel` it), ".to_string(),
-                        _ => "wait for them to end (or `scancel` one), ".to_string(),
-                    };
-                    let less = if fits > 0 {
-                        format!("ask for at most {fits} GPUs, ")
-                    } else {
-                        String::new()
-                    };
-                    format!("{wait}{less}or use another QOS (`qos`)")
-                },
-            );
+        if let Some(said) = gpu_cap(f, whose, &qos_name, &running, &jobs_text, asks_gpus) {
+            return said;
         }
     }
-    let limits = if reason.starts_with("QOS") {
+    let limits = limits_shown(reason, f, &qos_name);
+    let whose_limit = if reason.starts_with("QOS") {
+        format!("your QOS {qos_name}'s limit on {what}")
+    } else if reason.starts_with("Assoc") {
+        format!("your account's limit on {what}")
+    } else {
+        format!("a limit of yours ({reason})")
+    };
+    let whose_text = if whose.is_empty() {
+        String::new()
+    } else {
+        format!(" {whose}")
+    };
+    (
+        format!(
+            "{whose_limit}{whose_text} is reached ({reason}){}; {jobs_text}",
+            limits.unwrap_or_default()
+        ),
+        if reason.starts_with("Invalid") || reason.ends_with("NotAllowed") {
+            "use an account and QOS your user has (`sacctmgr show assoc user=$USER` lists them)"
+                .to_string()
+        } else {
+            "wait for your other jobs to end (or `scancel` one), ask for less, or use another QOS or account (`qos`, `account`)".to_string()
+        },
+    )
+}
+
+/// A QOS's GPU cap with the GPUs your running jobs use, and what would help (None: the QOS
+/// shows no GPU cap).
+fn gpu_cap(
+    f: &Facts,
+    whose: &str,
+    qos_name: &str,
+    running: &[&(String, String, BTreeMap<String, String>)],
+    jobs_text: &str,
+    asks_gpus: u64,
+) -> Option<(String, String)> {
+    let cap = f
+        .qos
+        .as_ref()
+        .and_then(|q| {
+            let limits = match whose {
+                "per user" => q.get(1),
+                "per job" => q.get(4),
+                _ => q.get(3),
+            }?;
+            Some(gpus(&tres(limits)))
+        })
+        .filter(|n| *n > 0);
+    let used: u64 = running.iter().map(|r| gpus(&r.2)).sum();
+    let cap = cap?;
+    Some((
+            format!(
+                "your QOS {qos_name} allows {cap} GPUs {whose} and {jobs_text} use{} {used}; this job asks for {asks_gpus}",
+                if running.len() == 1 { "s" } else { "" }
+            ),
+            {
+                let fits = if whose == "per job" {
+                    cap
+                } else {
+                    cap.saturating_sub(used)
+                };
+                let wait = match running.len() {
+                    0 => String::new(),
+                    1 => "wait for it to end (or `scancel` it), ".to_string(),
+                    _ => "wait for them to end (or `scancel` one), ".to_string(),
+                };
+                let less = if fits > 0 {
+                    format!("ask for at most {fits} GPUs, ")
+                } else {
+                    String::new()
+                };
+                format!("{wait}{less}or use another QOS (`qos`)")
+            },
+        ))
+}
+
+/// The limits the QOS (or the account's association) shows you, as ` (QOS q: MaxTRES ..., ...)`.
+fn limits_shown(reason: &str, f: &Facts, qos_name: &str) -> Option<String> {
+    if reason.starts_with("QOS") {
         f.qos.as_ref().map(|q| {
             let names = [
                 "MaxTRESPerUser",
@@ -535,31 +578,7 @@ fn your_limit(reason: &str, f: &Facts) -> (String, String) {
                     }
                 )
             })
-    };
-    let whose_limit = if reason.starts_with("QOS") {
-        format!("your QOS {qos_name}'s limit on {what}")
-    } else if reason.starts_with("Assoc") {
-        format!("your account's limit on {what}")
-    } else {
-        format!("a limit of yours ({reason})")
-    };
-    let whose_text = if whose.is_empty() {
-        String::new()
-    } else {
-        format!(" {whose}")
-    };
-    (
-        format!(
-            "{whose_limit}{whose_text} is reached ({reason}){}; {jobs_text}",
-            limits.unwrap_or_default()
-        ),
-        if reason.starts_with("Invalid") || reason.ends_with("NotAllowed") {
-            "use an account and QOS your user has (`sacctmgr show assoc user=$USER` lists them)"
-                .to_string()
-        } else {
-            "wait for your other jobs to end (or `scancel` one), ask for less, or use another QOS or account (`qos`, `account`)".to_string()
-        },
-    )
+    }
 }
 
 #[cfg(test)]
