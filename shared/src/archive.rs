@@ -109,101 +109,21 @@ fn append_all<W: Write>(
     let mut builder = tar::Builder::new(w);
     builder.follow_symlinks(false);
     for item in items {
-        let shown = String::from_utf8_lossy(item.name.as_bytes()).into_owned();
-        let skip = |why: String| {
-            stats.lock().unwrap().skipped.push(crate::schema::Skipped {
-                path: shown.clone(),
-                reason: why,
-            })
-        };
-        let local = match &item.source {
-            Source::File(p) => p,
+        let name = Path::new(&item.name);
+        match &item.source {
             Source::Bytes { data, executable } => {
-                let mut header = tar::Header::new_gnu();
-                header.set_entry_type(tar::EntryType::Regular);
-                header.set_mode(if *executable { 0o755 } else { 0o644 });
-                header.set_size(data.len() as u64);
-                header.set_mtime(crate::clock::unix_now());
-                builder.append_data(&mut header, Path::new(&item.name), data.as_slice())?;
+                append_bytes(&mut builder, name, data, *executable)?;
                 let mut s = stats.lock().unwrap();
                 s.files += 1;
                 s.bytes += data.len() as u64;
                 continue;
             }
-        };
-        let meta = match std::fs::symlink_metadata(local) {
-            Ok(m) => m,
-            Err(e) => {
-                skip(format!("cannot read it: {e}"));
-                continue;
-            }
-        };
-        let ft = meta.file_type();
-        let mut header = tar::Header::new_gnu();
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_mtime(meta.mtime().max(0) as u64);
-        if ft.is_symlink() {
-            let target = match std::fs::read_link(local) {
-                Ok(t) => t,
-                Err(e) => {
-                    skip(format!("cannot read the link: {e}"));
+            Source::File(local) => {
+                let shown = String::from_utf8_lossy(item.name.as_bytes()).into_owned();
+                if !append_local(&mut builder, name, local, &shown, stats)? {
                     continue;
                 }
-            };
-            header.set_entry_type(tar::EntryType::Symlink);
-            header.set_mode(0o777);
-            header.set_size(0);
-            builder.append_link(&mut header, Path::new(&item.name), &target)?;
-            stats.lock().unwrap().symlinks += 1;
-        } else if ft.is_file() {
-            let file = match std::fs::File::open(local) {
-                Ok(f) => f,
-                Err(e) => {
-                    skip(format!("cannot read it: {e}"));
-                    continue;
-                }
-            };
-            let size = meta.len();
-            header.set_entry_type(tar::EntryType::Regular);
-            header.set_mode(if meta.mode() & 0o111 != 0 {
-                0o755
-            } else {
-                0o644
-            });
-            header.set_size(size);
-            let mut reader = Exact {
-                inner: file,
-                left: size,
-                short: false,
-            };
-            builder.append_data(&mut header, Path::new(&item.name), &mut reader)?;
-            // Anything appended after the size was taken is not sent.
-            let grew = reader
-                .inner
-                .read(&mut [0u8; 1])
-                .map(|n| n > 0)
-                .unwrap_or(false);
-            let mut s = stats.lock().unwrap();
-            if reader.short || grew {
-                s.changed_while_reading.push(shown.clone());
             }
-            s.files += 1;
-            s.bytes += size;
-        } else {
-            let kind = if ft.is_fifo() {
-                "a FIFO"
-            } else if ft.is_socket() {
-                "a socket"
-            } else if ft.is_block_device() || ft.is_char_device() {
-                "a device"
-            } else if ft.is_dir() {
-                "a directory (a nested git repository: its files are not synced)"
-            } else {
-                "not a regular file"
-            };
-            skip(format!("{kind}; only files and symlinks are sent"));
-            continue;
         }
         if let Some(p) = progress.as_mut() {
             let s = stats.lock().unwrap();
@@ -213,15 +133,110 @@ fn append_all<W: Write>(
     if let Some(tail) = tail {
         let extra = tail(&stats.lock().unwrap());
         for (name, data) in extra {
-            let mut header = tar::Header::new_gnu();
-            header.set_entry_type(tar::EntryType::Regular);
-            header.set_mode(0o644);
-            header.set_size(data.len() as u64);
-            header.set_mtime(crate::clock::unix_now());
-            builder.append_data(&mut header, Path::new(&name), data.as_slice())?;
+            append_bytes(&mut builder, Path::new(&name), &data, false)?;
         }
     }
     builder.into_inner()
+}
+
+/// A file made here (not on disk): written now, owned by whoever extracts it.
+fn append_bytes<W: Write>(
+    builder: &mut tar::Builder<W>,
+    name: &Path,
+    data: &[u8],
+    executable: bool,
+) -> std::io::Result<()> {
+    let mut header = tar::Header::new_gnu();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mode(if executable { 0o755 } else { 0o644 });
+    header.set_size(data.len() as u64);
+    header.set_mtime(crate::clock::unix_now());
+    builder.append_data(&mut header, name, data)
+}
+
+/// A local file or symlink as it is now (true), or skipped with the reason in `stats` (false):
+/// anything else, or what cannot be read. A file is sent at the size it had when it was looked
+/// at; one that changed while it was read is named.
+fn append_local<W: Write>(
+    builder: &mut tar::Builder<W>,
+    name: &Path,
+    local: &Path,
+    shown: &str,
+    stats: &Arc<Mutex<Stats>>,
+) -> std::io::Result<bool> {
+    let skip = |why: String| {
+        stats.lock().unwrap().skipped.push(crate::schema::Skipped {
+            path: shown.to_string(),
+            reason: why,
+        });
+        Ok(false)
+    };
+    let meta = match std::fs::symlink_metadata(local) {
+        Ok(m) => m,
+        Err(e) => return skip(format!("cannot read it: {e}")),
+    };
+    let ft = meta.file_type();
+    let mut header = tar::Header::new_gnu();
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_mtime(meta.mtime().max(0) as u64);
+    if ft.is_symlink() {
+        let target = match std::fs::read_link(local) {
+            Ok(t) => t,
+            Err(e) => return skip(format!("cannot read the link: {e}")),
+        };
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_mode(0o777);
+        header.set_size(0);
+        builder.append_link(&mut header, name, &target)?;
+        stats.lock().unwrap().symlinks += 1;
+        return Ok(true);
+    }
+    if !ft.is_file() {
+        let kind = if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_socket() {
+            "a socket"
+        } else if ft.is_block_device() || ft.is_char_device() {
+            "a device"
+        } else if ft.is_dir() {
+            "a directory (a nested git repository: its files are not synced)"
+        } else {
+            "not a regular file"
+        };
+        return skip(format!("{kind}; only files and symlinks are sent"));
+    }
+    let file = match std::fs::File::open(local) {
+        Ok(f) => f,
+        Err(e) => return skip(format!("cannot read it: {e}")),
+    };
+    let size = meta.len();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mode(if meta.mode() & 0o111 != 0 {
+        0o755
+    } else {
+        0o644
+    });
+    header.set_size(size);
+    let mut reader = Exact {
+        inner: file,
+        left: size,
+        short: false,
+    };
+    builder.append_data(&mut header, name, &mut reader)?;
+    // Anything appended after the size was taken is not sent.
+    let grew = reader
+        .inner
+        .read(&mut [0u8; 1])
+        .map(|n| n > 0)
+        .unwrap_or(false);
+    let mut s = stats.lock().unwrap();
+    if reader.short || grew {
+        s.changed_while_reading.push(shown.to_string());
+    }
+    s.files += 1;
+    s.bytes += size;
+    Ok(true)
 }
 
 /// Reads exactly `left` bytes: stops early if the file grew, pads with zeros if it shrank.
