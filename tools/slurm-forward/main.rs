@@ -187,7 +187,39 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         .clone()
         .ok_or_else(|| ToolError::bad_input("no control path: run slurm-ssh-preflight first"))?;
 
-    // One round trip: the job runs, its node, the port, and whether the port answers there.
+    let (node, remote_port) = job_port(cli, &ssh, &t)?;
+    let local_port = local_port_for(cli, remote_port)?;
+    ensure_master(ctx, &ssh, &cp)?;
+    let f = Forward {
+        job_id: t.job_id.clone(),
+        node,
+        remote_port,
+        local_port,
+        local_url: format!("http://127.0.0.1:{local_port}/"),
+        state: "active".into(),
+        control_path: cp,
+    };
+    let out = control_forward(&ssh, "forward", &f);
+    if !out.success() {
+        return Err(ToolError::remote(format!(
+            "the ControlMaster refused the forward {}: {}",
+            spec(&f),
+            out.stderr_tail.trim()
+        ))
+        .with_command(out.record()));
+    }
+    ctx.note(format!(
+        "{} -> {}:{} in job {} (ends with the job, or `slurm-forward --cancel` on this output)",
+        f.local_url, f.node, f.remote_port, f.job_id
+    ));
+    ctx.doc.set_section("forward", &f);
+    start_watcher(ctx);
+    Ok(Outcome::Done)
+}
+
+/// One round trip: the job runs, its node, the port (given, or from the job's port file), and
+/// that the port answers there from the login node.
+fn job_port(cli: &Cli, ssh: &Ssh, t: &shared::running::Target) -> Result<(String, u16)> {
     let mut s = Script::new();
     // A literal ~/ in --port-file (quoted, as every value is) is the home, expanded below.
     s.raw("# shellcheck disable=SC2088\nset -u\n");
@@ -196,7 +228,7 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     s.assign("port", &cli.port.map(|p| p.to_string()).unwrap_or_default())?;
     s.assign("port_file", cli.port_file.as_deref().unwrap_or(""))?;
     s.raw(shared::remote::FORWARD_PORT);
-    let reply = run_on_job(&ssh, &t, cli.node.as_deref(), &s)?;
+    let reply = run_on_job(ssh, t, cli.node.as_deref(), &s)?;
     let field = |k: &str| reply.field(k);
     if reply.says("NO_PORT_FILE") || reply.says("NO_PORT_IN_FILE") {
         return Err(ToolError::new(
@@ -224,8 +256,12 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         ))
         .with_hint(format!("the server must listen on {node}'s own name or cluster address (loopback is not reachable from the login node), which every user on the cluster network can reach: give it a token or password; then rerun")));
     }
-    // The local side: loopback only, a port that is free now.
-    let local_port = match cli.local_port.unwrap_or(remote_port) {
+    Ok((node, remote_port))
+}
+
+/// The local side: loopback only, a port that is free now (on [::1] too).
+fn local_port_for(cli: &Cli, remote_port: u16) -> Result<u16> {
+    Ok(match cli.local_port.unwrap_or(remote_port) {
         0 => (0..20)
             .filter_map(|_| {
                 std::net::TcpListener::bind(("127.0.0.1", 0))
@@ -255,33 +291,7 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             }
             p
         }
-    };
-    ensure_master(ctx, &ssh, &cp)?;
-    let f = Forward {
-        job_id: t.job_id.clone(),
-        node,
-        remote_port,
-        local_port,
-        local_url: format!("http://127.0.0.1:{local_port}/"),
-        state: "active".into(),
-        control_path: cp,
-    };
-    let out = control_forward(&ssh, "forward", &f);
-    if !out.success() {
-        return Err(ToolError::remote(format!(
-            "the ControlMaster refused the forward {}: {}",
-            spec(&f),
-            out.stderr_tail.trim()
-        ))
-        .with_command(out.record()));
-    }
-    ctx.note(format!(
-        "{} -> {}:{} in job {} (ends with the job, or `slurm-forward --cancel` on this output)",
-        f.local_url, f.node, f.remote_port, f.job_id
-    ));
-    ctx.doc.set_section("forward", &f);
-    start_watcher(ctx);
-    Ok(Outcome::Done)
+    })
 }
 
 fn cancel(ctx: &mut Context, ssh: &Ssh) -> Result<Outcome> {
