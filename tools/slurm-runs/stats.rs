@@ -52,78 +52,98 @@ pub fn stats(runs: &[Run], pattern: &str, json: bool) -> Result<(String, u8)> {
             }
         };
         let sizing = usage::size(&jobs, 1);
-        if json {
-            let v = ClusterStats {
-                cluster: cluster.clone(),
-                asked: ids.len(),
-                runs: jobs
-                    .iter()
-                    .map(|u| RunUse {
-                        job_id: u.job_id.clone(),
-                        job_name: names
-                            .get(&(cluster.clone(), u.job_id.clone()))
-                            .cloned()
-                            .flatten(),
-                        state: u.state.clone(),
-                        elapsed_seconds: u.elapsed_seconds,
-                        peak_memory_bytes: u.peak_memory_bytes,
-                        gpus: u.gpus,
-                    })
-                    .collect(),
-                completed: sizing.as_ref().map_or(0, |s| s.runs),
-                elapsed_p90_seconds: sizing.as_ref().map(|s| s.elapsed_p90_seconds),
-                peak_memory_p90_bytes: sizing.as_ref().and_then(|s| s.peak_memory_p90_bytes),
-                sized: sizing.as_ref().map(|s| Sized {
-                    time_limit: s.time_limit.clone(),
-                    mem: s.mem.clone(),
-                }),
-                unavailable: None,
-            };
-            text.push_str(&serde_json::to_string(&v).expect("stats serialise"));
-            text.push('\n');
-            continue;
-        }
-        text.push_str(&format!(
-            "{cluster}: {} runs matching {pattern:?}\n",
-            jobs.len()
-        ));
-        let mut rows = vec![[
-            "JOB".to_string(),
-            "NAME".into(),
-            "STATE".into(),
-            "ELAPSED".into(),
-            "PEAK MEM".into(),
-            "GPUS".into(),
-        ]];
-        for u in &jobs {
-            rows.push([
-                u.job_id.clone(),
-                names
-                    .get(&(cluster.clone(), u.job_id.clone()))
-                    .cloned()
-                    .flatten()
-                    .unwrap_or_else(|| "-".into()),
-                u.state.clone(),
-                format_duration(u.elapsed_seconds),
-                u.peak_memory_bytes
-                    .map_or("-".to_string(), usage::memory_text),
-                u.gpus.to_string(),
-            ]);
-        }
-        text.push_str(&super::columns(rows));
-        text.push_str(&match &sizing {
-            Some(s) => format!(
-                "  {} completed: elapsed p90 {}, peak memory p90 {}; sized from them: time_limit {} (p90 x1.5, at least 5 min more), mem {} (p90 x1.25 per task)\n",
-                s.runs,
-                format_duration(s.elapsed_p90_seconds),
-                s.peak_memory_p90_bytes.map_or("not sampled".to_string(), usage::memory_text),
-                s.time_limit,
-                s.mem.as_deref().unwrap_or("not sized (no memory sampled)"),
-            ),
-            None => "  no completed run: nothing to size from\n".to_string(),
+        let name_of = |id: &str| {
+            names
+                .get(&(cluster.clone(), id.to_string()))
+                .cloned()
+                .flatten()
+        };
+        text.push_str(&if json {
+            json_block(&cluster, ids.len(), &jobs, sizing.as_ref(), name_of)
+        } else {
+            text_block(&cluster, pattern, &jobs, sizing.as_ref(), name_of)
         });
     }
     Ok((text, code))
+}
+
+/// One cluster's block in --json.
+fn json_block(
+    cluster: &str,
+    asked: usize,
+    jobs: &[usage::Usage],
+    sizing: Option<&usage::Sizing>,
+    name_of: impl Fn(&str) -> Option<String>,
+) -> String {
+    let v = ClusterStats {
+        cluster: cluster.to_string(),
+        asked,
+        runs: jobs
+            .iter()
+            .map(|u| RunUse {
+                job_id: u.job_id.clone(),
+                job_name: name_of(&u.job_id),
+                state: u.state.clone(),
+                elapsed_seconds: u.elapsed_seconds,
+                peak_memory_bytes: u.peak_memory_bytes,
+                gpus: u.gpus,
+            })
+            .collect(),
+        completed: sizing.map_or(0, |s| s.runs),
+        elapsed_p90_seconds: sizing.map(|s| s.elapsed_p90_seconds),
+        peak_memory_p90_bytes: sizing.and_then(|s| s.peak_memory_p90_bytes),
+        sized: sizing.map(|s| Sized {
+            time_limit: s.time_limit.clone(),
+            mem: s.mem.clone(),
+        }),
+        unavailable: None,
+    };
+    let mut text = serde_json::to_string(&v).expect("stats serialise");
+    text.push('\n');
+    text
+}
+
+/// One cluster's block as a table, with the spread and the request sized from it.
+fn text_block(
+    cluster: &str,
+    pattern: &str,
+    jobs: &[usage::Usage],
+    sizing: Option<&usage::Sizing>,
+    name_of: impl Fn(&str) -> Option<String>,
+) -> String {
+    let mut text = format!("{cluster}: {} runs matching {pattern:?}\n", jobs.len());
+    let mut rows = vec![[
+        "JOB".to_string(),
+        "NAME".into(),
+        "STATE".into(),
+        "ELAPSED".into(),
+        "PEAK MEM".into(),
+        "GPUS".into(),
+    ]];
+    for u in jobs {
+        rows.push([
+            u.job_id.clone(),
+            name_of(&u.job_id).unwrap_or_else(|| "-".into()),
+            u.state.clone(),
+            format_duration(u.elapsed_seconds),
+            u.peak_memory_bytes
+                .map_or("-".to_string(), usage::memory_text),
+            u.gpus.to_string(),
+        ]);
+    }
+    text.push_str(&super::columns(rows));
+    text.push_str(&match sizing {
+        Some(s) => format!(
+            "  {} completed: elapsed p90 {}, peak memory p90 {}; sized from them: time_limit {} (p90 x1.5, at least 5 min more), mem {} (p90 x1.25 per task)\n",
+            s.runs,
+            format_duration(s.elapsed_p90_seconds),
+            s.peak_memory_p90_bytes.map_or("not sampled".to_string(), usage::memory_text),
+            s.time_limit,
+            s.mem.as_deref().unwrap_or("not sized (no memory sampled)"),
+        ),
+        None => "  no completed run: nothing to size from\n".to_string(),
+    });
+    text
 }
 
 /// One cluster's answer in --json: its runs' use, their spread, the request sized from them (or
