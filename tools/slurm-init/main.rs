@@ -319,19 +319,8 @@ fn catalog_path(cli: &Cli) -> Result<PathBuf> {
         })
 }
 
-fn init(cli: &Cli) -> Result<u8> {
-    shared::ssh::check_host(&cli.host)?;
-    let name = match &cli.cluster {
-        Some(n) => n.clone(),
-        None => cli
-            .host
-            .rsplit('@')
-            .next()
-            .and_then(|h| h.split('.').next())
-            .unwrap_or(&cli.host)
-            .to_string(),
-    };
-    shared::slurm::check_slurm_value("--cluster", &name)?;
+/// One login to the host: who we are there and what its Slurm offers.
+fn probe(cli: &Cli) -> Result<Probe> {
     let mut conn = Map::new();
     conn.insert("ssh_host".into(), Value::String(cli.host.clone()));
     if let Some(f) = &cli.ssh_config {
@@ -360,17 +349,11 @@ fn init(cli: &Cli) -> Result<u8> {
         ))
         .with_command(out.record()));
     }
-    if probe.slurm.is_none() {
-        shared::ui::warn(
-            TOOL,
-            &format!(
-                "no Slurm client (sinfo) on {}: is this a Slurm login node?",
-                cli.host
-            ),
-        );
-    }
-    // Whether the login needs MFA is left to preflight to find out (null), which records it.
-    let entry = entry_for(cli, &name, &probe)?;
+    Ok(probe)
+}
+
+/// The entry merged into the catalog (written privately, in one step): the catalog's path.
+fn write_entry(cli: &Cli, entry: &CatalogEntry) -> Result<std::path::PathBuf> {
     let path = catalog_path(cli)?;
     let existing = match std::fs::read(&path) {
         Ok(b) => Some(b),
@@ -384,7 +367,7 @@ fn init(cli: &Cli) -> Result<u8> {
         }
     };
     let entry_value =
-        serde_json::to_value(&entry).map_err(|e| ToolError::bad_input(e.to_string()))?;
+        serde_json::to_value(entry).map_err(|e| ToolError::bad_input(e.to_string()))?;
     let cat = merged(existing.as_deref(), &path, entry_value)?;
     if let Some(dir) = path.parent() {
         shared::private_files::create_dir(dir)
@@ -395,6 +378,35 @@ fn init(cli: &Cli) -> Result<u8> {
     shared::private_files::write_atomic(&path, text.as_bytes(), 0o600).map_err(|e| {
         ToolError::bad_input(format!("cannot write the catalog {}: {e}", path.display()))
     })?;
+    Ok(path)
+}
+
+fn init(cli: &Cli) -> Result<u8> {
+    shared::ssh::check_host(&cli.host)?;
+    let name = match &cli.cluster {
+        Some(n) => n.clone(),
+        None => cli
+            .host
+            .rsplit('@')
+            .next()
+            .and_then(|h| h.split('.').next())
+            .unwrap_or(&cli.host)
+            .to_string(),
+    };
+    shared::slurm::check_slurm_value("--cluster", &name)?;
+    let probe = probe(cli)?;
+    if probe.slurm.is_none() {
+        shared::ui::warn(
+            TOOL,
+            &format!(
+                "no Slurm client (sinfo) on {}: is this a Slurm login node?",
+                cli.host
+            ),
+        );
+    }
+    // Whether the login needs MFA is left to preflight to find out (null), which records it.
+    let entry = entry_for(cli, &name, &probe)?;
+    let path = write_entry(cli, &entry)?;
     let defaults = &entry.defaults;
     shared::ui::note(
         TOOL,
