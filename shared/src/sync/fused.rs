@@ -212,116 +212,148 @@ impl Fused {
             conversation,
         } = *self;
         let repo = prepared.remote_repo_path().to_string();
-        let sent = |conversation: Conversation, ctx: &mut Context| -> Result<Sent> {
-            let Conversation { running, kept, .. } = conversation;
-            let (mut running, previous, id) = match kept {
-                Some((id, m)) => (running, Some(m), Some(id)),
-                None => {
-                    let (r, m) = untracked::read_manifest(running, ssh, &repo)?;
-                    (r, m, None)
-                }
-            };
-            let local = untracked::Local::of(ctx)?.with_snapshot(prepared.snapshot());
-            let plan = untracked::Plan::make(
-                &untracked::Options::default(),
-                ctx,
-                &ssh.host,
-                local,
-                previous,
-                started,
-            );
-            let script = parts(
-                &tracked_script,
-                &plan.script()?,
-                &command,
-                &repo,
-                prepared.snapshot(),
-                id.as_deref(),
-            )?;
-            let payload = plan.payload(ctx);
-            let stdin = command.stdin.as_deref().unwrap_or_default();
-            let written = running
-                .send(&crate::ssh::framed(&script))
-                .and_then(|()| running.send(stdin))
-                .and_then(|()| payload(&mut crate::process::StdinWriter(&mut running)));
-            running.close_stdin();
-            Ok(Sent {
-                plan,
-                written,
-                reader: Reader::new(running, deadline),
-            })
+        let parts = Parts {
+            ssh,
+            repo: &repo,
+            command: &command,
+            prepared: &prepared,
+            tracked_script: &tracked_script,
+            started,
+            deadline,
         };
-        let mut attempt = sent(conversation, ctx)?;
+        let mut attempt = parts.send(conversation, ctx)?;
         let first = attempt.reader.part()?;
         let first = if attempt.reader.stale {
             // Another machine (or a sync cut short) wrote the cluster's manifest since this
             // machine's copy: ask the cluster for it, in a new execution.
             ctx.note("the untracked files' manifest on the cluster is not the one this machine last wrote: asking for it");
             drop(attempt);
-            attempt = sent(Conversation::open(ssh, &repo, false)?, ctx)?;
+            attempt = parts.send(Conversation::open(ssh, &repo, false)?, ctx)?;
             attempt.reader.part()?
         } else {
             first
         };
-        let Sent {
-            plan,
-            written: sent,
-            mut reader,
-        } = attempt;
-
         // The tracked part.
         let Some(t) = first else {
-            return Err(reader.broke(ssh, "the tracked sync"));
+            return Err(attempt.reader.broke(ssh, "the tracked sync"));
         };
         let deleting =
             tracked::finish_fused(prepared, ctx, t.code, &t.stdout).map_err(|e| t.attach(e))?;
-        let rest = || -> Result<Output> {
-            // The untracked part (after the checkout was checked: the cluster says MOVED if
-            // the checkout left the snapshot in between).
-            let Some(u) = reader.part()? else {
-                if reader.moved {
-                    return Err(ToolError::remote(format!(
-                        "the remote checkout {repo} left the snapshot before the command could run"
-                    ))
-                    .with_hint("something changed the remote clone during the sync; rerun"));
-                }
-                return Err(reader.broke(ssh, "the untracked sync"));
-            };
-            if let Err(e) = &sent {
-                // The stream broke on our side (the cluster said why in the part, or did not).
-                ctx.warn(format!("the tar stream to {} broke: {e}", ssh.host));
-            }
-            let (unlinked, deleted) = plan.outcome(u.code, &u.stdout).map_err(|e| u.attach(e))?;
-            plan.finish(ctx, unlinked, deleted)?;
-            if command.capture {
-                let Some(c) = reader.part()? else {
-                    return Err(reader.broke(ssh, "the command"));
-                };
-                ctx.note(format!(
-                    "synced in the command's own ssh execution ({:.2} s with the command)",
-                    started.elapsed().as_secs_f64()
-                ));
-                return Ok(reader.captured(c));
-            }
-            if !reader.run()? {
-                return Err(reader.broke(ssh, "the command"));
-            }
-            ctx.note(format!(
-                "synced in the command's own ssh execution ({:.2} s to the command's start)",
-                started.elapsed().as_secs_f64()
-            ));
-            let out = reader.stream()?;
-            if out.code == Some(255) {
-                return Err(ssh.failure_error(&out));
-            }
-            Ok(out)
-        };
         // The temporary branch is deleted from origin while the cluster goes on (a push to the
         // git server, a round trip or more): its result is recorded once the command ended.
-        let out = rest();
+        let out = after_tracked(ctx, ssh, &repo, &command, started, attempt);
         deleting.settle(ctx)?;
         out
     }
+}
+
+/// What a fused conversation sends and waits for.
+struct Parts<'a> {
+    ssh: &'a Ssh,
+    repo: &'a str,
+    command: &'a Command<'a>,
+    prepared: &'a tracked::Prepared,
+    tracked_script: &'a Script,
+    started: Instant,
+    deadline: Duration,
+}
+
+impl Parts<'_> {
+    /// The untracked files' plan against the manifest (kept here, else the cluster's, read
+    /// first), then the script, the command's stdin and the tar stream sent.
+    fn send(&self, conversation: Conversation, ctx: &mut Context) -> Result<Sent> {
+        let Conversation { running, kept, .. } = conversation;
+        let (mut running, previous, id) = match kept {
+            Some((id, m)) => (running, Some(m), Some(id)),
+            None => {
+                let (r, m) = untracked::read_manifest(running, self.ssh, self.repo)?;
+                (r, m, None)
+            }
+        };
+        let local = untracked::Local::of(ctx)?.with_snapshot(self.prepared.snapshot());
+        let plan = untracked::Plan::make(
+            &untracked::Options::default(),
+            ctx,
+            &self.ssh.host,
+            local,
+            previous,
+            self.started,
+        );
+        let script = parts(
+            self.tracked_script,
+            &plan.script()?,
+            self.command,
+            self.repo,
+            self.prepared.snapshot(),
+            id.as_deref(),
+        )?;
+        let payload = plan.payload(ctx);
+        let stdin = self.command.stdin.as_deref().unwrap_or_default();
+        let written = running
+            .send(&crate::ssh::framed(&script))
+            .and_then(|()| running.send(stdin))
+            .and_then(|()| payload(&mut crate::process::StdinWriter(&mut running)));
+        running.close_stdin();
+        Ok(Sent {
+            plan,
+            written,
+            reader: Reader::new(running, self.deadline),
+        })
+    }
+}
+
+/// After the tracked part: the untracked part (after the checkout was checked: the cluster says
+/// MOVED if the checkout left the snapshot in between), then the command, captured or streamed.
+fn after_tracked(
+    ctx: &mut Context,
+    ssh: &Ssh,
+    repo: &str,
+    command: &Command,
+    started: Instant,
+    attempt: Sent,
+) -> Result<Output> {
+    let Sent {
+        plan,
+        written: sent,
+        mut reader,
+    } = attempt;
+    let Some(u) = reader.part()? else {
+        if reader.moved {
+            return Err(ToolError::remote(format!(
+                "the remote checkout {repo} left the snapshot before the command could run"
+            ))
+            .with_hint("something changed the remote clone during the sync; rerun"));
+        }
+        return Err(reader.broke(ssh, "the untracked sync"));
+    };
+    if let Err(e) = &sent {
+        // The stream broke on our side (the cluster said why in the part, or did not).
+        ctx.warn(format!("the tar stream to {} broke: {e}", ssh.host));
+    }
+    let (unlinked, deleted) = plan.outcome(u.code, &u.stdout).map_err(|e| u.attach(e))?;
+    plan.finish(ctx, unlinked, deleted)?;
+    if command.capture {
+        let Some(c) = reader.part()? else {
+            return Err(reader.broke(ssh, "the command"));
+        };
+        ctx.note(format!(
+            "synced in the command's own ssh execution ({:.2} s with the command)",
+            started.elapsed().as_secs_f64()
+        ));
+        return Ok(reader.captured(c));
+    }
+    if !reader.run()? {
+        return Err(reader.broke(ssh, "the command"));
+    }
+    ctx.note(format!(
+        "synced in the command's own ssh execution ({:.2} s to the command's start)",
+        started.elapsed().as_secs_f64()
+    ));
+    let out = reader.stream()?;
+    if out.code == Some(255) {
+        return Err(ssh.failure_error(&out));
+    }
+    Ok(out)
 }
 
 /// A conversation with the script and the stream sent.
