@@ -197,6 +197,54 @@ fn update_file(path: &Path, what: &str, begin: &str, end: &str, block: &str) -> 
     })
 }
 
+/// The entry's ProxyCommand: ssh to the login node (as the tools reach it), then one step of
+/// the job on its node runs the in-job sshd in inetd mode. It runs through sh: every word
+/// quoted; the remote part is fixed text plus checked values (job id, node) and paths of the
+/// cluster user.
+fn proxy_command(
+    ssh: &Ssh,
+    job_id: &str,
+    overlap: Option<String>,
+    node: &str,
+    sshd: &str,
+    dir: &str,
+) -> Result<String> {
+    let mut proxy = vec![shared::ssh::ssh_program()];
+    proxy.extend(ssh.base_args());
+    proxy.extend([
+        "-o".into(),
+        "BatchMode=yes".into(),
+        "-T".into(),
+        ssh.host.clone(),
+    ]);
+    // The remote part is one line for the login node's shell: every value in it quoted.
+    let mut remote = vec!["srun".to_string()];
+    remote.extend(overlap);
+    remote.extend([
+        "--unbuffered".into(),
+        format!("--jobid={job_id}"),
+        "--nodes=1".into(),
+        "--ntasks=1".into(),
+        format!("--nodelist={node}"),
+        sshd.to_string(),
+        "-i".into(),
+        "-f".into(),
+        format!("{dir}/sshd_config"),
+    ]);
+    let remote = remote
+        .iter()
+        .map(|w| quote(w))
+        .collect::<Result<Vec<_>>>()?
+        .join(" ");
+    proxy.push(remote);
+    let proxy_text = proxy
+        .iter()
+        .map(|w| quote(w))
+        .collect::<Result<Vec<_>>>()?
+        .join(" ");
+    Ok(proxy_text)
+}
+
 /// Set up the cluster side, then write (or replace) the entry for this job in `file`.
 pub fn write_entry(
     ctx: &mut Context,
@@ -249,41 +297,7 @@ pub fn write_entry(
         stanza_value(what, v)?;
     }
 
-    // The entry. ProxyCommand runs through sh: every word quoted; the remote part is fixed text
-    // plus checked values (job id, node) and paths of the cluster user.
-    let mut proxy = vec![shared::ssh::ssh_program()];
-    proxy.extend(ssh.base_args());
-    proxy.extend([
-        "-o".into(),
-        "BatchMode=yes".into(),
-        "-T".into(),
-        ssh.host.clone(),
-    ]);
-    // The remote part is one line for the login node's shell: every value in it quoted.
-    let mut remote = vec!["srun".to_string()];
-    remote.extend(overlap);
-    remote.extend([
-        "--unbuffered".into(),
-        format!("--jobid={}", t.job_id),
-        "--nodes=1".into(),
-        "--ntasks=1".into(),
-        format!("--nodelist={node}"),
-        sshd.clone(),
-        "-i".into(),
-        "-f".into(),
-        format!("{dir}/sshd_config"),
-    ]);
-    let remote = remote
-        .iter()
-        .map(|w| quote(w))
-        .collect::<Result<Vec<_>>>()?
-        .join(" ");
-    proxy.push(remote);
-    let proxy_text = proxy
-        .iter()
-        .map(|w| quote(w))
-        .collect::<Result<Vec<_>>>()?
-        .join(" ");
+    let proxy_text = proxy_command(ssh, &t.job_id, overlap, &node, &sshd, &dir)?;
     // ssh_options, the ssh config file and the control path come from the document.
     stanza_value(
         "the ssh command (ssh_options, ssh_config_file, control_path)",
