@@ -76,25 +76,27 @@ fn excerpt(t: &mut String, title: &str, lines: &[String], n: usize) {
     }
 }
 
-fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let doc = &ctx.doc;
-    let error = section::<ErrorSection>(doc, "error");
-    let report = section::<Report>(doc, "report");
-    let mut t = String::new();
+/// The first line (the error, the verdict, or how far the run got) and its rows: the exit code.
+fn headline(
+    t: &mut String,
+    doc: &shared::Document,
+    error: Option<&ErrorSection>,
+    report: Option<&Report>,
+) -> u8 {
     let code: u8;
-    if let Some(e) = &error {
+    if let Some(e) = error {
         t.push_str(&format!("FAILED in {}\n", e.tool));
-        row(&mut t, "error", e.message.clone());
+        row(t, "error", e.message.clone());
         if let Some(f) = &e.field {
-            row(&mut t, "field", f.clone());
+            row(t, "field", f.clone());
         }
-        row(&mut t, "what to do", e.hint.clone());
+        row(t, "what to do", e.hint.clone());
         code = e.exit_code;
-    } else if let Some(r) = &report {
+    } else if let Some(r) = report {
         t.push_str(&format!("{}  job {} ({})\n", r.status, r.job_id, r.kind));
-        row(&mut t, "summary", r.summary.clone());
+        row(t, "summary", r.summary.clone());
         row(
-            &mut t,
+            t,
             "slurm",
             format!(
                 "{} exit {} elapsed {}",
@@ -110,19 +112,24 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             j.job_id.as_deref().unwrap_or("-"),
             j.kind
         ));
-        row(&mut t, "command", j.command.unwrap_or_else(|| "-".into()));
+        row(t, "command", j.command.unwrap_or_else(|| "-".into()));
         code = 0;
     } else {
         t.push_str("NOT SUBMITTED YET\n");
         code = 0;
     }
+    code
+}
+
+/// Where it ran: the container, the cluster, the checkout, the build.
+fn where_rows(t: &mut String, doc: &shared::Document) {
     if let Some(job) = section::<Job>(doc, "job").filter(|j| j.container_image.is_some()) {
         let used = section::<Report>(doc, "report").and_then(|r| r.container);
-        row(&mut t, "container", container_row(&job, used.as_ref()));
+        row(t, "container", container_row(&job, used.as_ref()));
     }
     if let Some(res) = section::<Resolve>(doc, "resolve") {
         row(
-            &mut t,
+            t,
             "cluster",
             format!(
                 "{} via {} ({})",
@@ -136,7 +143,7 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if let Some(st) = section::<SyncTracked>(doc, "sync_tracked") {
         let untracked = section::<SyncUntracked>(doc, "sync_untracked").map(|u| u.files);
         row(
-            &mut t,
+            t,
             "checkout",
             format!(
                 "{} at {} (HEAD {} + {} changed){}",
@@ -152,7 +159,7 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     if let Some(b) = section::<Build>(doc, "build") {
         row(
-            &mut t,
+            t,
             "build",
             format!(
                 "job {}: {}",
@@ -161,6 +168,15 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             ),
         );
     }
+}
+
+fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
+    let doc = &ctx.doc;
+    let error = section::<ErrorSection>(doc, "error");
+    let report = section::<Report>(doc, "report");
+    let mut t = String::new();
+    let code = headline(&mut t, doc, error.as_ref(), report.as_ref());
+    where_rows(&mut t, doc);
     if let Some(tasks) = report.as_ref().and_then(|r| r.tasks.as_ref()) {
         task_table(&mut t, tasks);
     }
