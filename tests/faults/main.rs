@@ -3,6 +3,9 @@
 //! an allocation pend). They run after the main suite (cargo runs test binaries one at a time)
 //! and one at a time among themselves.
 
+// A scenario reads top to bottom: the workspace limit on function length is for the code.
+#![allow(clippy::too_many_lines)]
+
 #[path = "../integration/fixture.rs"]
 mod fixture;
 #[path = "../integration/harness.rs"]

@@ -182,6 +182,40 @@ fn notify(cli: &Cli) -> Result<u8> {
     result
 }
 
+/// The keys of the events sent before (the sent file's lines).
+fn already_sent(path: Option<&std::path::Path>) -> HashSet<String> {
+    let mut sent = HashSet::new();
+    if let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) {
+        for line in text.lines() {
+            if let Ok(Value::String(k)) = serde_json::from_str::<Value>(line) {
+                sent.insert(k);
+            }
+        }
+    }
+    sent
+}
+
+/// One whole line as an event (an empty line: none; anything else that is not one is said and
+/// skipped).
+fn event_of(whole: &[u8]) -> Option<Value> {
+    let Ok(text) = std::str::from_utf8(whole) else {
+        shared::ui::warn(TOOL, "an event line that is not UTF-8 (skipped)");
+        return None;
+    };
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let event = serde_json::from_str::<Value>(text);
+    if event.is_err() {
+        shared::ui::warn(
+            TOOL,
+            &format!("not an event (skipped): {}", shared::quote::preview(text)),
+        );
+    }
+    event.ok()
+}
+
 fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
     if let Some(bad) = cli.only.iter().find(|k| !KINDS.contains(&k.as_str())) {
         return Err(ToolError::bad_input(format!("--only {bad}: not an event"))
@@ -191,16 +225,7 @@ fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
         .sent_file
         .clone()
         .or_else(|| shared::journal::state_dir().map(|d| d.join("notify-sent.jsonl")));
-    let mut sent: HashSet<String> = HashSet::new();
-    if let Some(p) = &sent_path {
-        if let Ok(text) = std::fs::read_to_string(p) {
-            for line in text.lines() {
-                if let Ok(Value::String(k)) = serde_json::from_str::<Value>(line) {
-                    sent.insert(k);
-                }
-            }
-        }
-    }
+    let mut sent = already_sent(sent_path.as_deref());
     let input: Box<dyn Read> = match cli.file.as_deref().filter(|p| p.as_os_str() != "-") {
         Some(p) => Box::new(std::fs::File::open(p).map_err(|e| {
             ToolError::bad_input(format!("cannot read the events {}: {e}", p.display()))
@@ -247,20 +272,7 @@ fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
             // A line still being written (or read in pieces): wait for its end.
             continue;
         }
-        let whole = std::mem::take(&mut partial);
-        let Ok(text) = std::str::from_utf8(&whole) else {
-            shared::ui::warn(TOOL, "an event line that is not UTF-8 (skipped)");
-            continue;
-        };
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let Ok(event) = serde_json::from_str::<Value>(text) else {
-            shared::ui::warn(
-                TOOL,
-                &format!("not an event (skipped): {}", shared::quote::preview(text)),
-            );
+        let Some(event) = event_of(&std::mem::take(&mut partial)) else {
             continue;
         };
         let kind = event["event"].as_str().unwrap_or("").to_string();

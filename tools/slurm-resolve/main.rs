@@ -646,6 +646,84 @@ fn chosen_match<'c>(
     }
 }
 
+/// The login host from the catalog's pattern (checked), or the person is asked for it.
+fn host_of(entry: Option<&Entry>, user: Option<&str>, cluster: &str) -> Result<String> {
+    let Some(pattern) = entry.and_then(|e| e.ssh_host.as_deref()) else {
+        return Err(ToolError::field(
+            ErrorKind::NeedsPerson,
+            "ssh_host",
+            format!("no ssh host for cluster {cluster}: the document has no `ssh_host` and the catalog gives no pattern"),
+        )
+        .with_hint("set `ssh_host` to the cluster's login host (an alias from your ssh config works)"));
+    };
+    let host = apply_pattern(pattern, user, cluster).map_err(|missing| {
+        ToolError::field(
+            ErrorKind::NeedsPerson,
+            missing,
+            format!("the catalog's ssh_host pattern {pattern:?} needs `{missing}`, which the document does not have"),
+        )
+        .with_hint(format!("set `{missing}` (your user name on {cluster}) or `ssh_host`"))
+    })?;
+    shared::ssh::check_host(&host).map_err(|e| {
+        ToolError::bad_input(format!(
+            "the catalog's ssh_host pattern gives {host:?}: {}",
+            e.message
+        ))
+        .with_field("ssh_host")
+    })?;
+    Ok(host)
+}
+
+/// What the catalog entry gives, each only where the document is silent: mfa_style, the GPUs
+/// per node, the site's defaults, the root and models directories from their patterns.
+fn from_entry(
+    doc: &mut Document,
+    e: &Entry,
+    user: Option<&str>,
+    cluster: &str,
+    derived: &mut Vec<String>,
+) -> Result<()> {
+    if let Some(m) = e.mfa_style {
+        if !doc.has("mfa_style") && m.is_some() {
+            doc.derive("mfa_style", m.into(), derived);
+        }
+    }
+    if let Some(g) = e.gpus_per_node {
+        // A site default asking for GPUs by `gres` (with a type) stands for gpus_per_node.
+        let gres_gpu = e
+            .defaults
+            .get("gres")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|g| g.split(',').any(|i| i.split(':').next() == Some("gpu")));
+        if !gres_gpu && !doc.has("gres") {
+            doc.derive("gpus_per_node", g.into(), derived);
+        }
+    }
+    // The site's defaults (qos, mem, account, ...), each only where the document is silent.
+    for (field, v) in &e.defaults {
+        if !doc.has(field) {
+            doc.derive(field, v.clone(), derived);
+        }
+    }
+    for (field, pattern) in [
+        ("default_user_root_dir", &e.default_user_root_dir),
+        ("default_models_repo", &e.default_models_repo),
+    ] {
+        if let (false, Some(p)) = (doc.has(field), pattern) {
+            let v = apply_pattern(p, user, cluster).map_err(|missing| {
+                ToolError::field(
+                    ErrorKind::NeedsPerson,
+                    missing,
+                    format!("the catalog's {field} pattern {p:?} needs `{missing}`"),
+                )
+                .with_hint(format!("set `{missing}` or `{field}`"))
+            })?;
+            doc.derive(field, v.into(), derived);
+        }
+    }
+    Ok(())
+}
+
 fn derive_fields(
     doc: &mut Document,
     entry: Option<&Entry>,
@@ -659,70 +737,11 @@ fn derive_fields(
     }
     // ssh_host: supplied > catalog pattern > ask the person.
     if !doc.has("ssh_host") {
-        let Some(pattern) = entry.and_then(|e| e.ssh_host.as_deref()) else {
-            return Err(ToolError::field(
-                ErrorKind::NeedsPerson,
-                "ssh_host",
-                format!("no ssh host for cluster {cluster}: the document has no `ssh_host` and the catalog gives no pattern"),
-            )
-            .with_hint("set `ssh_host` to the cluster's login host (an alias from your ssh config works)"));
-        };
-        let host = apply_pattern(pattern, user.as_deref(), cluster).map_err(|missing| {
-            ToolError::field(
-                ErrorKind::NeedsPerson,
-                missing,
-                format!("the catalog's ssh_host pattern {pattern:?} needs `{missing}`, which the document does not have"),
-            )
-            .with_hint(format!("set `{missing}` (your user name on {cluster}) or `ssh_host`"))
-        })?;
-        shared::ssh::check_host(&host).map_err(|e| {
-            ToolError::bad_input(format!(
-                "the catalog's ssh_host pattern gives {host:?}: {}",
-                e.message
-            ))
-            .with_field("ssh_host")
-        })?;
+        let host = host_of(entry, user.as_deref(), cluster)?;
         doc.derive("ssh_host", host.into(), derived);
     }
     if let Some(e) = entry {
-        if let Some(m) = e.mfa_style {
-            if !doc.has("mfa_style") && m.is_some() {
-                doc.derive("mfa_style", m.into(), derived);
-            }
-        }
-        if let Some(g) = e.gpus_per_node {
-            // A site default asking for GPUs by `gres` (with a type) stands for gpus_per_node.
-            let gres_gpu = e
-                .defaults
-                .get("gres")
-                .and_then(serde_json::Value::as_str)
-                .is_some_and(|g| g.split(',').any(|i| i.split(':').next() == Some("gpu")));
-            if !gres_gpu && !doc.has("gres") {
-                doc.derive("gpus_per_node", g.into(), derived);
-            }
-        }
-        // The site's defaults (qos, mem, account, ...), each only where the document is silent.
-        for (field, v) in &e.defaults {
-            if !doc.has(field) {
-                doc.derive(field, v.clone(), derived);
-            }
-        }
-        for (field, pattern) in [
-            ("default_user_root_dir", &e.default_user_root_dir),
-            ("default_models_repo", &e.default_models_repo),
-        ] {
-            if let (false, Some(p)) = (doc.has(field), pattern) {
-                let v = apply_pattern(p, user.as_deref(), cluster).map_err(|missing| {
-                    ToolError::field(
-                        ErrorKind::NeedsPerson,
-                        missing,
-                        format!("the catalog's {field} pattern {p:?} needs `{missing}`"),
-                    )
-                    .with_hint(format!("set `{missing}` or `{field}`"))
-                })?;
-                doc.derive(field, v.into(), derived);
-            }
-        }
+        from_entry(doc, e, user.as_deref(), cluster, derived)?;
     }
     // docs/migrating.md, step 4a: without a root dir, the remote working directory is the root.
     if !doc.has("default_user_root_dir") {

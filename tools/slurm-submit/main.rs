@@ -633,20 +633,9 @@ fn run_plan(
     };
     let dependency = after(doc)?;
     let (stdout_path, stderr_path) = log_paths(st, &work, sweep.is_some());
-    let jobid_file = join(&state_dir, &format!("{token}.jobid"));
     let cmd_name = format!(".slurm-tools/{token}.cmd.sh");
-    items.push(Item::bytes(
-        cmd_name.clone(),
-        recipe::command_file(
-            recipe,
-            st,
-            &command,
-            &jobid_file,
-            &end_marker(&state_dir, token, recipe),
-            sweep.as_ref(),
-        )?,
-        true,
-    ));
+    let cmd = command_text(recipe, st, &command, &state_dir, token, sweep.as_ref())?;
+    items.push(Item::bytes(cmd_name.clone(), cmd, true));
     let cmd_path = join(&work, &cmd_name);
     // In a container, the job's code and files must be there at the same paths.
     st.check_container_sees(
@@ -689,12 +678,7 @@ fn run_plan(
         (tail, None, None)
     } else {
         let tail = match &launcher {
-            Some(l) => vec![
-                "/bin/sh".to_string(),
-                l.clone(),
-                "bash".to_string(),
-                cmd_path,
-            ],
+            Some(l) => ["/bin/sh", l, "bash", &cmd_path].map(String::from).to_vec(),
             None => vec!["bash".to_string(), cmd_path],
         };
         // srun runs in tmux on the login node, writing its own exit code and messages to files.
@@ -722,6 +706,26 @@ fn run_plan(
         sweep,
         dependency,
     })
+}
+
+/// The job's command file: the recipe around the command, writing the job id and the end
+/// marker into the state directory.
+fn command_text(
+    recipe: Recipe,
+    st: &Settings,
+    command: &str,
+    state_dir: &str,
+    token: &str,
+    sweep: Option<&shared::slurm::sweep::Plan>,
+) -> Result<String> {
+    recipe::command_file(
+        recipe,
+        st,
+        command,
+        &join(state_dir, &format!("{token}.jobid")),
+        &end_marker(state_dir, token, recipe),
+        sweep,
+    )
 }
 
 /// sbatch's or srun's command line for the run job (and a sweep's per-task step): the job runs

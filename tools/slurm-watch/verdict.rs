@@ -220,6 +220,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)] // one table of every end, read top to bottom
     fn every_end_maps_to_one_status() {
         let patterns = Patterns {
             hang: "hang detected".into(),

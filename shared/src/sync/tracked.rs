@@ -221,6 +221,37 @@ fn lfs_of(
     (lfs_files, lfs_oids)
 }
 
+/// The snapshot: submodules first, innermost first (each one's snapshot, its HEAD when clean, is
+/// what its parent's snapshot records), then the repository's own, on `head`.
+fn snapshot_all(
+    ctx: &mut Context,
+    local: &LocalRepo,
+    head: &str,
+    temp: &str,
+    warnings: &mut Vec<String>,
+) -> Result<(
+    Vec<crate::submodules::Submodule>,
+    Vec<schema::SyncedSubmodule>,
+    snapshot::Snapshot,
+)> {
+    let message = format!(
+        "slurm-tools snapshot {temp}\n\nHEAD {} plus the working tree's tracked changes.\n",
+        head
+    );
+    // Submodules first, innermost first: each one's snapshot (its HEAD when clean) is what its
+    // parent's snapshot records.
+    let subs = crate::submodules::all(local);
+    let synced_subs = snapshot_submodules(ctx, &subs, temp, warnings)?;
+    let top_links: Vec<(String, String)> = subs
+        .iter()
+        .zip(&synced_subs)
+        .filter(|(m, s)| m.parent.is_empty() && s.initialised)
+        .map(|(m, s)| (m.path_in_parent.clone(), s.commit.clone()))
+        .collect();
+    let snap = snapshot::create_with(local, head, &message, &top_links, false)?;
+    Ok((subs, synced_subs, snap))
+}
+
 /// The local half of the sync: checks, the snapshot, the section so far. Nothing leaves the
 /// machine.
 pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
@@ -255,21 +286,7 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
         &mut warnings,
     );
     let temp = temp_branch(ctx)?;
-    let message = format!(
-        "slurm-tools snapshot {temp}\n\nHEAD {} plus the working tree's tracked changes.\n",
-        head.commit
-    );
-    // Submodules first, innermost first: each one's snapshot (its HEAD when clean) is what its
-    // parent's snapshot records.
-    let subs = crate::submodules::all(&local);
-    let synced_subs = snapshot_submodules(ctx, &subs, &temp, &mut warnings)?;
-    let top_links: Vec<(String, String)> = subs
-        .iter()
-        .zip(&synced_subs)
-        .filter(|(m, s)| m.parent.is_empty() && s.initialised)
-        .map(|(m, s)| (m.path_in_parent.clone(), s.commit.clone()))
-        .collect();
-    let snap = snapshot::create_with(&local, &head.commit, &message, &top_links, false)?;
+    let (subs, synced_subs, snap) = snapshot_all(ctx, &local, &head.commit, &temp, &mut warnings)?;
     crate::testhook::pause("sync-tracked:snapshot");
     let changed = local.changed_paths(&head.commit, &snap.commit);
     let (lfs_files, lfs_oids) = lfs_of(ctx, &local, &snap.commit, &mut warnings);
