@@ -49,7 +49,7 @@ pub struct Platform {
 impl Platform {
     pub fn this_machine() -> Platform {
         Platform {
-            uid: our_uid(),
+            uid: crate::private_files::our_uid(),
             max_control_path: MAX_CONTROL_PATH,
         }
     }
@@ -60,27 +60,6 @@ pub enum SocketState {
     Absent,
     /// A socket file exists (the master behind it may or may not be alive).
     Present,
-}
-
-/// This process's effective uid, without libc: the owner of `/proc/self` (Linux), else the owner
-/// of a file it creates (macOS and the BSDs have no `/proc`).
-fn our_uid() -> u32 {
-    uid_from(
-        std::fs::metadata("/proc/self").ok().map(|m| m.uid()),
-        || {
-            tempfile::tempfile()
-                .ok()
-                .and_then(|f| f.metadata().ok())
-                .map(|m| m.uid())
-        },
-    )
-}
-
-/// The uid from `/proc/self` when there is one, else from the probe; never a guess: with
-/// neither, `u32::MAX` (no file is owned by it, so every ownership check refuses and says
-/// which uid it found, rather than taking someone else's socket for ours).
-fn uid_from(proc_self: Option<u32>, created_file: impl FnOnce() -> Option<u32>) -> u32 {
-    proc_self.or_else(created_file).unwrap_or(u32::MAX)
 }
 
 fn refuse(msg: String, hint: &str) -> ToolError {
@@ -179,6 +158,7 @@ mod tests {
     #[test]
     fn the_uid_comes_from_the_os_without_proc() {
         // Linux: /proc/self's owner. macOS: no /proc, the owner of a file it created.
+        use crate::private_files::uid_from;
         assert_eq!(uid_from(Some(1000), || Some(7)), 1000);
         assert_eq!(uid_from(None, || Some(501)), 501);
         assert_eq!(uid_from(None, || None), u32::MAX);

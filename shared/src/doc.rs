@@ -6,8 +6,10 @@
 //! here, which turn a wrong type or range into an error that names the field, the value and what
 //! to do. A `null` field counts as absent everywhere (so a derived value may fill it).
 
+pub use crate::error::field_error;
 use crate::error::{ErrorKind, Result, ToolError};
-use crate::quote::preview;
+pub use crate::schema::enum_name;
+use crate::text::preview;
 use serde_json::{Map, Value};
 
 /// Larger input than this is refused before parsing, so memory stays bounded.
@@ -341,15 +343,6 @@ fn strip_secrets(map: &mut Map<String, Value>, dropped: &mut Vec<String>) {
     }
 }
 
-/// How a vocabulary enum of [`crate::schema`] is spelled in the document (`mfa`, `PASSED`, ...),
-/// for messages.
-pub fn enum_name<T: serde::Serialize>(v: &T) -> String {
-    match serde_json::to_value(v) {
-        Ok(Value::String(s)) => s,
-        _ => "?".to_string(),
-    }
-}
-
 /// "the string \"2\"", "the number 2.5", "a list", ...
 pub fn describe(v: &Value) -> String {
     match v {
@@ -371,10 +364,6 @@ fn type_name(v: &Value) -> &'static str {
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
     }
-}
-
-pub fn field_error(key: &str, what: &str) -> ToolError {
-    ToolError::field(ErrorKind::BadInput, key, format!("field `{key}` {what}"))
 }
 
 pub fn wrong_type(key: &str, expected: &str, got: &Value) -> ToolError {

@@ -105,24 +105,6 @@ impl ToolError {
         self.command = Some(Box::new(record));
         self
     }
-
-    /// The document's `error` section (docs/contract.md): `tool`, `kind`, `message`, `hint`,
-    /// `exit_code`, and `field` / `command` when known.
-    pub fn to_section(&self, tool: &str) -> crate::schema::ErrorSection {
-        crate::schema::ErrorSection {
-            tool: tool.to_string(),
-            kind: self.kind,
-            message: self.message.clone(),
-            hint: self.hint.clone().unwrap_or_default(),
-            exit_code: self.kind.exit_code() as u8,
-            field: self.field.clone(),
-            command: self.command.as_ref().map(|c| crate::schema::FailedCommand {
-                argv: c.argv.clone(),
-                exit_code: c.exit_code,
-                stderr: c.stderr_tail.clone(),
-            }),
-        }
-    }
 }
 
 impl fmt::Display for ToolError {
@@ -158,7 +140,12 @@ impl std::error::Error for ToolError {}
 /// An argv as a person could paste it into a shell (for messages only, never executed).
 pub fn render_argv(argv: &[String]) -> String {
     argv.iter()
-        .map(|a| crate::quote::quote_for_display(a))
+        .map(|a| crate::text::quote_for_display(a))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// A document field's value is wrong: `field `KEY` WHAT`, naming the field.
+pub fn field_error(key: &str, what: &str) -> ToolError {
+    ToolError::field(ErrorKind::BadInput, key, format!("field `{key}` {what}"))
 }

@@ -65,6 +65,7 @@ pub mod submodules;
 pub mod sync;
 pub mod tempdir;
 pub mod testhook;
+pub mod text;
 pub mod trees;
 pub mod ui;
 pub mod worktree_tree;

@@ -79,7 +79,7 @@ pub fn check_own(path: &Path) -> Option<String> {
     if !m.file_type().is_file() {
         return Some("is not a regular file".into());
     }
-    let me = crate::control_socket::Platform::this_machine().uid;
+    let me = our_uid();
     if m.uid() != me {
         return Some(format!("belongs to uid {}, not to you (uid {me})", m.uid()));
     }
@@ -90,6 +90,27 @@ pub fn check_own(path: &Path) -> Option<String> {
         ));
     }
     None
+}
+
+/// This process's effective uid, without libc: the owner of `/proc/self` (Linux), else the owner
+/// of a file it creates (macOS and the BSDs have no `/proc`).
+pub fn our_uid() -> u32 {
+    uid_from(
+        std::fs::metadata("/proc/self").ok().map(|m| m.uid()),
+        || {
+            tempfile::tempfile()
+                .ok()
+                .and_then(|f| f.metadata().ok())
+                .map(|m| m.uid())
+        },
+    )
+}
+
+/// The uid from `/proc/self` when there is one, else from the probe; never a guess: with
+/// neither, `u32::MAX` (no file is owned by it, so every ownership check refuses and says
+/// which uid it found, rather than taking someone else's socket for ours).
+pub fn uid_from(proc_self: Option<u32>, created_file: impl FnOnce() -> Option<u32>) -> u32 {
+    proc_self.or_else(created_file).unwrap_or(u32::MAX)
 }
 
 #[cfg(test)]

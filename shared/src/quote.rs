@@ -9,24 +9,8 @@
 //! reader can find every such place.
 
 use crate::error::{Result, ToolError};
-
-/// Bytes that mean nothing to a POSIX shell anywhere in a word, so a value made only of them is
-/// written bare. Not among them: `~` (tilde expansion), `{`/`}` (brace expansion in bash), `#`,
-/// `!`, `^`, `[`, `*`, `?`, quotes, blanks, and anything non-ASCII.
-fn is_plain_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"_@%+:,./=-".contains(&b)
-}
-
-/// A value written bare reads back as itself: every byte plain, not empty, and not `NAME=...`
-/// (a first word of that shape would be an assignment, not an argument).
-fn is_plain(value: &str) -> bool {
-    let first = value.bytes().next();
-    value.bytes().all(is_plain_byte)
-        && match first {
-            None => false,
-            Some(b) => !(value.contains('=') && (b.is_ascii_alphabetic() || b == b'_')),
-        }
-}
+use crate::text::{is_plain, single_quoted};
+pub use crate::text::{preview, quote_for_display};
 
 /// Refuse NUL, naming the problem (the caller names the field).
 fn check_no_nul(value: &str) -> Result<()> {
@@ -38,25 +22,6 @@ fn check_no_nul(value: &str) -> Result<()> {
         .with_hint("remove the NUL character (\\u0000) from the value"));
     }
     Ok(())
-}
-
-/// The value in single quotes, each `'` in it written as `'\''` and each `\` as `'\\'` (outside
-/// the quotes, escaped: inside them it would be literal too, but shellcheck reads a backslash
-/// before a closing quote as an attempted escape). Inside single quotes a POSIX shell treats
-/// every byte but `'` literally (newlines and non-ASCII included), so this is one word that
-/// reads back as exactly the value, in every POSIX shell, whatever the value holds.
-fn single_quoted(value: &str) -> String {
-    let mut out = String::with_capacity(value.len() + 2);
-    out.push('\'');
-    for c in value.chars() {
-        match c {
-            '\'' => out.push_str("'\\''"),
-            '\\' => out.push_str("'\\\\'"),
-            c => out.push(c),
-        }
-    }
-    out.push('\'');
-    out
 }
 
 /// Quote one value as exactly one POSIX shell word: bare when every byte is plain, otherwise in
@@ -80,26 +45,6 @@ pub fn quote_always(value: &str) -> Result<String> {
     } else {
         Ok(single_quoted(value))
     }
-}
-
-/// For messages only: how a person would type the value (never executed). An argument like
-/// `ControlMaster=auto` is shown bare (it is never a command's first word in a message).
-pub fn quote_for_display(value: &str) -> String {
-    let bare = !value.is_empty() && value.bytes().all(is_plain_byte) && !value.starts_with('=');
-    if bare {
-        return value.to_string();
-    }
-    quote(value).unwrap_or_else(|_| format!("{value:?}"))
-}
-
-/// A short, single-line, escaped rendering of a value for error messages.
-pub fn preview(value: &str) -> String {
-    const MAX: usize = 80;
-    let mut s: String = value.chars().take(MAX).collect();
-    if value.chars().count() > MAX {
-        s.push('…');
-    }
-    format!("{s:?}")
 }
 
 /// Shell text for `/bin/sh`, built only from fixed text and quoted values.

@@ -135,16 +135,16 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// The value after `key` (e.g. `"NODE "`) on its line, trimmed.
+    /// The value of the line tagged `key` (e.g. `"NODE"`), trimmed.
     pub fn field(&self, key: &str) -> Option<String> {
-        self.text
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
+        crate::remote::Tagged::of(&self.text)
+            .first(key.trim_end())
             .map(|v| v.trim().to_string())
     }
 
-    pub fn says(&self, marker: &str) -> bool {
-        self.text.contains(marker)
+    /// Whether a line is tagged `tag`.
+    pub fn says(&self, tag: &str) -> bool {
+        crate::remote::Tagged::of(&self.text).has(tag)
     }
 }
 

@@ -304,7 +304,7 @@ impl Recipe {
     pub fn parse(s: &str) -> crate::Result<Recipe> {
         Recipe::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
             let names: Vec<&str> = Recipe::ALL.iter().map(|r| r.name()).collect();
-            crate::doc::field_error(
+            crate::error::field_error(
                 "recipe",
                 &format!(
                     "is {s:?}, which is not a recipe; the recipes are {}",
@@ -845,7 +845,7 @@ macro_rules! display_as_serialised {
     ($($t:ty),*) => {$(
         impl std::fmt::Display for $t {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(&crate::doc::enum_name(self))
+                f.write_str(&enum_name(self))
             }
         }
     )*};
@@ -1364,6 +1364,35 @@ pub fn adds_text(section: &str) -> String {
         "Adds the `{section}` section (docs/contract.md): {}.",
         fields.join(", ")
     )
+}
+
+/// How a vocabulary enum of this module is spelled in the document (`mfa`, `PASSED`, ...),
+/// for messages.
+pub fn enum_name<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(Value::String(s)) => s,
+        _ => "?".to_string(),
+    }
+}
+
+impl crate::error::ToolError {
+    /// The document's `error` section (docs/contract.md): `tool`, `kind`, `message`, `hint`,
+    /// `exit_code`, and `field` / `command` when known.
+    pub fn to_section(&self, tool: &str) -> ErrorSection {
+        ErrorSection {
+            tool: tool.to_string(),
+            kind: self.kind,
+            message: self.message.clone(),
+            hint: self.hint.clone().unwrap_or_default(),
+            exit_code: self.kind.exit_code() as u8,
+            field: self.field.clone(),
+            command: self.command.as_ref().map(|c| FailedCommand {
+                argv: c.argv.clone(),
+                exit_code: c.exit_code,
+                stderr: c.stderr_tail.clone(),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -260,9 +260,8 @@ fn run(a: &Alloc, script: &Script, secs: u64) -> Result<shared::process::Output>
     a.ssh.run_script(script, None, Duration::from_secs(secs))
 }
 
-fn tagged<'a>(text: &'a str, tag: &str) -> Option<&'a str> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(tag).and_then(|r| r.strip_prefix(' ')))
+fn tagged<'a>(text: &'a str, tag: &'a str) -> Option<&'a str> {
+    shared::remote::Tagged::of(text).first(tag)
 }
 
 /// The work's need in seconds: `expected_duration`, else by `purpose` (docs/migrating.md, "Walltime").
@@ -1213,15 +1212,6 @@ mod tests {
         }
         assert_eq!(hours(u64::MAX), "unlimited");
         assert_eq!(hours(5400), "2h");
-    }
-
-    #[test]
-    fn tagged_lines_are_found_by_their_whole_tag() {
-        let text = "MAXTIME 04:00:00\nSESSION slurm-tools-x\nCREATED 42\n";
-        assert_eq!(tagged(text, "CREATED"), Some("42"));
-        assert_eq!(tagged(text, "MAXTIME"), Some("04:00:00"));
-        assert_eq!(tagged(text, "REUSE"), None);
-        assert_eq!(tagged("CREATEDX 1\n", "CREATED"), None);
     }
 }
 

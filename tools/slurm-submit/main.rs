@@ -1074,8 +1074,8 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
 }
 
 fn job_id_of(text: &str) -> Option<String> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("JOBID "))
+    shared::remote::Tagged::of(text)
+        .first("JOBID")
         .map(|id| id.trim().to_string())
         .filter(|id| shared::slurm::is_job_id(id))
 }

@@ -7,6 +7,41 @@
 //! Every script lives here: the Rust side only assigns values (each quoted once) and adds
 //! one-line calls of the functions the files define (a test keeps it so).
 
+/// The reply lines a remote script prints, `TAG value` (a bare `TAG` has the value ""): the one
+/// reader of them. A tag matches the whole first word only (`CREATED` never matches
+/// `CREATEDX 1`).
+#[derive(Clone, Copy)]
+pub struct Tagged<'a> {
+    text: &'a str,
+}
+
+impl<'a> Tagged<'a> {
+    pub fn of(text: &'a str) -> Tagged<'a> {
+        Tagged { text }
+    }
+
+    /// The value of every line tagged `tag`, in order.
+    pub fn all(self, tag: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.text.lines().filter_map(move |l| {
+            if l == tag {
+                Some("")
+            } else {
+                l.strip_prefix(tag)?.strip_prefix(' ')
+            }
+        })
+    }
+
+    /// The value of the first line tagged `tag`.
+    pub fn first(self, tag: &'a str) -> Option<&'a str> {
+        self.all(tag).next()
+    }
+
+    /// Whether some line is tagged `tag`.
+    pub fn has(self, tag: &'a str) -> bool {
+        self.first(tag).is_some()
+    }
+}
+
 /// The one lock of the remote steps that run one at a time (set up with [`Lock::define`]).
 const LOCK: &str = include_str!("sh/lock.sh");
 
@@ -208,6 +243,19 @@ pub const FIRST_HOST: &str = include_str!("sh/first-host.sh");
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn tagged_lines_are_found_by_their_whole_tag() {
+        let text = "MAXTIME 04:00:00\nSESSION slurm-tools-x\nCREATED 42\nNO_SSHD\nCREATED 43\n";
+        let t = super::Tagged::of(text);
+        assert_eq!(t.first("CREATED"), Some("42"));
+        assert_eq!(t.all("CREATED").collect::<Vec<_>>(), ["42", "43"]);
+        assert_eq!(t.first("MAXTIME"), Some("04:00:00"));
+        assert_eq!(t.first("REUSE"), None);
+        assert_eq!(t.first("NO_SSHD"), Some(""));
+        assert!(t.has("NO_SSHD") && !t.has("NO_SSH"));
+        assert_eq!(super::Tagged::of("CREATEDX 1\n").first("CREATED"), None);
+    }
+
     /// The Rust side never carries a script of its own: no raw string literal given to
     /// `Script::raw`, and no shell constant over one line, outside tests.
     #[test]
