@@ -245,6 +245,7 @@ fn script(s: &Setup) -> Result<Script> {
     sc.assign("err_post", &err_post)?;
     sc.assign("cap", &CHUNK_CAP.to_string())?;
     sc.raw(shared::slurm::NAP);
+    sc.raw(shared::remote::LOG_CHUNK);
     sc.raw(shared::remote::ARRAY_POLL);
     Ok(sc)
 }

@@ -52,6 +52,7 @@ pub fn script(t: &Target) -> Result<Script> {
     s.raw("\n");
     s.raw(shared::slurm::NAP);
     s.raw(shared::remote::PENDING_FACTS);
+    s.raw(shared::remote::LOG_CHUNK);
     s.raw(shared::remote::WATCH_POLL);
     Ok(s)
 }

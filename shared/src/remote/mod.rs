@@ -241,6 +241,9 @@ pub const ATTACH_IDE: &str = include_str!("sh/attach-ide.sh");
 /// `first_host`: the first host of the job, with or without a Slurm client.
 pub const FIRST_HOST: &str = include_str!("sh/first-host.sh");
 
+/// `chunk WHAT PATH OFFSET`: a log's new bytes, for slurm-watch's polls.
+pub const LOG_CHUNK: &str = include_str!("sh/log-chunk.sh");
+
 #[cfg(test)]
 mod tests {
     #[test]

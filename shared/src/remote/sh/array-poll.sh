@@ -8,7 +8,7 @@
 # Expects: job (the array's job id), out_pre, out_post (a task's stdout is
 #          "$out_pre<index>$out_post"), err_pre, err_post (empty err_pre: stderr is in stdout),
 #          cap (the most bytes read per log per poll), E_BAD_REQUEST
-# Needs:   shared::slurm::NAP before it.
+# Needs:   shared::slurm::NAP and log-chunk.sh (chunk) before it.
 # Reads:   requests on stdin, one per line: `W <quarter seconds> <open>`, where <open> is the
 #          tasks still followed, comma-separated `index:out offset:err offset:read` (read 1: bring
 #          its logs' new bytes), or `-` for none.
@@ -23,17 +23,6 @@
 # Exits:   E_BAD_REQUEST on a request it does not know; 0 when stdin closes.
 : "${job:?}" "${out_pre:?}" "${cap:?}" "${E_BAD_REQUEST:?}"
 : "${out_post?}" "${err_pre?}" "${err_post?}"
-chunk() {
-  # $1 out|err, $2 index, $3 path, $4 offset
-  if [ ! -e "$3" ]; then echo "MISSING $1 $2"; return; fi
-  size=$(wc -c < "$3" | tr -d ' ')
-  off=$4
-  if [ "$size" -lt "$off" ]; then echo "TRUNCATED $1 $2"; off=0; fi
-  len=$((size - off))
-  if [ "$len" -gt "$cap" ]; then len=$cap; fi
-  echo "CHUNK $1 $2 $off $len $size"
-  if [ "$len" -gt 0 ]; then tail -c +$((off + 1)) "$3" | head -c "$len"; fi
-}
 accounting() {
   calls_a=$((calls_a + 1))
   a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format=JobID,State,ExitCode,Elapsed,NodeList 2>&1); arc=$?
@@ -81,8 +70,8 @@ ${job}_${i}|"*) ;;
     o=${rest%%:*} rest=${rest#*:}
     e=${rest%%:*} r=${rest#*:}
     [ "$r" = 1 ] || continue
-    chunk out "$i" "$out_pre$i$out_post" "$o"
-    if [ -n "$err_pre" ]; then chunk err "$i" "$err_pre$i$err_post" "$e"; fi
+    chunk "out $i" "$out_pre$i$out_post" "$o"
+    if [ -n "$err_pre" ]; then chunk "err $i" "$err_pre$i$err_post" "$e"; fi
   done
   echo "CALLS $calls_q $calls_a"
   echo END

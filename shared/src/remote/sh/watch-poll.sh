@@ -6,7 +6,7 @@
 #
 # Expects: job, out_path, err_path (empty: stderr goes to out_path), marker (the end marker's
 #          path, or empty), cap (the most bytes of one chunk), fmt (squeue's format), afmt
-#          (sacct's), E_BAD_REQUEST; nap, pending_once (pending-facts.sh).
+#          (sacct's), E_BAD_REQUEST; nap, pending_once (pending-facts.sh), chunk (log-chunk.sh).
 # Prints:  per request: WOKE, then MARK (the end marker is there), Q <squeue line> | QERR <line> |
 #          A <sacct line> | A_EMPTY | AERR <line> | ACCT_DISABLED (SC <scontrol line> | SC_PURGED
 #          [MARKTEXT <line>]), BY <uid> <user> (who cancelled), the pending lines, then
@@ -32,16 +32,6 @@ pause() {
   elif [ "$1" -gt 0 ]; then
     nap "$(($1 / 4)).$(($1 % 4 * 25))"
   fi
-}
-chunk() {
-  if [ ! -e "$2" ]; then echo "MISSING $1"; return; fi
-  size=$(wc -c < "$2" | tr -d ' ')
-  off=$3
-  if [ "$size" -lt "$off" ]; then echo "TRUNCATED $1"; off=0; fi
-  len=$((size - off))
-  if [ "$len" -gt "$cap" ]; then len=$cap; fi
-  echo "CHUNK $1 $off $len $size"
-  if [ "$len" -gt 0 ]; then tail -c +$((off + 1)) "$2" | head -c "$len"; fi
 }
 acct() {
   a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format="$afmt" 2>&1); arc=$?
