@@ -39,6 +39,7 @@ complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand exec" -l mode -d
 per-node\t'One task per node'
 mpi\t'A task per GPU with --mpi=pmix'
 distributed\t'A task per GPU, RANK/LOCAL_RANK/WORLD_SIZE set'"
+complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand exec" -l lock-wait -d 'With --sync: seconds to wait while another sync into the same remote clone holds its lock (as slurm-sync-tracked\'s --lock-wait; default 600); after that, exit 4 naming the holder, and the command does not run' -r
 complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand exec" -l doc -d 'Write the document (with `allocation.last_exec`, and the sync sections with --sync) to FILE when the command ended, replacing FILE in one step (it may be the input file). Without it no document is written: stdout is the command\'s' -r -F
 complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand exec" -l writable -d 'Write outside the mounts: pyxis\'s --container-writable; on Apptainer the node\'s instance is always writable (its overlay), and where it does not run, a writable tmpfs over the image that goes with the command'
 complete -c slurm-alloc -n "__fish_slurm_alloc_using_subcommand exec" -l own-tree -d 'Run in a code tree of its own: the synced snapshot (`sync_tracked.commit`) and its untracked files, which later syncs do not change (as slurm-submit does for every job), instead of in the remote clone itself. Old trees are pruned as slurm-submit prunes them'

@@ -1,3 +1,4 @@
+complete -c slurm-submit -l lock-wait -d 'With --sync: seconds to wait while another sync into the same remote clone holds its lock (as slurm-sync-tracked\'s --lock-wait; default 600); after that, exit 4 naming the holder, and nothing is submitted' -r
 complete -c slurm-submit -l keep-trees -d 'How many finished jobs\' code trees to keep (besides those of jobs still pending or running, which are never removed). Older ones are removed at each submission' -r
 complete -c slurm-submit -l build -d 'Submit the build job instead of the run job'
 complete -c slurm-submit -l dry-run -d 'Print the document with the exact command that would run; run nothing'

@@ -575,7 +575,10 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     let marker = format!("/tmp/st-alloc-sync-ran-{}", std::process::id());
     let _ = std::fs::remove_file(&marker);
     write(&fx.local.join("README.md"), "readme, fourth edit\n");
-    let (e4, ssh) = exec_sync(&["--", &format!("touch {marker}")], &e3.doc);
+    let (e4, ssh) = exec_sync(
+        &["--lock-wait", "2", "--", &format!("touch {marker}")],
+        &e3.doc,
+    );
     std::fs::remove_dir_all(&lock).unwrap();
     assert_ne!(e4.code, 0, "{}", e4.stderr);
     assert_eq!(ssh, 1, "{}", e4.stderr);

@@ -1247,6 +1247,14 @@ fn submit_with_sync_syncs_and_submits_in_one_ssh_execution() {
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(other), "{stderr}");
     }
+    // --lock-wait is --sync's: alone it is refused, naming --sync.
+    let out = pipe(
+        tool("slurm-submit").args(["--lock-wait", "5"]),
+        d.to_string().as_bytes(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--sync"), "{stderr}");
 
     // Synced and submitted in one execution.
     let (r, t) = traced(&["--sync"], &d);

@@ -145,6 +145,11 @@ struct ExecArgs {
     /// submodules or Git LFS files is synced in executions of its own first (said so).
     #[arg(long)]
     sync: bool,
+    /// With --sync: seconds to wait while another sync into the same remote clone holds its
+    /// lock (as slurm-sync-tracked's --lock-wait; default 600); after that, exit 4 naming the
+    /// holder, and the command does not run.
+    #[arg(long, value_name = "SECONDS", requires = "sync")]
+    lock_wait: Option<u64>,
     /// Write the document (with `allocation.last_exec`, and the sync sections with --sync) to
     /// FILE when the command ended, replacing FILE in one step (it may be the input file).
     /// Without it no document is written: stdout is the command's.
@@ -1006,7 +1011,10 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     // With --sync, the snapshot is made and pushed now; the cluster side runs in the command's
     // execution.
     let fused = if args.sync {
-        match shared::sync::fused::start(ctx, &a.ssh)? {
+        let lock_wait = args
+            .lock_wait
+            .unwrap_or(shared::sync::tracked::LOCK_WAIT_SECS);
+        match shared::sync::fused::start(ctx, &a.ssh, lock_wait)? {
             shared::sync::fused::Start::Fused(f) => Some(f),
             shared::sync::fused::Start::Separate => None,
         }

@@ -110,6 +110,12 @@ struct Cli {
     #[arg(long, conflicts_with_all = ["dry_run", "only_failed"])]
     sync: bool,
 
+    /// With --sync: seconds to wait while another sync into the same remote clone holds its
+    /// lock (as slurm-sync-tracked's --lock-wait; default 600); after that, exit 4 naming the
+    /// holder, and nothing is submitted.
+    #[arg(long, value_name = "SECONDS", requires = "sync")]
+    lock_wait: Option<u64>,
+
     /// How many finished jobs' code trees to keep (besides those of jobs still pending or
     /// running, which are never removed). Older ones are removed at each submission.
     #[arg(long, default_value_t = 10, value_name = "N")]
@@ -1095,7 +1101,10 @@ fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::process::Outp
 /// submit for, or a repository whose sync needs executions of its own.
 fn sync_first(cli: &Cli, ctx: &mut Context) -> Result<Option<shared::sync::fused::Ready>> {
     let ssh = Ssh::from_doc(&ctx.doc)?;
-    let ready = shared::sync::fused::prepare(ctx, &ssh)?;
+    let lock_wait = cli
+        .lock_wait
+        .unwrap_or(shared::sync::tracked::LOCK_WAIT_SECS);
+    let ready = shared::sync::fused::prepare(ctx, &ssh, lock_wait)?;
     let why = match (cli.build, ready.not_fusable()) {
         (true, _) if no_build_reason(ctx)?.is_some() => "no build job to submit",
         (_, Some(why)) => why,

@@ -44,6 +44,7 @@ pub struct Fused {
     tracked: tracked::Prepared,
     tracked_script: Script,
     conversation: Conversation,
+    lock_wait: u64,
 }
 
 /// The command run after both syncs.
@@ -99,9 +100,18 @@ impl Conversation {
     }
 }
 
+/// The untracked sync's options in a fused conversation: the defaults, with its lock's wait.
+fn untracked_options(lock_wait: u64) -> untracked::Options {
+    untracked::Options {
+        lock_wait,
+        ..untracked::Options::default()
+    }
+}
+
 /// The tracked sync prepared (the snapshot), pushed to origin, and the conversation opened.
-pub fn start(ctx: &mut Context, ssh: &Ssh) -> Result<Start> {
-    let ready = prepare(ctx, ssh)?;
+/// `lock_wait`: seconds to wait while another sync holds the remote clone's lock.
+pub fn start(ctx: &mut Context, ssh: &Ssh, lock_wait: u64) -> Result<Start> {
+    let ready = prepare(ctx, ssh, lock_wait)?;
     if let Some(why) = ready.not_fusable() {
         ready.separately(ctx, why)?;
         return Ok(Start::Separate);
@@ -116,16 +126,18 @@ pub struct Ready {
     started: Instant,
     tracked: tracked::Prepared,
     conversation: Option<Conversation>,
+    lock_wait: u64,
 }
 
-/// See [`Ready`].
-pub fn prepare(ctx: &mut Context, ssh: &Ssh) -> Result<Ready> {
+/// See [`Ready`]. `lock_wait`: seconds to wait while another sync holds the remote clone's lock
+/// (then the sync fails naming the holder, and nothing runs).
+pub fn prepare(ctx: &mut Context, ssh: &Ssh, lock_wait: u64) -> Result<Ready> {
     let started = Instant::now();
     let opts = tracked::Options {
         via: Via::Origin,
         dry_run: false,
         allow_unrelated: false,
-        lock_wait: crate::sync::tracked_remote::LOCK_WAIT_SECS,
+        lock_wait,
     };
     // The conversation opens while the snapshot is made, when the document already names the
     // remote clone (as it does from the second run on).
@@ -146,6 +158,7 @@ pub fn prepare(ctx: &mut Context, ssh: &Ssh) -> Result<Ready> {
         started,
         tracked: prepared,
         conversation,
+        lock_wait,
     })
 }
 
@@ -167,7 +180,7 @@ impl Ready {
             "syncing first in executions of their own ({why}), then running the command"
         ));
         tracked::run(self.tracked, ctx)?;
-        untracked::sync(&untracked::Options::default(), ctx)?;
+        untracked::sync(&untracked_options(self.lock_wait), ctx)?;
         Ok(())
     }
 
@@ -184,6 +197,7 @@ impl Ready {
             tracked: self.tracked,
             tracked_script,
             conversation,
+            lock_wait: self.lock_wait,
         })
     }
 }
@@ -210,6 +224,7 @@ impl Fused {
             tracked: prepared,
             tracked_script,
             conversation,
+            lock_wait,
         } = *self;
         let repo = prepared.remote_repo_path().to_string();
         let parts = Parts {
@@ -220,6 +235,7 @@ impl Fused {
             tracked_script: &tracked_script,
             started,
             deadline,
+            lock_wait,
         };
         let mut attempt = parts.send(conversation, ctx)?;
         let first = attempt.reader.part()?;
@@ -256,6 +272,7 @@ struct Parts<'a> {
     tracked_script: &'a Script,
     started: Instant,
     deadline: Duration,
+    lock_wait: u64,
 }
 
 impl Parts<'_> {
@@ -272,7 +289,7 @@ impl Parts<'_> {
         };
         let local = untracked::Local::of(ctx)?.with_snapshot(self.prepared.snapshot());
         let plan = untracked::Plan::make(
-            &untracked::Options::default(),
+            &untracked_options(self.lock_wait),
             ctx,
             &self.ssh.host,
             local,
