@@ -120,10 +120,9 @@ pub fn not_running_error(job: &str, out: &Output) -> Option<ToolError> {
 /// else to the job's first; a `want` that is not the job's prints `NOT_IN_JOB <its nodes>` and
 /// ends the script (see [`run_on_job`]).
 pub fn pick_node(s: &mut Script, want: Option<&str>) -> Result<()> {
+    // Always one argument (empty: the job's first node), so every call passes what it reads.
     s.raw("pick_node");
-    if let Some(w) = want {
-        s.arg(w)?;
-    }
+    s.arg(want.unwrap_or(""))?;
     s.raw("\n");
     Ok(())
 }

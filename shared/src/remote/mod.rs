@@ -317,7 +317,6 @@ mod tests {
         let repo = dir.path().join("repo");
         let run = |token: &str, body: &'static str| {
             let mut s = crate::quote::Script::new();
-            s.assign("E_LOST_LOCK", "19").unwrap();
             super::Lock::of_clone(repo.to_str().unwrap(), token, 1, 10, 15)
                 .define(&mut s)
                 .unwrap();
@@ -340,7 +339,7 @@ mod tests {
         let owner = std::fs::read_to_string(lock.join("owner")).unwrap();
         assert!(owner.starts_with("run-a "), "{owner}");
         assert_eq!(
-            run("run-a", "keep_lock\necho KEPT\n"),
+            run("run-a", "keep_lock 19\necho KEPT\n"),
             (Some(0), "KEPT\n".into())
         );
         // Another run waits its second, names the holder, exits with the wait's code; it can
@@ -351,7 +350,7 @@ mod tests {
             said.starts_with("LOCKED ") && said.contains("run-a"),
             "{said}"
         );
-        let (code, said) = run("run-b", "keep_lock\n");
+        let (code, said) = run("run-b", "keep_lock 19\n");
         assert_eq!((code, said.as_str()), (Some(19), "LOST_LOCK\n"));
         run("run-b", "release_lock\n");
         assert!(lock.exists(), "another run released our lock");

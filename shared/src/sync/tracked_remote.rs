@@ -125,7 +125,7 @@ fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
 /// the LFS files get their content. Keeps the lock when submodules follow.
 pub fn lfs_script(p: &Plan, payload: bool) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw("keep_lock\n");
+    s.raw("keep_lock \"$E_LOST_LOCK\"\n");
     if p.modules.is_empty() {
         s.raw("trap release_lock EXIT\n");
     } else {
@@ -145,7 +145,7 @@ pub fn lfs_script(p: &Plan, payload: bool) -> Result<Script> {
 /// the checkout kept; then release it.
 pub fn modules_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw("keep_lock\ntrap release_lock EXIT\n");
+    s.raw("keep_lock \"$E_LOST_LOCK\"\ntrap release_lock EXIT\n");
     s.raw(crate::remote::TRACKED_MODULES);
     for m in p.modules {
         s.raw("sub_checkout");
@@ -172,7 +172,7 @@ pub fn direct_prepare_script(p: &Plan) -> Result<Script> {
 /// `--via direct`, after the push: check out under the lock taken before, then release it.
 pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw("via=direct\nkeep_lock\ntrap release_lock EXIT\n");
+    s.raw("via=direct\nkeep_lock \"$E_LOST_LOCK\"\ntrap release_lock EXIT\n");
     s.raw(crate::remote::CLONE_CHANGES);
     s.raw(crate::remote::TRACKED_CHECKOUT);
     prepare_modules(&mut s, p)?;

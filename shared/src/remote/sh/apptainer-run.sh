@@ -40,7 +40,9 @@
 # Needs: image-cache.sh before it (resolve_digest, fill_cache, mark_use, prune_images).
 # Exits: the command's exit code; 125 when the image cannot be pulled or the runtime is missing.
 : "${image:?}" "${cache:?}" "${workdir?}" "${gpus?}" "${binds?}" "${packages?}" "${keep:?}" "${instance?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 say() { printf 'slurm-tools: container: %s\n' "$*" >&2; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 first_task() { [ "${SLURM_PROCID:-0}" = 0 ]; }
 if command -v apptainer >/dev/null 2>&1; then prog=apptainer
 elif command -v singularity >/dev/null 2>&1; then prog=singularity
@@ -48,13 +50,16 @@ else
   say "neither apptainer nor singularity is on PATH on $(hostname) (the nodes need what preflight found on the login node)"
   exit 125
 fi
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 quiet() { first_task; }
 hold=${SLURM_TOOLS_INSTANCE_HOLD:-}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 with_packages() {
   [ -n "$packages" ] || return 0
   export APPTAINERENV_PYTHONPATH="$packages${PYTHONPATH:+:$PYTHONPATH}" APPTAINERENV_PREPEND_PATH="$packages/bin"
   export SINGULARITYENV_PYTHONPATH="$APPTAINERENV_PYTHONPATH" SINGULARITYENV_PREPEND_PATH="$packages/bin"
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 instance_runs() { "$prog" instance list "$instance" 2>/dev/null | grep -q "^${instance}[[:space:]]"; }
 if [ -n "$instance" ] && [ -z "$hold" ] && [ "${SLURM_TOOLS_NO_INSTANCE:-}" != 1 ]; then
   if instance_runs; then
@@ -63,6 +68,7 @@ if [ -n "$instance" ] && [ -z "$hold" ] && [ "${SLURM_TOOLS_NO_INSTANCE:-}" != 1
   fi
   say "instance $instance is not running on $(hostname): the command runs in the image (what it changes in the container is not kept)"
 fi
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 pull_sif() { "$prog" --quiet pull ${no_https:+--no-https} "$1" "docker://$pull_ref@$digest"; }
 file=$image
 case $image in
@@ -116,6 +122,7 @@ if [ -n "$binds" ]; then set -- --bind "$binds" "$@"; fi
 : "${instance:?an instance name, to hold one}"
 host=$(hostname)
 overlay=${TMPDIR:-/tmp}/slurm-tools-$(id -u)-$instance
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 stop_instance() {
   "$prog" --quiet instance stop "$instance" >/dev/null 2>&1
   rm -rf -- "$overlay"

@@ -23,6 +23,7 @@
 # Exits:   E_BAD_REQUEST on a request it does not know; 0 when stdin closes.
 : "${job:?}" "${out_pre:?}" "${cap:?}" "${E_BAD_REQUEST:?}"
 : "${out_post?}" "${err_pre?}" "${err_post?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 accounting() {
   calls_a=$((calls_a + 1))
   a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format=JobID,State,ExitCode,Elapsed,NodeList 2>&1); arc=$?
@@ -42,6 +43,7 @@ accounting() {
       fi ;;
   esac
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 poll_array() {
   calls_q=1 calls_a=0
   q=$(env SLURM_TIME_FORMAT=%s squeue -h -r -j "$job" -o '%i|%T|%N|%M|%r' 2>&1); qrc=$?

@@ -11,7 +11,9 @@
 #   @@slurm-tools-progress slurm-sync-tracked: cloned origin: N MB in S s
 # (The one tool that clones: its name leads each line, as the contract says of progress.)
 : "${progress:?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 clone_mb() { du -sk -- "$1" 2>/dev/null | awk '{ printf "%.1f", $1 / 1024 }'; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 clone_progress_start() {
   clone_started=$(date +%s)
   clone_watcher=
@@ -24,6 +26,7 @@ clone_progress_start() {
     done ) &
   clone_watcher=$!
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 clone_progress_stop() {
   [ "$progress" = yes ] || return 0
   if [ -n "$clone_watcher" ]; then

@@ -4,6 +4,7 @@
 #
 # Expects: SLURM_JOB_NODELIST (in the environment).
 # Defines: first_host.
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 first_host() {
   if command -v scontrol >/dev/null 2>&1; then scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1; return; fi
   l=$SLURM_JOB_NODELIST h=${SLURM_JOB_NODELIST%%,*}

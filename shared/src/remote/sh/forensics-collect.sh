@@ -20,6 +20,7 @@
 node=${SLURMD_NODENAME:-$(hostname)}
 self_step=${SLURM_STEP_ID:--}
 echo "@@node $node"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 bounded() { # SECONDS COMMAND...: the command, cut after SECONDS where `timeout` exists
   if command -v timeout >/dev/null 2>&1; then timeout "$@"; else shift; "$@"; fi
 }

@@ -16,11 +16,13 @@
 #          @@slurm-tools-run                    the command runs now, its output streamed
 # Each header starts on a line of its own (a newline before it).
 : "${fused_repo?}" "${fused_snapshot?}" "${fused_in_bytes?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 fused_check_kept() { # ID_FILE KEPT_ID: the manifest's id file in the checkout, the id kept here
   if [ "$(cat -- "$fused_repo/$1" 2>/dev/null)" != "$2" ]; then
     printf '\n@@slurm-tools-stale\n'; exit 125
   fi
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 fused_start() { # the temporary files, and the command's stdin into fused_in
   fused_out=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || exit 125
   fused_err=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$fused_out"; exit 125; }
@@ -30,6 +32,7 @@ fused_start() { # the temporary files, and the command's stdin into fused_in
     dd bs=1 count="$fused_in_bytes" 2>/dev/null >"$fused_in" || exit 125
   fi
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 fused_part() { # NAME RC: reported; a failed sync part ends the conversation
   printf '\n@@slurm-tools-part %s %s %s %s\n' "$1" "$2" "$(wc -c < "$fused_out" | tr -d ' ')" "$(wc -c < "$fused_err" | tr -d ' ')"
   cat -- "$fused_out" "$fused_err"
@@ -40,6 +43,7 @@ fused_part() { # NAME RC: reported; a failed sync part ends the conversation
   fi
 }
 # The command may set traps of its own, or exec: nothing of ours is left to clean.
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 fused_hand_over() {
   rm -f -- "$fused_out" "$fused_err" "$fused_in"
   trap - EXIT

@@ -24,6 +24,7 @@
 #   cache hit IMAGE DIGEST at FILE / could not pull IMAGE DIGEST / removed the cached image FILE (REASON)
 : "${cache:?}" "${keep:?}"
 no_https=
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 resolve_digest() {
   digest='' why=''
   rd_host=${1%%/*} rd_path=${1#*/}
@@ -69,6 +70,7 @@ resolve_digest() {
   why="the registry $rd_host answers neither https nor http"
   return 1
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 fill_cache() {
   fc_image=$1 fc_file=$2 fc_pull=$3
   fc_lock="$fc_file.lock" fc_since=$(date +%s) fc_locked='' fc_waited=''
@@ -105,6 +107,7 @@ fill_cache() {
   fi
   return 0
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 mark_use() {
   touch -c -- "$1" 2>/dev/null
   mkdir -p -- "$1.users" 2>/dev/null && : >"$1.users/$2" 2>/dev/null
@@ -112,6 +115,7 @@ mark_use() {
 }
 # Older ones go first; never one a job Slurm still has uses (its id or its submission's tag is
 # in FILE.users/), nor `file`, nor one being pulled.
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 prune_images() {
   pi_n=0
   for pi_f in "$cache"/*."$1"; do [ -e "$pi_f" ] && pi_n=$((pi_n + 1)); done

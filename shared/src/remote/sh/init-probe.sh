@@ -19,5 +19,6 @@ done
 v=$(sinfo --version 2>/dev/null) && echo "SLURM $v"
 sacctmgr -n -P show assoc user="$me" format=account,partition,qos,defaultqos 2>/dev/null | sed 's/^/ASSOC /'
 sinfo -h -o '%P|%l|%G' 2>/dev/null | sort -u | sed 's/^/PART /'
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 have() { if command -v "$1" >/dev/null 2>&1; then printf yes; else printf no; fi; }
 echo "TOOLS $(have git) $(have tmux) $(have tar)"

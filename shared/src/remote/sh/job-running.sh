@@ -9,6 +9,7 @@
 #          @@slurm-tools PENDING <expected start>, @@slurm-tools STATE <state>;
 #          on stdout: NOT_IN_JOB <the job's nodes> (NODE is not one of them; then exits 0).
 : "${job?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 check_running() {
   st=$(squeue -h -j "$job" -o '%T|%S|%N' 2>/dev/null | head -n 1)
   case "$st" in
@@ -20,6 +21,7 @@ check_running() {
   esac
   nodelist=${st##*|}
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 pick_node() {
   nodes=$(scontrol show hostnames "$nodelist" 2>/dev/null); [ -n "$nodes" ] || nodes=$nodelist
   if [ -n "${1:-}" ]; then

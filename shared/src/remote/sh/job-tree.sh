@@ -23,6 +23,7 @@
 #          PRUNED <tag>               a finished job's tree was removed
 #          TREES_KB <kb>              the disk all trees use
 : "${token:?}" "${trees:?}" "${tree:?}" "${warm:?}" "${keep:?}" "${is_build:?}" "${manifest:?}" "${paths0:?}" "${untracked_store:?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 add_tree() { # add_tree DIR COMMIT
   if git worktree list >/dev/null 2>&1; then
     git worktree add -q --detach "$1" "$2" >&2
@@ -30,6 +31,7 @@ add_tree() { # add_tree DIR COMMIT
     git clone -q --shared --no-checkout . "$1" >&2 && (cd -- "$1" && git checkout -q --detach "$2" >&2)
   fi
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 fill_submodules() { # SRC DST COMMIT: COMMIT's submodules (nested too) as git checkouts in DST
   git -C "$1" ls-tree -r "$3" 2>/dev/null | LC_ALL=C awk -F '\t' '$1 ~ /^160000 commit / && $2 !~ /^"/ { split($1, f, " "); print f[3] " " $2 }' |
   while read -r sha path; do
@@ -46,6 +48,7 @@ fill_submodules() { # SRC DST COMMIT: COMMIT's submodules (nested too) as git ch
     fill_submodules "$1/$path" "$2/$path" "$sha" || return 1
   done
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 make_tree() {
   [ -e "$tree" ] || [ -L "$tree" ] && return 0
   mkdir -p -- "$trees" || return 1
@@ -80,6 +83,7 @@ make_tree() {
   fi
   return 0
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 prune_trees() {
   live=$(squeue -h -u "$(id -un)" -o '%i' 2>/dev/null) || return 0
   n=0

@@ -11,18 +11,22 @@
 #          is gone from this host is broken at once; no: the lock outlives the execution that
 #          took it, and later executions of the same run keep it), lock_exit_wait (the exit code
 #          when it is still held after lock_wait s), lock_exit_failed (when it cannot be made at
-#          all), E_LOST_LOCK (for keep_lock).
-# Defines: take_lock, release_lock (only our own), keep_lock (a later execution of the same run:
-#          exits E_LOST_LOCK unless the lock is still ours), release_on_failure (an EXIT trap that
-#          gives the lock back only when the script failed).
+#          all).
+# Defines: take_lock, release_lock (only our own), keep_lock CODE (a later execution of the same
+#          run: exits CODE unless the lock is still ours), release_on_failure (an EXIT trap that
+#          gives the lock back only when the script failed); lock_host (this host's name).
 # Prints:  BROKE_STALE_LOCK <owner>        a killed run's lock was removed
 #          WAITED <seconds> <owner>        another run held it; this one waited that long
 #          LOCKED <seconds> <owner>        still held after lock_wait seconds (then exits)
 #          LOCK_FAILED <lock>              it cannot be made (then exits)
 #          LOST_LOCK                       keep_lock found the lock not ours (then exits)
 : "${lock?}" "${token?}" "${lock_wait?}" "${lock_stale?}" "${lock_by_pid?}" "${lock_exit_wait?}" "${lock_exit_failed?}"
+lock_host=$(hostname 2>/dev/null)
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 lock_nap() { sleep 0.2 2>/dev/null || sleep 1; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 lock_owner() { head -n 1 "$lock/owner" 2>/dev/null; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 lock_is_stale() { # OWNER
   if [ -n "$(find "$lock" -maxdepth 0 -mmin +"$lock_stale" 2>/dev/null)" ]; then return 0; fi
   [ "$lock_by_pid" = yes ] || return 1
@@ -34,8 +38,9 @@ lock_is_stale() { # OWNER
   esac
   [ "${lock_rest#* }" = "$lock_host" ] && ! kill -0 "${lock_rest%% *}" 2>/dev/null
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 take_lock() {
-  lock_since=$(date +%s) lock_waited=0 lock_holder='' lock_host=$(hostname 2>/dev/null) lock_gone=0 lock_held=no
+  lock_since=$(date +%s) lock_waited=0 lock_holder='' lock_gone=0 lock_held=no
   until mkdir -- "$lock" 2>/dev/null; do
     lock_held=yes
     # Not there although mkdir failed: released between the two looks (try again), or it cannot
@@ -67,11 +72,15 @@ take_lock() {
     echo "WAITED $lock_waited ${lock_holder:-another run}"
   fi
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 lock_ours() { [ "$(lock_owner | cut -d ' ' -f 1)" = "$token" ]; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 release_lock() {
   if lock_ours; then rm -rf -- "$lock"; fi
 }
-keep_lock() {
-  lock_ours || { echo "LOST_LOCK"; exit "$E_LOST_LOCK"; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
+keep_lock() { # CODE: the exit code when the lock is not ours any more
+  lock_ours || { echo "LOST_LOCK"; exit "$1"; }
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 release_on_failure() { rc=$?; [ "$rc" = 0 ] || release_lock; exit "$rc"; }

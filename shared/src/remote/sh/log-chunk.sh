@@ -8,6 +8,7 @@
 #                                                     again from its start
 #          CHUNK WHAT <offset> <length> <size>        then the <length> bytes
 : "${cap?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 chunk() {
   if [ ! -e "$2" ]; then echo "MISSING $1"; return; fi
   size=$(wc -c < "$2" | tr -d ' ')

@@ -17,6 +17,7 @@
 #                                                         the user's associations (a limit of yours)
 #   PR <job id> <qos> <tres-alloc>                        the user's running jobs (a limit of yours)
 explained=
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 pending_once() {
   case $2 in 'PENDING|'*) ;; *) return 0 ;; esac
   po_reason=${2#PENDING|}
@@ -25,6 +26,7 @@ pending_once() {
   explained=$po_reason
   pending_facts "$1" "$po_reason"
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 pending_facts() {
   pf_sc=$(scontrol show job -o "$1" 2>/dev/null | head -n 1)
   printf 'PJ %s\n' "$pf_sc"
@@ -39,6 +41,7 @@ pending_facts() {
       qos_facts "$pf_qos" "$pf_me" ;;
   esac
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 qos_facts() {
   [ -z "$1" ] || sacctmgr -n -P show qos "$1" format=Name,MaxTRESPU,MaxJobsPU,GrpTRES,MaxTRES,MaxWall 2>/dev/null | sed 's/^/PQ /'
   squeue -h -t RUNNING -u "$2" -O 'JobID:30,QOS:40,tres-alloc:500' 2>/dev/null | sed 's/^/PR /'

@@ -20,7 +20,9 @@ echo "cwd_created=$created"
 echo "user=$(id -un 2>/dev/null)"
 echo "home=$HOME"
 echo "login_host=$(hostname 2>/dev/null | head -n 1)"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 have() { command -v "$1" >/dev/null 2>&1; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 first() { "$@" 2>/dev/null | head -n 1; }
 if have tmux; then echo "tmux=$(first tmux -V)"; else echo tmux=; fi
 if have squeue; then echo "slurm=$(first squeue --version)"; else echo slurm=; fi

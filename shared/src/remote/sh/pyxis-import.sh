@@ -12,7 +12,9 @@
 # Exits:   E_PULL after "could not pull IMAGE ..." (enroot's output on stderr).
 : "${image:?}" "${cache:?}" "${user:?}" "${E_PULL:?}"
 digest='' why=''
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 say() { printf 'slurm-tools: container: %s\n' "$*"; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 quiet() { true; }
 command -v enroot >/dev/null 2>&1 || { say "uncached $image (no enroot on the login node $(hostname): pyxis imports the image in each job)"; exit 0; }
 resolve_digest "$image"
@@ -25,6 +27,7 @@ file="$cache/${digest#sha256:}.sqsh"
 host=${image%%/*} rest=${image#*/}
 case $rest in *@*) rest=${rest%%@*} ;; *:*) rest=${rest%:*} ;; esac
 # enroot's own form: the registry before '#', the image pinned to the digest just resolved.
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 import_sqsh() { enroot import -o "$1" "docker://$host#$rest@$digest"; }
 fill_cache "$image" "$file" import_sqsh || exit "$E_PULL"
 mark_use "$file" "$user"

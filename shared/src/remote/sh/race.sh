@@ -5,12 +5,14 @@
 #                            state when none knows it
 #          race_cancel JOB   scancel JOB, then waits up to 10 s until Slurm no longer has it
 #                            pending or running; prints CANCELLED <its state then>
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 race_state() {
   rs=$(squeue -h -j "$1" -o '%T|%r' 2>/dev/null | head -n 1)
   [ -n "$rs" ] || rs=$(scontrol -o show job "$1" 2>/dev/null | tr ' ' '\n' | sed -n 's/^JobState=//p' | head -n 1)
   [ -n "$rs" ] || rs=$(sacct -X -n -P -j "$1" -o State 2>/dev/null | head -n 1 | cut -d' ' -f1)
   printf 'STATE %s\n' "$rs"
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 race_cancel() {
   scancel "$1" 2>/dev/null
   rc_t=0

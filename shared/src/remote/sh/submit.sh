@@ -19,12 +19,14 @@
 #          JOBID <id>                    the job's id (then exits 0)
 #          SRUN_EXIT <code>              srun ended before a job appeared (then exits)
 : "${dir?}" "${state?}" "${repo?}" "${token?}" "${jobid_file?}" "${thorough?}" "${tree?}" "${trees?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 find_job() {
   if [ -s "$jobid_file" ]; then head -n 1 "$jobid_file"; return; fi
   # By the tag in the comment, or by the job's working directory, its own code tree (unique per
   # tag): a site's job_submit policy may clear or rewrite the comment.
   squeue -h --states=all -u "$(id -un)" -o '%i|%Z|%k' 2>/dev/null | awk -F'|' -v t="$token" -v d="$tree" '$2 == d || index($0, t) { print $1; exit }'
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 submit_prepare() {
   mkdir -p -- "$dir" "$state" "$dir/.slurm-tools" || exit "$E_UPLOAD_DIR"
   take_lock
@@ -38,6 +40,7 @@ submit_prepare() {
   prune_trees
   cd -- "$tree" || exit "$E_TREE"
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 submit_batch() { # WORD...: sbatch's command line
   out=$("$@" 2>"$state/$token.submit.err") || { cat "$state/$token.submit.err" >&2; exit "$E_SUBMIT"; }
   id=${out%%;*}
@@ -45,6 +48,7 @@ submit_batch() { # WORD...: sbatch's command line
   printf '%s\n' "$id" >"$trees/$token.job"
   echo "JOBID $id"
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 submit_in_tmux() { # SESSION EXIT_FILE SRUN_LOG COMMAND
   session=$1 exit_file=$2 srun_log=$3
   command -v tmux >/dev/null 2>&1 || exit "$E_NO_TMUX"

@@ -12,6 +12,7 @@
 #          on stderr and status 1), has_session SESSION, kill_session SESSION (status 0 when
 #          there was one to close).
 # Prints:  nothing on stdout.
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 tmux_start() {
   tmux_try=1
   until tmux_out=$(tmux new-session -d -s "$1" "$2" 2>&1); do
@@ -24,5 +25,7 @@ tmux_start() {
     sleep 0.2 2>/dev/null || sleep 1
   done
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 has_session() { tmux ls -F '#{session_name}' 2>/dev/null | grep -Fqx -- "$1"; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 kill_session() { has_session "$1" && tmux kill-session -t "$1" 2>/dev/null; }

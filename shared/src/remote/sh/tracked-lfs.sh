@@ -9,12 +9,14 @@
 #          LFS_FAILED receiving|checkout it failed there (then exits)
 #          LFS_DONE                      the LFS files have their content
 : "${repo?}" "${lfs_oids?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 lfs_need() {
   for oid in $lfs_oids; do
     r=${oid#??}
     [ -f ".git/lfs/objects/${oid%"$r"}/${r%"${r#??}"}/$oid" ] || echo "LFS_NEED $oid"
   done
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 lfs_checkout() { # yes|no: the missing objects come as a tar stream on stdin
   cd -- "$repo" || exit "$E_ENTER"
   mkdir -p .git/lfs/objects || exit "$E_LFS"

@@ -9,6 +9,7 @@
 #          SUB_HEAD <sha> <path>         its HEAD after the checkout
 #          SUB_FAILED <path>             it failed there (then exits)
 : "${repo?}" "${temp?}" "${ours?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in git's layout
   wt="$repo/$1"
   if [ -e "$wt/.git" ]; then return 0; fi
@@ -22,6 +23,7 @@ ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in 
   git --git-dir="$gd" config core.worktree "$wt"
   echo "SUB_CREATED $1"
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 sub_checkout() { # PATH COMMIT NAME URL PARENT
   wt="$repo/$1"
   cd -- "$wt" 2>/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }

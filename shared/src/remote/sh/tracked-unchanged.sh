@@ -9,6 +9,7 @@
 #          submodule is at its commit with no tracked edit (the work directory made if missing);
 #          else "CHANGED <what>".
 : "${repo:?}" "${snapshot:?}" "${work:?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 unchanged() {
   cd -- "$repo" 2>/dev/null || { echo "CHANGED no clone at $repo"; return; }
   at=$(git rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null)

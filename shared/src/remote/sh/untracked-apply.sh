@@ -8,6 +8,7 @@
 # Prints:  DELETED <path>      a file deleted
 #          UNLINKED <dir>      a symbolic link removed where a directory comes
 #          REPLACED <dir>      a file removed where a directory comes
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 delete_gone() {
   for p do
     case "/$p/" in */../*|*/./*|//*) continue ;; esac
@@ -27,6 +28,7 @@ delete_gone() {
     fi
   done
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 make_dirs_way() {
   for d do
     if [ -L "$d" ]; then rm -f -- "$d"; echo "UNLINKED $d"
@@ -35,6 +37,7 @@ make_dirs_way() {
 }
 # GNU tar's quieter, directory-keeping options only where tar is GNU's (asked here, not guessed on
 # the other side: bsdtar and busybox tar refuse them).
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 extract_untracked() { # gzip|plain
   z=
   if [ "$1" = gzip ]; then z=-z; fi

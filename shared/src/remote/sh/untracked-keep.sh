@@ -7,10 +7,12 @@
 #          ones removed; never fails the sync).
 # Prints:  nothing on stdout.
 : "${untracked_store:?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 link_listed0() {
   cp --version 2>/dev/null | grep -q GNU &&
     xargs -0 cp -Pl --parents -t "$1" -- 2>/dev/null
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 keep_untracked() {
   : "${manifest:?}" "${paths0:?}"
   ku_snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)

@@ -14,7 +14,9 @@
 #          NUL-separated paths on stdin).
 # Prints:  nothing on stdout.
 untracked_store=.git/slurm-tools/untracked-by-snapshot
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 gnu_tar() { tar --version 2>/dev/null | grep -q GNU; }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 copy_listed0() {
   if gnu_tar; then (cd -- "$1" && tar --null -T - -cf -) | (cd -- "$2" && tar -xf -)
   else tr '\000' '\n' | (cd -- "$1" && tar -T - -cf -) | (cd -- "$2" && tar -xf -); fi

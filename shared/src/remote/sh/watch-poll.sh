@@ -13,6 +13,7 @@
 #          CHUNK out|err <offset> <length> <size> and the bytes (or MISSING/TRUNCATED out|err),
 #          then END.
 : "${job?}" "${out_path?}" "${err_path?}" "${marker?}" "${cap?}" "${fmt?}" "${afmt?}"
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 pause() {
   # $1 quarter seconds; $2 = 1: end early when the end marker appears.
   # The marker is looked for every quarter second in the first 2 s of a wait (a short job's end
@@ -33,6 +34,7 @@ pause() {
     nap "$(($1 / 4)).$(($1 % 4 * 25))"
   fi
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 acct() {
   a=$(env SLURM_TIME_FORMAT=%s sacct -X -n -P -j "$job" --format="$afmt" 2>&1); arc=$?
   case "$a" in
@@ -55,6 +57,7 @@ acct() {
   uid=$(printf '%s\n' "$a" | sed -n 's/^CANCELLED by \([0-9][0-9]*\).*/\1/p' | head -n 1)
   if [ -n "$uid" ]; then printf 'BY %s %s\n' "$uid" "$(getent passwd "$uid" | cut -d: -f1)"; fi
 }
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 poll() {
   if [ -n "$marker" ] && [ -e "$marker" ]; then echo MARK; fi
   q=$(env SLURM_TIME_FORMAT=%s squeue -h -j "$job" -o "$fmt" 2>&1); qrc=$?
