@@ -1270,6 +1270,58 @@ mod help {
 mod tests {
     use super::*;
 
+    /// The script as it is sent, assembled from its library files (the tag lock, the job's
+    /// tree, tmux, the submission), for sbatch and for srun held in tmux, first try and retry:
+    /// shellcheck and four shells' `sh -n` without a cluster (a library function a script does
+    /// not call must not read as unreachable code).
+    #[test]
+    fn the_submission_scripts_pass_the_static_checks_as_assembled() {
+        let repo = "/h/u/work/repo";
+        let work = "/h/u/work/repo/work_dirs/t";
+        let doc = shared::Document::parse(
+            format!(r#"{{"remote_repo_path":"{repo}","remote_work_dir":"{work}"}}"#).as_bytes(),
+            "test",
+        )
+        .unwrap();
+        let token = "slurm-tools-t1";
+        let state_dir = join(work, ".slurm-tools");
+        for tmux in [false, true] {
+            let plan = Plan {
+                kind: JobKind::Run,
+                recipe: Some(if tmux { Recipe::Single } else { Recipe::Batch }),
+                argv: vec![
+                    if tmux { "srun" } else { "sbatch" }.into(),
+                    "--job-name=it's".into(),
+                ],
+                tail: vec!["bash".into(), join(&state_dir, "t.cmd.sh")],
+                upload_dir: work.into(),
+                items: Vec::new(),
+                stdout_path: join(work, "job-%j.out"),
+                stderr_path: join(work, "job-%j.err"),
+                tmux_session: tmux.then(|| token.to_string()),
+                wrapper: tmux.then(|| join(&state_dir, "t.run.sh")),
+                launcher: None,
+                state_dir: state_dir.clone(),
+                token: token.into(),
+                tree: Trees::of(&doc, repo, token, 10).unwrap(),
+                sweep: None,
+                dependency: None,
+            };
+            for thorough in [false, true] {
+                let s = remote_script(&plan, repo, thorough).unwrap();
+                assert!(s.as_str().contains(if tmux {
+                    "submit_in_tmux"
+                } else {
+                    "submit_batch"
+                }));
+                shared::script_check::assert_clean(
+                    if tmux { "submit-tmux" } else { "submit-batch" },
+                    s.as_str(),
+                );
+            }
+        }
+    }
+
     /// The tag lock, run for real in sh: a lock that cannot be made is said as such (not as a
     /// timeout), a dead owner's lock on this host is broken, and the lock goes when the script
     /// ends. No flock anywhere.
