@@ -116,7 +116,10 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
         .as_str()
         .or(up.doc["ssh_host"].as_str())
         .unwrap();
-    let alias = format!("slurm-{}-{job}", shared::layout::sanitize(cluster, false));
+    let alias = format!(
+        "slurm-{}-{job}",
+        shared::remote::layout::sanitize(cluster, false)
+    );
     assert_eq!(e.doc["attach"]["ssh_alias"], alias.as_str());
     let bytes = std::fs::read(&cfg).unwrap();
     assert!(bytes.starts_with(own), "the person's bytes are kept");

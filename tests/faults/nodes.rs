@@ -294,7 +294,8 @@ fn a_sweep_task_that_loses_its_node_is_retried_alone() {
     );
     cluster_up();
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let report: shared::schema::Report = serde_json::from_value(w.doc["report"].clone()).unwrap();
+    let report: shared::contract::schema::Report =
+        serde_json::from_value(w.doc["report"].clone()).unwrap();
     let tasks = report.tasks.expect("a row per task");
     assert_eq!(
         tasks
@@ -302,7 +303,7 @@ fn a_sweep_task_that_loses_its_node_is_retried_alone() {
             .map(|t| (t.index, t.status))
             .collect::<Vec<_>>(),
         (0..3)
-            .map(|i| (i, shared::schema::Status::Passed))
+            .map(|i| (i, shared::contract::schema::Status::Passed))
             .collect::<Vec<_>>(),
         "{}",
         w.stderr

@@ -172,7 +172,7 @@ impl Outcome {
 
 /// A word for the launcher's shell, quoted by the project's one quoting writer.
 fn q(word: &str) -> String {
-    shared::quote::quote(word).expect("a path or variable the shell can take")
+    shared::remote::quote::quote(word).expect("a path or variable the shell can take")
 }
 
 /// A person's repository (a fixture with an origin the cluster clones) and home directory.

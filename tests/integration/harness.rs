@@ -202,12 +202,14 @@ impl Run {
     }
 }
 
-/// Every section a tool wrote (one that differs from the input's) has its shared::schema type,
+/// Every section a tool wrote (one that differs from the input's) has its shared::contract::schema type,
 /// unknown fields denied: so no tool can write a field the contract does not declare.
 pub fn assert_own_sections(input: &[u8], output: &Value) {
     let input: Value = serde_json::from_slice(input).unwrap_or(Value::Null);
-    if let Err(e) = shared::schema::check_sections(output, Some(&input)) {
-        panic!("a section this tool wrote does not match shared::schema: {e}\n{output:#}");
+    if let Err(e) = shared::contract::schema::check_sections(output, Some(&input)) {
+        panic!(
+            "a section this tool wrote does not match shared::contract::schema: {e}\n{output:#}"
+        );
     }
 }
 
@@ -447,8 +449,8 @@ pub fn control_path(test: &str) -> String {
 
 /// The document matches the schema's types (every section field declared, every type right).
 pub fn assert_schema(doc: &Value) {
-    if let Err(e) = shared::schema::check(doc) {
-        panic!("the document does not match shared::schema (docs/job-document.schema.json): {e}\n{doc:#}");
+    if let Err(e) = shared::contract::schema::check(doc) {
+        panic!("the document does not match shared::contract::schema (docs/job-document.schema.json): {e}\n{doc:#}");
     }
 }
 

@@ -145,10 +145,10 @@ fn hosts(out: &str) -> BTreeSet<String> {
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn three_nodes_are_three_hosts_through_the_login_sshd() {
     needs_nodes!(3);
-    let mut s = shared::quote::Script::new();
+    let mut s = shared::remote::quote::Script::new();
     s.raw("srun --mpi=list 2>&1 | grep -qx '[[:space:]]*pmix' || echo 'NO PMIX'\nsrun -A testacct -t 1 -N 3 hostname\n");
     let d = doc_for("direct_host");
-    let ssh = shared::ssh::Ssh::from_doc(
+    let ssh = shared::remote::ssh::Ssh::from_doc(
         &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
     )
     .unwrap();

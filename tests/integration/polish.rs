@@ -147,10 +147,10 @@ fn the_checked_in_json_schema_is_the_one_the_types_generate() {
 fn a_section_field_the_schema_does_not_declare_is_caught() {
     // The check the other tests rely on can fail.
     let doc = json!({"report": {"status": "PASSED", "unexpected": 1}});
-    assert!(shared::schema::check(&doc).is_err());
+    assert!(shared::contract::schema::check(&doc).is_err());
     let doc = json!({"anything": {"at": "all"}, "slurm_cluster": "c"});
     assert!(
-        shared::schema::check(&doc).is_ok(),
+        shared::contract::schema::check(&doc).is_ok(),
         "unknown top-level fields are allowed"
     );
 }

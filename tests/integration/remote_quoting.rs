@@ -2,8 +2,8 @@
 //! the cluster user's real login shell, and `/bin/sh` (docs/reliability.md promise 2).
 
 use crate::harness::*;
-use shared::quote::Script;
-use shared::ssh::Ssh;
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
 use shared::Document;
 use std::time::Duration;
 

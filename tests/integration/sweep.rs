@@ -5,7 +5,7 @@
 use crate::fixture::synced;
 use crate::harness::*;
 use serde_json::{json, Value};
-use shared::schema::{Job, Report, Status};
+use shared::contract::schema::{Job, Report, Status};
 
 fn report_of(doc: &Value) -> Report {
     serde_json::from_value(doc["report"].clone()).expect("a report section")

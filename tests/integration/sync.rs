@@ -268,12 +268,12 @@ fn cluster_side_edits_are_stashed_and_reported() {
     let (t, _) = pipeline(fx.doc(), &[]);
     assert_eq!(t.code, 0, "{}", t.stderr);
     // An edit made on the cluster, as the cluster user.
-    let mut s = shared::quote::Script::new();
+    let mut s = shared::remote::quote::Script::new();
     s.raw("cd -- ")
         .arg(&fx.remote_repo)
         .unwrap()
         .raw(" && echo 'edited on the cluster' >> README.md\n");
-    let ssh = shared::ssh::Ssh::from_doc(
+    let ssh = shared::remote::ssh::Ssh::from_doc(
         &shared::Document::parse(fx.doc().to_string().as_bytes(), "t").unwrap(),
     )
     .unwrap();
@@ -498,13 +498,15 @@ fn a_symlink_to_a_secret_uploads_the_link_not_the_secret() {
     std::fs::write(&secret, "TOP-SECRET-CANARY").unwrap();
     std::os::unix::fs::symlink(&secret, dir.path().join("link")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", dir.path().join("passwd")).unwrap();
-    let items: Vec<shared::archive::Item> = ["link", "passwd"]
+    let items: Vec<shared::repo::archive::Item> = ["link", "passwd"]
         .iter()
-        .map(|n| shared::archive::Item::file(dir.path().join(n), *n))
+        .map(|n| shared::repo::archive::Item::file(dir.path().join(n), *n))
         .collect();
     let mut stream = Vec::new();
-    let stats = std::sync::Arc::new(std::sync::Mutex::new(shared::archive::Stats::default()));
-    shared::archive::write_archive(&items, &mut stream, false, &stats, None).unwrap();
+    let stats = std::sync::Arc::new(std::sync::Mutex::new(
+        shared::repo::archive::Stats::default(),
+    ));
+    shared::repo::archive::write_archive(&items, &mut stream, false, &stats, None).unwrap();
     let text = String::from_utf8_lossy(&stream);
     assert!(!text.contains("TOP-SECRET-CANARY"));
     assert!(!text.contains("root:x:0:0"));
@@ -894,12 +896,12 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
     // Real cluster-side changes are still kept and reported: a tracked edit and an untracked
     // file no sync sent; our own files stay where they are.
     let remote = Path::new(&fx.remote_repo);
-    let mut s = shared::quote::Script::new();
+    let mut s = shared::remote::quote::Script::new();
     s.raw("cd -- ")
         .arg(&fx.remote_repo)
         .unwrap()
         .raw(" && echo 'edited on the cluster' >> README.md && echo mine > cluster-only.txt\n");
-    let ssh = shared::ssh::Ssh::from_doc(
+    let ssh = shared::remote::ssh::Ssh::from_doc(
         &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
     )
     .unwrap();

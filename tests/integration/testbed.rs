@@ -1,8 +1,8 @@
 //! The local cluster itself works as TESTBED.md says, through each sshd, as the cluster user.
 
 use crate::harness::*;
-use shared::quote::Script;
-use shared::ssh::Ssh;
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
 use shared::Document;
 use std::time::{Duration, Instant};
 

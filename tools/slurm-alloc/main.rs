@@ -2,12 +2,12 @@
 //! (the held allocation and the walltime strategy of the manual procedure, docs/migrating.md).
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use shared::layout::{self, Layout};
-use shared::quote::Script;
-use shared::remote_exit::{self, Alloc as Exit, ExitCodes};
-use shared::schema::{Allocation, AllocationState, ExecMode, LastExec, Negotiation};
+use shared::contract::schema::{Allocation, AllocationState, ExecMode, LastExec, Negotiation};
+use shared::remote::exit::{self, Alloc as Exit, ExitCodes};
+use shared::remote::layout::{self, Layout};
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
 use shared::slurm::{self, check_slurm_value, format_duration, Settings, OVERLAP};
-use shared::ssh::Ssh;
 use shared::{
     Context, Document, DocumentTo, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError,
 };
@@ -205,7 +205,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-alloc", |cli, ctx| match &cli.cmd {
+    shared::contract::driver::run::<Cli>("slurm-alloc", |cli, ctx| match &cli.cmd {
         Cmd::Up(a) => up(a, ctx),
         Cmd::Exec(a) => exec(a, ctx),
         Cmd::Down(_) => down(ctx),
@@ -231,13 +231,13 @@ fn alloc_of(doc: &Document) -> Result<Alloc> {
         ),
     };
     check_slurm_value("job_name", &job_name)?;
-    // Where commands run: the remote checkout, else the working directory (shared::layout).
+    // Where commands run: the remote checkout, else the working directory (shared::remote::layout).
     let layout = Layout::of(doc)?;
     let dir = match (doc.str_opt("remote_repo_path")?, doc.str_opt("remote_cwd")?) {
         (Some(d), _) => layout.absolute("remote_repo_path", d)?,
         (None, Some(d)) => layout.absolute("remote_cwd", d)?,
         (None, None) => {
-            return Err(shared::doc::missing(
+            return Err(shared::contract::doc::missing(
                 "remote_cwd",
                 "set `remote_cwd` (or run slurm-sync-tracked for `remote_repo_path`)",
             ))
@@ -249,7 +249,7 @@ fn alloc_of(doc: &Document) -> Result<Alloc> {
         session: format!("slurm-tools-{id}"),
         // Unique per `up`: a finished allocation of the same name that Slurm still lists
         // (MinJobAge) is never taken for the one this `up` creates.
-        tag: shared::journal::unique_tag(&format!("slurm-tools-alloc-{id}")),
+        tag: shared::state::journal::unique_tag(&format!("slurm-tools-alloc-{id}")),
         job_name,
         dir,
     })
@@ -261,7 +261,7 @@ fn section(doc: &Document) -> Result<Allocation> {
         .unwrap_or_default())
 }
 
-fn run(a: &Alloc, script: &Script, secs: u64) -> Result<shared::process::Output> {
+fn run(a: &Alloc, script: &Script, secs: u64) -> Result<shared::support::process::Output> {
     a.ssh.run_script(script, None, Duration::from_secs(secs))
 }
 
@@ -273,15 +273,18 @@ fn tagged<'a>(text: &'a str, tag: &'a str) -> Option<&'a str> {
 fn need(doc: &Document) -> Result<u64> {
     if let Some(d) = doc.str_opt("expected_duration")? {
         return slurm::parse_time_limit(d).ok_or_else(|| {
-            shared::doc::field_error("expected_duration", &format!("is {d:?}, not [D-]HH:MM:SS"))
-                .with_hint("e.g. \"03:00:00\"")
+            shared::contract::doc::field_error(
+                "expected_duration",
+                &format!("is {d:?}, not [D-]HH:MM:SS"),
+            )
+            .with_hint("e.g. \"03:00:00\"")
         });
     }
     Ok(match doc.str_opt("purpose")? {
         Some("profiling") => 30 * 60,
         None | Some("development") | Some("training") => 2 * 3600,
         Some(other) => {
-            return Err(shared::doc::field_error(
+            return Err(shared::contract::doc::field_error(
                 "purpose",
                 &format!("is {other:?}; use profiling, development or training"),
             ))
@@ -309,16 +312,16 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
             "dry run: would run on {} (held in tmux session {}): {} --time=<MaxTime of partition {}> <a command that holds the allocation>; an allocation named {} already queued or running would be reused instead, and a pending one's walltime shortened toward {} to start sooner",
             a.ssh.host,
             a.session,
-            shared::error::render_argv(&salloc),
+            shared::contract::error::render_argv(&salloc),
             st.partition.as_deref().unwrap_or("(the default)"),
             a.job_name,
             format_duration(need)
         ));
         return Ok(Outcome::Done);
     }
-    shared::testhook::pause("alloc:before");
+    shared::support::testhook::pause("alloc:before");
     let started = start_or_reuse(&a, &st)?;
-    shared::testhook::pause("alloc:created");
+    shared::support::testhook::pause("alloc:created");
     let mut sec = section(&ctx.doc)?;
     // This document's own allocation, already set up by an `up` that finished.
     let set_up_before = sec.job_id.as_deref() == Some(started.job.as_str())
@@ -330,7 +333,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     let state = wait_running(ctx, args, &a, &mut sec, &job, need, reused.is_some())?;
     sec.state = Some(AllocationState::Running);
     sec.time_limit = state.limit.map(format_duration);
-    shared::testhook::pause("alloc:running");
+    shared::support::testhook::pause("alloc:running");
 
     // The container, once per node. A reused allocation goes through this too unless this very
     // document says its `up` finished: the `up` that created it may have been killed before the
@@ -382,7 +385,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
         "allocation {job} is RUNNING; run commands with `slurm-alloc exec`"
     ));
     ctx.doc.set_section("allocation", &sec);
-    shared::ledger::record_submission(ctx, "allocation", &job);
+    shared::state::ledger::record_submission(ctx, "allocation", &job);
     Ok(Outcome::Done)
 }
 
@@ -424,7 +427,7 @@ fn note_started(ctx: &mut Context, a: &Alloc, sec: &mut Allocation, started: &St
 fn packages_of(doc: &shared::Document, has_image: bool) -> Result<Vec<String>> {
     let packages = doc.str_list_opt("packages")?.unwrap_or_default();
     if let Some(p) = packages.iter().find(|p| p.starts_with('-')) {
-        return Err(shared::doc::field_error(
+        return Err(shared::contract::doc::field_error(
             "packages",
             &format!("has {p:?}, which pip would take as an option"),
         )
@@ -433,7 +436,7 @@ fn packages_of(doc: &shared::Document, has_image: bool) -> Result<Vec<String>> {
         ));
     }
     if !packages.is_empty() && !has_image {
-        return Err(shared::doc::field_error(
+        return Err(shared::contract::doc::field_error(
             "packages",
             "is set but `container_image` is not: packages are installed in the allocation's container",
         )
@@ -457,7 +460,7 @@ struct Started {
 fn start_or_reuse(a: &Alloc, st: &Settings) -> Result<Started> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    remote_exit::assign::<Exit>(&mut s)?;
+    exit::assign::<Exit>(&mut s)?;
     s.assign("name", &a.job_name)?;
     s.assign("session", &a.session)?;
     s.assign("tag", &a.tag)?;
@@ -467,7 +470,7 @@ fn start_or_reuse(a: &Alloc, st: &Settings) -> Result<Started> {
     let salloc = salloc_argv(st, &a.job_name, &a.tag);
     let mut quoted = String::new();
     for w in &salloc {
-        quoted.push_str(&shared::quote::quote(w)?);
+        quoted.push_str(&shared::remote::quote::quote(w)?);
         quoted.push(' ');
     }
     s.assign("salloc_words", &quoted)?;
@@ -521,7 +524,7 @@ fn wait_running(
             Some("RUNNING") => return Ok(q.expect("running")),
             Some("PENDING") => {
                 let q = q.expect("pending");
-                let now = shared::clock::unix_now();
+                let now = shared::support::clock::unix_now();
                 let far = starts_far_away(q.start, now);
                 if far && !negotiated {
                     negotiated = true;
@@ -622,7 +625,7 @@ fn pyxis_up(
     )
     .inspect_err(|_| ctx.doc.set_section("allocation", sec))?;
     let mut s = Script::new();
-    remote_exit::assign::<Exit>(&mut s)?;
+    exit::assign::<Exit>(&mut s)?;
     s.raw(OVERLAP);
     s.assign("job", job)?;
     // Every node of the allocation: a step started from outside it spans one node unless
@@ -733,7 +736,7 @@ fn apptainer_up(
         s.arg(p)?;
     }
     s.raw("\n");
-    remote_exit::assign::<Exit>(&mut s)?;
+    exit::assign::<Exit>(&mut s)?;
     s.raw(OVERLAP);
     s.assign("job", job)?;
     s.assign("dir", &dir)?;
@@ -775,7 +778,7 @@ fn instance_name(job: &str) -> String {
 /// Why getting the allocation's container ready failed (`doing`: what it was doing to the image),
 /// naming the field to fix: the runtime's own words where its lines say (shared::slurm::container).
 fn container_setup_error(
-    out: &shared::process::Output,
+    out: &shared::support::process::Output,
     img: &str,
     job: &str,
     doing: &str,
@@ -809,7 +812,7 @@ fn container_setup_error(
 
 /// The login node this connection reached, as preflight saw it.
 fn preflight_login(doc: &Document) -> Option<String> {
-    doc.section_as::<shared::schema::Preflight>("preflight")
+    doc.section_as::<shared::contract::schema::Preflight>("preflight")
         .ok()
         .flatten()
         .and_then(|p| p.remote.login_host)
@@ -928,7 +931,10 @@ fn command_of(args: &ExecArgs, doc: &shared::Document) -> Result<String> {
     Ok(if args.command.is_empty() {
         doc.str_opt("command")?
             .ok_or_else(|| {
-                shared::doc::missing("command", "give the command after `--`, or set `command`")
+                shared::contract::doc::missing(
+                    "command",
+                    "give the command after `--`, or set `command`",
+                )
             })?
             .to_string()
     } else if let [text] = args.command.as_slice() {
@@ -937,7 +943,7 @@ fn command_of(args: &ExecArgs, doc: &shared::Document) -> Result<String> {
         // A command and its arguments, each passed as is (as srun and docker exec take them).
         args.command
             .iter()
-            .map(|w| shared::quote::quote(w))
+            .map(|w| shared::remote::quote::quote(w))
             .collect::<Result<Vec<_>>>()?
             .join(" ")
     })
@@ -979,8 +985,8 @@ fn own_tree(
     snapshot: Option<String>,
 ) -> Result<String> {
     let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
-    let token = format!("exec-{}-{}", job, shared::clock::unix_now());
-    let mut trees = shared::trees::Trees::of(&ctx.doc, &repo, &token, 10)?;
+    let token = format!("exec-{}-{}", job, shared::support::clock::unix_now());
+    let mut trees = shared::remote::trees::Trees::of(&ctx.doc, &repo, &token, 10)?;
     if let Some(commit) = snapshot {
         trees.commit = commit;
     }
@@ -1001,7 +1007,7 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     if args.mode == Mode::Mpi {
         if let Some(p) = ctx
             .doc
-            .section_as::<shared::schema::Preflight>("preflight")?
+            .section_as::<shared::contract::schema::Preflight>("preflight")?
         {
             p.remote
                 .require_pmix("mode", "`slurm-alloc exec --mode mpi`")?;
@@ -1062,7 +1068,7 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
         s.raw(" /bin/sh").arg(l)?;
     }
     s.raw(" bash -c").arg(&body)?.raw("\n");
-    shared::testhook::pause("alloc:exec");
+    shared::support::testhook::pause("alloc:exec");
     ctx.note(format!("running in allocation {job}: {command}"));
     let deadline = Duration::from_secs(7 * 86_400);
     let out = match fused {
@@ -1141,7 +1147,7 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     s.raw(OVERLAP);
     s.raw(shared::remote::ALLOC_INSTANCE_STOP);
     s.raw(shared::remote::ALLOC_DOWN);
-    shared::testhook::pause("alloc:down");
+    shared::support::testhook::pause("alloc:down");
     let out = run(&a, &s, 120)?;
     let text = out.stdout_text();
     let here = tagged(&text, "LOGIN").map(str::to_string);
@@ -1157,7 +1163,10 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     ctx.doc.set_section("allocation", &sec);
     // The error the document carried (a pending `up`, say) is over once the allocation is gone.
     if ctx.doc.has("error") {
-        let what = match ctx.doc.section_as::<shared::schema::ErrorSection>("error") {
+        let what = match ctx
+            .doc
+            .section_as::<shared::contract::schema::ErrorSection>("error")
+        {
             Ok(Some(e)) => format!(" from {} ({})", e.tool, e.message),
             _ => String::new(),
         };
@@ -1227,6 +1236,6 @@ mod tests {
 mod help {
     #[test]
     fn help_names_every_field_of_the_sections_it_writes() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

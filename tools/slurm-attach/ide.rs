@@ -9,9 +9,9 @@
 //! authorized_keys), so the entry reaches only this person's own job; the key opens nothing else
 //! (the login node's sshd does not know it, and the in-job sshd exists only inside their job).
 
-use shared::quote::{quote, Script};
-use shared::running::{check_running, pick_node, run_on_job, Target};
-use shared::ssh::Ssh;
+use shared::remote::quote::{quote, Script};
+use shared::remote::running::{check_running, pick_node, run_on_job, Target};
+use shared::remote::ssh::Ssh;
 use shared::{Context, Result, ToolError};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -25,7 +25,7 @@ pub struct Entry {
 /// `$XDG_CONFIG_HOME/slurm-tools`, else `$HOME/.config/slurm-tools`. Never the current directory:
 /// the key made there would be uploaded by the next untracked sync.
 fn config_dir() -> Result<PathBuf> {
-    shared::local_dirs::config_dir().ok_or_else(|| {
+    shared::state::local_dirs::config_dir().ok_or_else(|| {
         ToolError::bad_input(
             "neither XDG_CONFIG_HOME nor HOME is set, so there is no private place for the IDE key",
         )
@@ -36,11 +36,11 @@ fn config_dir() -> Result<PathBuf> {
 /// The local key for the in-job sshd, made once (no passphrase: it opens only that sshd).
 fn local_key() -> Result<PathBuf> {
     let dir = config_dir()?;
-    shared::private_files::create_dir(&dir)
+    shared::state::private_files::create_dir(&dir)
         .map_err(|e| ToolError::bad_input(format!("cannot create {}: {e}", dir.display())))?;
     let key = dir.join("ide_ed25519");
     if !key.exists() {
-        let out = shared::process::Cmd::new("ssh-keygen")
+        let out = shared::support::process::Cmd::new("ssh-keygen")
             .args([
                 "-q",
                 "-t",
@@ -54,7 +54,7 @@ fn local_key() -> Result<PathBuf> {
             .arg(key.display().to_string())
             .deadline(Duration::from_secs(30))
             .run()
-            .map_err(|e| shared::ssh::spawn_error("ssh-keygen", e))?;
+            .map_err(|e| shared::remote::ssh::spawn_error("ssh-keygen", e))?;
         if !out.success() {
             return Err(ToolError::remote(format!(
                 "ssh-keygen could not make {} ({})",
@@ -78,7 +78,7 @@ fn stanza_value<'a>(what: &str, v: &'a str) -> Result<&'a str> {
     if let Some(c) = v.chars().find(|c| c.is_control()) {
         return Err(ToolError::bad_input(format!(
             "{what} {} holds the control character {c:?}, which cannot be written into an ssh config entry",
-            shared::quote::preview(v)
+            shared::remote::quote::preview(v)
         ))
         .with_hint(format!("remove it from {what}")));
     }
@@ -189,7 +189,7 @@ fn update_file(path: &Path, what: &str, begin: &str, end: &str, block: &str) -> 
             path.display()
         ))
     })?;
-    shared::private_files::write_atomic(path, &new, 0o600).map_err(|e| {
+    shared::state::private_files::write_atomic(path, &new, 0o600).map_err(|e| {
         ToolError::bad_input(format!(
             "cannot write {what} {} ({e}); it was left as it is",
             path.display()
@@ -209,7 +209,7 @@ fn proxy_command(
     sshd: &str,
     dir: &str,
 ) -> Result<String> {
-    let mut proxy = vec![shared::ssh::ssh_program()];
+    let mut proxy = vec![shared::remote::ssh::ssh_program()];
     proxy.extend(ssh.base_args());
     proxy.extend([
         "-o".into(),
@@ -285,7 +285,8 @@ pub fn write_entry(
         .with_command(reply.out.record()));
     };
     let overlap = field("OVERLAP ").filter(|o| o == "--overlap");
-    let cluster = shared::layout::sanitize(&shared::ledger::cluster_of(&ctx.doc), false);
+    let cluster =
+        shared::remote::layout::sanitize(&shared::state::ledger::cluster_of(&ctx.doc), false);
     let alias = format!("slurm-{cluster}-{}", t.job_id);
     for (what, v) in [
         ("the node name", node.as_str()),

@@ -4,12 +4,12 @@
 mod ide;
 
 use clap::Parser;
-use shared::forensics;
-use shared::quote::Script;
-use shared::running::{check_running, not_running_error, target, Target};
-use shared::schema::Attach;
+use shared::contract::schema::Attach;
+use shared::remote::forensics;
+use shared::remote::quote::Script;
+use shared::remote::running::{check_running, not_running_error, target, Target};
+use shared::remote::ssh::Ssh;
 use shared::slurm;
-use shared::ssh::Ssh;
 use shared::{Context, DocumentTo, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -108,7 +108,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-attach", attach)
+    shared::contract::driver::run::<Cli>("slurm-attach", attach)
 }
 
 /// `--stacks`: the running job's forensics, the job untouched.
@@ -262,6 +262,6 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 mod tests {
     #[test]
     fn help_names_its_sections() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

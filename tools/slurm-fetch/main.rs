@@ -2,10 +2,10 @@
 //! changed, within a size cap, whatever the verdict.
 
 use clap::Parser;
-use shared::process::Received;
-use shared::quote::Script;
-use shared::schema::{Fetch, FetchedFile, Job};
-use shared::ssh::Ssh;
+use shared::contract::schema::{Fetch, FetchedFile, Job};
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
+use shared::support::process::Received;
 use shared::{Context, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -74,7 +74,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-fetch", fetch)
+    shared::contract::driver::run::<Cli>("slurm-fetch", fetch)
 }
 
 /// Where a file comes from.
@@ -143,7 +143,7 @@ fn check_pattern(field: &str, p: &str) -> Result<(Base, String)> {
     {
         return Err(ToolError::bad_input(format!(
             "{field} {} is not a relative glob",
-            shared::quote::preview(p)
+            shared::remote::quote::preview(p)
         ))
         .with_field(field)
         .with_hint("give a glob relative to the job's tree (e.g. `outputs/*.json`) or `work:GLOB` for its work directory; no `..`, no absolute paths"));
@@ -176,22 +176,21 @@ struct Target {
 impl Target {
     fn of(doc: &shared::Document) -> Result<Target> {
         let job = doc.section_as::<Job>("job")?.ok_or_else(|| {
-            shared::doc::missing(
+            shared::contract::doc::missing(
                 "job",
                 "run slurm-submit first: slurm-fetch copies a submitted job's files",
             )
         })?;
         let id = job.job_id.clone().ok_or_else(|| {
-            shared::doc::missing(
+            shared::contract::doc::missing(
                 "job",
                 "the job section has no job_id (a dry run?); run slurm-submit",
             )
         })?;
         shared::slurm::check_job_id("job", &id)?;
-        let out_log = job
-            .stdout_path
-            .clone()
-            .ok_or_else(|| shared::doc::missing("job", "the job section has no stdout_path"))?;
+        let out_log = job.stdout_path.clone().ok_or_else(|| {
+            shared::contract::doc::missing("job", "the job section has no stdout_path")
+        })?;
         let work = parent(&out_log);
         let tree = job.tree.clone().unwrap_or_else(|| {
             job.remote_repo_path
@@ -222,9 +221,11 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let (globs, patterns) = globs_of(cli, &ctx.doc, &t)?;
     let dest = match &cli.to {
         Some(d) => d.clone(),
-        None => {
-            shared::local_dirs::fetch_dir(&ctx.doc, &shared::ledger::cluster_of(&ctx.doc), &t.id)?
-        }
+        None => shared::state::local_dirs::fetch_dir(
+            &ctx.doc,
+            &shared::state::ledger::cluster_of(&ctx.doc),
+            &t.id,
+        )?,
     };
     let ssh = Ssh::from_doc(&ctx.doc)?;
     // 1. What is there; 2. what is new or changed.
@@ -259,7 +260,7 @@ fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         "job {}: {} file(s) copied ({}), {} already here, in {}",
         t.id,
         wanted.len(),
-        shared::ui::human_bytes(bytes),
+        shared::support::ui::human_bytes(bytes),
         remote.len() - wanted.len(),
         dest.display()
     ));
@@ -352,7 +353,7 @@ fn list_remote(
         .with_command(out.record()));
     }
     let (remote, missing) = parse_listing(&out.stdout);
-    shared::testhook::pause("fetch:listed");
+    shared::support::testhook::pause("fetch:listed");
     for b in missing {
         ctx.warn(format!(
             "the job's {} directory {} is not on the cluster (removed by the keep policy?)",
@@ -400,16 +401,16 @@ fn check_size(id: &str, wanted: &[&Remote], max: u64, max_text: &str) -> Result<
                 "{}:{} ({})",
                 r.base.dir(),
                 String::from_utf8_lossy(&r.path),
-                shared::ui::human_bytes(r.size)
+                shared::support::ui::human_bytes(r.size)
             )
         })
         .collect();
     Err(ToolError::bad_input(format!(
         "job {id}: {} file(s) to copy make {}, more than --max-bytes {} ({}); nothing was copied. Largest: {}",
         wanted.len(),
-        shared::ui::human_bytes(total),
+        shared::support::ui::human_bytes(total),
         max_text,
-        shared::ui::human_bytes(max),
+        shared::support::ui::human_bytes(max),
         list.join(", ")
     ))
     .with_field("--max-bytes")
@@ -439,7 +440,7 @@ fn copy_from(
     ctx.note(format!(
         "copying {} file(s), {}, from the job's {} to {}",
         files.len(),
-        shared::ui::human_bytes(files.iter().map(|f| f.size).sum()),
+        shared::support::ui::human_bytes(files.iter().map(|f| f.size).sum()),
         base.dir(),
         into.display()
     ));
@@ -495,7 +496,7 @@ fn task_folders(
     ctx: &Context,
     dest: &Path,
     job: &Job,
-    tasks: &[shared::schema::SweepTask],
+    tasks: &[shared::contract::schema::SweepTask],
 ) -> Vec<String> {
     let logs: Vec<String> = [job.stdout_path.as_deref(), job.stderr_path.as_deref()]
         .into_iter()
@@ -650,7 +651,7 @@ fn unpack(
 }
 
 struct Stream {
-    running: Option<shared::process::Running>,
+    running: Option<shared::support::process::Running>,
     buf: Vec<u8>,
     at: usize,
 }
@@ -683,7 +684,7 @@ impl Read for Stream {
 }
 
 impl Stream {
-    fn finish(mut self) -> shared::process::Output {
+    fn finish(mut self) -> shared::support::process::Output {
         let r = self.running.take().expect("finished once");
         r.close_collect(Duration::from_secs(30))
     }

@@ -2,11 +2,11 @@
 //! pipeline already has (no new login), ended with the job or on `--cancel`.
 
 use clap::Parser;
-use shared::process::Cmd;
-use shared::quote::Script;
-use shared::running::{check_running, not_running_error, pick_node, run_on_job, target};
-use shared::schema::{Forward, Preflight, SshPath};
-use shared::ssh::{ssh_program, Ssh};
+use shared::contract::schema::{Forward, Preflight, SshPath};
+use shared::remote::quote::Script;
+use shared::remote::running::{check_running, not_running_error, pick_node, run_on_job, target};
+use shared::remote::ssh::{ssh_program, Ssh};
+use shared::support::process::Cmd;
 use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::Duration;
 
@@ -79,7 +79,7 @@ impl ToolCli for Cli {
 const WATCH_FLAG: &str = "--watch-forward";
 
 pub fn main() -> std::process::ExitCode {
-    let args: Vec<String> = shared::driver::args_os()
+    let args: Vec<String> = shared::contract::driver::args_os()
         .into_iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
@@ -87,7 +87,7 @@ pub fn main() -> std::process::ExitCode {
         watch(&args[2]);
         return std::process::ExitCode::SUCCESS;
     }
-    shared::driver::run::<Cli>("slurm-forward", forward)
+    shared::contract::driver::run::<Cli>("slurm-forward", forward)
 }
 
 fn spec(f: &Forward) -> String {
@@ -95,13 +95,13 @@ fn spec(f: &Forward) -> String {
 }
 
 /// `ssh -O forward|cancel -L spec` on the master.
-fn control_forward(ssh: &Ssh, op: &str, f: &Forward) -> shared::process::Output {
+fn control_forward(ssh: &Ssh, op: &str, f: &Forward) -> shared::support::process::Output {
     Cmd::new(ssh_program())
         .args(ssh.via_control_path(Some(&f.control_path)).base_args())
         .args(["-O", op, "-L", &spec(f), "--", &ssh.host])
         .deadline(Duration::from_secs(20))
         .run()
-        .unwrap_or_else(|e| shared::process::Output {
+        .unwrap_or_else(|e| shared::support::process::Output {
             code: None,
             stdout: Vec::new(),
             stderr_tail: e.to_string(),
@@ -148,11 +148,11 @@ fn ensure_master(ctx: &Context, ssh: &Ssh, cp: &str) -> Result<()> {
             ])
             .deadline(Duration::from_secs(30))
             .run()
-            .map_err(|e| shared::ssh::spawn_error(&ssh_program(), e))?;
+            .map_err(|e| shared::remote::ssh::spawn_error(&ssh_program(), e))?;
         if alive(ssh) {
             return Ok(());
         }
-        return Err(ssh.failure_error(&shared::ssh::without_client_noise(out)));
+        return Err(ssh.failure_error(&shared::remote::ssh::without_client_noise(out)));
     }
     Err(ToolError::new(
         ErrorKind::NeedsPerson,
@@ -219,7 +219,7 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 
 /// One round trip: the job runs, its node, the port (given, or from the job's port file), and
 /// that the port answers there from the login node.
-fn job_port(cli: &Cli, ssh: &Ssh, t: &shared::running::Target) -> Result<(String, u16)> {
+fn job_port(cli: &Cli, ssh: &Ssh, t: &shared::remote::running::Target) -> Result<(String, u16)> {
     let mut s = Script::new();
     // A literal ~/ in --port-file (quoted, as every value is) is the home, expanded below.
     s.raw("# shellcheck disable=SC2088\nset -u\n");
@@ -296,7 +296,7 @@ fn local_port_for(cli: &Cli, remote_port: u16) -> Result<u16> {
 
 fn cancel(ctx: &mut Context, ssh: &Ssh) -> Result<Outcome> {
     let Some(mut f) = ctx.doc.section_as::<Forward>("forward")? else {
-        return Err(shared::doc::missing(
+        return Err(shared::contract::doc::missing(
             "forward",
             "--cancel removes the forward a slurm-forward run wrote: give its output",
         ));
@@ -324,7 +324,7 @@ fn start_watcher(ctx: &Context) {
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
-    let Ok(dir) = shared::tempdir::create("slurm-forward-") else {
+    let Ok(dir) = shared::state::tempdir::create("slurm-forward-") else {
         return;
     };
     let file = dir.join("doc.json");
@@ -394,6 +394,6 @@ fn taken_on_v6(port: u16) -> bool {
 mod tests {
     #[test]
     fn help_names_its_sections() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

@@ -5,8 +5,8 @@
 use clap::Parser;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use shared::quote::Script;
-use shared::ssh::Ssh;
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
 use shared::{Document, ErrorKind, Result, ToolError};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -75,7 +75,7 @@ struct Cli {
 const TOOL: &str = "slurm-init";
 
 pub fn main() -> ExitCode {
-    shared::driver::run_plain::<Cli>(TOOL, init)
+    shared::contract::driver::run_plain::<Cli>(TOOL, init)
 }
 
 /// What the probe said.
@@ -311,7 +311,7 @@ fn catalog_path(cli: &Cli) -> Result<PathBuf> {
     if let Some(p) = &cli.catalog {
         return Ok(p.clone());
     }
-    shared::local_dirs::config_dir()
+    shared::state::local_dirs::config_dir()
         .map(|d| d.join("clusters.json"))
         .ok_or_else(|| {
             ToolError::bad_input("neither XDG_CONFIG_HOME nor HOME is set")
@@ -370,19 +370,19 @@ fn write_entry(cli: &Cli, entry: &CatalogEntry) -> Result<std::path::PathBuf> {
         serde_json::to_value(entry).map_err(|e| ToolError::bad_input(e.to_string()))?;
     let cat = merged(existing.as_deref(), &path, entry_value)?;
     if let Some(dir) = path.parent() {
-        shared::private_files::create_dir(dir)
+        shared::state::private_files::create_dir(dir)
             .map_err(|e| ToolError::bad_input(format!("cannot create {}: {e}", dir.display())))?;
     }
     let mut text = serde_json::to_string_pretty(&cat).unwrap_or_default();
     text.push('\n');
-    shared::private_files::write_atomic(&path, text.as_bytes(), 0o600).map_err(|e| {
+    shared::state::private_files::write_atomic(&path, text.as_bytes(), 0o600).map_err(|e| {
         ToolError::bad_input(format!("cannot write the catalog {}: {e}", path.display()))
     })?;
     Ok(path)
 }
 
 fn init(cli: &Cli) -> Result<u8> {
-    shared::ssh::check_host(&cli.host)?;
+    shared::remote::ssh::check_host(&cli.host)?;
     let name = match &cli.cluster {
         Some(n) => n.clone(),
         None => cli
@@ -396,7 +396,7 @@ fn init(cli: &Cli) -> Result<u8> {
     shared::slurm::check_slurm_value("--cluster", &name)?;
     let probe = probe(cli)?;
     if probe.slurm.is_none() {
-        shared::ui::warn(
+        shared::support::ui::warn(
             TOOL,
             &format!(
                 "no Slurm client (sinfo) on {}: is this a Slurm login node?",
@@ -408,7 +408,7 @@ fn init(cli: &Cli) -> Result<u8> {
     let entry = entry_for(cli, &name, &probe)?;
     let path = write_entry(cli, &entry)?;
     let defaults = &entry.defaults;
-    shared::ui::note(
+    shared::support::ui::note(
         TOOL,
         &format!(
             "{} on {} ({}): wrote cluster {name} to {} (root {}, defaults: {})",

@@ -6,8 +6,8 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use shared::ledger;
-use shared::schema::JobDocument;
+use shared::contract::schema::JobDocument;
+use shared::state::ledger;
 use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::io::Write;
@@ -788,7 +788,7 @@ impl Server {
         let text = format!(
                 "plan {}: would run `{}`{}{}; call {} again with \"plan_id\": \"{}\" (and without \"plan\") to do it",
                 plan.plan_id,
-                shared::error::render_argv(&plan.would_run),
+                shared::contract::error::render_argv(&plan.would_run),
                 plan.job_id.as_ref().map_or(String::new(), |j| format!(" on job {j}")),
                 plan.dry_run_notes
                     .iter()
@@ -936,7 +936,7 @@ impl Server {
     fn audit(&mut self, tool: &str, args: &Value, done: &Done) {
         let Some(path) = ledger::path() else { return };
         self.seq += 1;
-        let at = shared::clock::unix_now();
+        let at = shared::support::clock::unix_now();
         let input = args.get("document").filter(|d| d.is_object());
         let doc = done.doc.as_ref().or(input);
         let saved = path.with_file_name("mcp").join(format!(
@@ -946,9 +946,13 @@ impl Server {
         ));
         let mut copy = args.clone();
         redact(&mut copy);
-        let saved_ok = shared::private_files::own_dir(saved.parent().expect("a folder"))
+        let saved_ok = shared::state::private_files::own_dir(saved.parent().expect("a folder"))
             .and_then(|()| {
-                shared::private_files::write_atomic(&saved, copy.to_string().as_bytes(), 0o600)
+                shared::state::private_files::write_atomic(
+                    &saved,
+                    copy.to_string().as_bytes(),
+                    0o600,
+                )
             })
             .is_ok();
         let entry = ledger::Entry {
@@ -964,7 +968,7 @@ impl Server {
             ..Default::default()
         };
         if let Err(e) = ledger::append_to(&path, &entry) {
-            shared::ui::warn(
+            shared::support::ui::warn(
                 super::TOOL,
                 &format!("could not write the audit line to {}: {e}", path.display()),
             );
@@ -999,7 +1003,7 @@ fn on_cluster(tool: &str, job: Option<&str>, call: &Action) -> Option<String> {
                 .position(|f| f == "--mode")
                 .and_then(|i| call.flags.get(i + 1))
                 .map_or(String::new(), |m| format!(", mode {m}")),
-            shared::error::render_argv(&call.tail[1..]),
+            shared::contract::error::render_argv(&call.tail[1..]),
             if call.flags.iter().any(|f| f == "--sync") {
                 ", after syncing the working tree in the same ssh execution"
             } else {
@@ -1160,7 +1164,7 @@ fn owned(doc: &Value, section: &str) -> Refused<String> {
 /// GPU-hours asked for by this user's submissions and allocations through slurm-mcp in the last
 /// 24 hours (the audit lines of calls that ran).
 fn used_today() -> f64 {
-    let now = shared::clock::unix_now();
+    let now = shared::support::clock::unix_now();
     ledger::path()
         .and_then(|p| ledger::read(&p).ok())
         .map(|(entries, _)| {

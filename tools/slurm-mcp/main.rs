@@ -68,7 +68,7 @@ const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
 struct Cli {}
 
 pub fn main() -> ExitCode {
-    shared::driver::run_plain::<Cli>(TOOL, serve)
+    shared::contract::driver::run_plain::<Cli>(TOOL, serve)
 }
 
 fn serve(_cli: &Cli) -> Result<u8> {

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use shared::schema::JobDocument;
+use shared::contract::schema::JobDocument;
 use std::path::PathBuf;
 
 /// `policy.json` in the tools' configuration folder. Every field is optional; an absent one
@@ -48,7 +48,7 @@ pub struct Refusal {
 /// Where the policy is: `$XDG_CONFIG_HOME/slurm-tools/policy.json`, else
 /// `~/.config/slurm-tools/policy.json`.
 pub fn path() -> Option<PathBuf> {
-    shared::local_dirs::config_dir().map(|d| d.join("policy.json"))
+    shared::state::local_dirs::config_dir().map(|d| d.join("policy.json"))
 }
 
 /// The policy in force: none when there is no file. A file that cannot be read or parsed is a

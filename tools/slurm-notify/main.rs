@@ -3,7 +3,7 @@
 
 use clap::Parser;
 use serde_json::Value;
-use shared::process::{Cmd, Input};
+use shared::support::process::{Cmd, Input};
 use shared::{ErrorKind, Result, ToolError};
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
@@ -84,7 +84,7 @@ const KINDS: [&str; 8] = [
 ];
 
 pub fn main() -> ExitCode {
-    shared::driver::run_plain::<Cli>(TOOL, notify)
+    shared::contract::driver::run_plain::<Cli>(TOOL, notify)
 }
 
 /// The key an event is delivered once under: (cluster, job, event, state or verdict or percent).
@@ -152,13 +152,17 @@ fn webhook_url(cli: &Cli) -> Result<Option<(String, String)>> {
 /// curl's private config file holding the URL (in a 0700 directory of this process, swept when
 /// the process has died), so the URL is in no process's argv.
 fn curl_config(url: &str) -> Result<PathBuf> {
-    let dir = shared::tempdir::create("slurm-notify").map_err(|e| {
+    let dir = shared::state::tempdir::create("slurm-notify").map_err(|e| {
         ToolError::bad_input(format!("cannot make a private temporary directory: {e}"))
     })?;
     let file = dir.join("curl.conf");
     let escaped = url.replace('\\', "\\\\").replace('"', "\\\"");
-    shared::private_files::write_atomic(&file, format!("url = \"{escaped}\"\n").as_bytes(), 0o600)
-        .map_err(|e| ToolError::bad_input(format!("cannot write {}: {e}", file.display())))?;
+    shared::state::private_files::write_atomic(
+        &file,
+        format!("url = \"{escaped}\"\n").as_bytes(),
+        0o600,
+    )
+    .map_err(|e| ToolError::bad_input(format!("cannot write {}: {e}", file.display())))?;
     Ok(file)
 }
 
@@ -199,7 +203,7 @@ fn already_sent(path: Option<&std::path::Path>) -> HashSet<String> {
 /// skipped).
 fn event_of(whole: &[u8]) -> Option<Value> {
     let Ok(text) = std::str::from_utf8(whole) else {
-        shared::ui::warn(TOOL, "an event line that is not UTF-8 (skipped)");
+        shared::support::ui::warn(TOOL, "an event line that is not UTF-8 (skipped)");
         return None;
     };
     let text = text.trim();
@@ -208,9 +212,12 @@ fn event_of(whole: &[u8]) -> Option<Value> {
     }
     let event = serde_json::from_str::<Value>(text);
     if event.is_err() {
-        shared::ui::warn(
+        shared::support::ui::warn(
             TOOL,
-            &format!("not an event (skipped): {}", shared::quote::preview(text)),
+            &format!(
+                "not an event (skipped): {}",
+                shared::remote::quote::preview(text)
+            ),
         );
     }
     event.ok()
@@ -224,7 +231,7 @@ fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
     let sent_path = cli
         .sent_file
         .clone()
-        .or_else(|| shared::journal::state_dir().map(|d| d.join("notify-sent.jsonl")));
+        .or_else(|| shared::state::journal::state_dir().map(|d| d.join("notify-sent.jsonl")));
     let mut sent = already_sent(sent_path.as_deref());
     let input: Box<dyn Read> = match cli.file.as_deref().filter(|p| p.as_os_str() != "-") {
         Some(p) => Box::new(std::fs::File::open(p).map_err(|e| {
@@ -259,7 +266,7 @@ fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
             continue;
         }
         if partial.len() + line.len() > MAX_LINE {
-            shared::ui::warn(
+            shared::support::ui::warn(
                 TOOL,
                 &format!("an event line longer than {MAX_LINE} bytes (skipped)"),
             );
@@ -285,7 +292,7 @@ fn notify_with(cli: &Cli, webhook: Option<&std::path::Path>) -> Result<u8> {
         }
         if deliver(cli, webhook, &event) {
             if let Some(p) = &sent_path {
-                let _ = shared::ledger::append_line(
+                let _ = shared::state::ledger::append_line(
                     p,
                     Value::String(key.clone()).to_string().into_bytes(),
                 );
@@ -388,7 +395,7 @@ fn deliver(cli: &Cli, webhook: Option<&std::path::Path>, event: &Value) -> bool 
             }
         }
     }
-    shared::ui::warn(
+    shared::support::ui::warn(
         TOOL,
         &format!(
             "could not deliver \"{}\" ({last}); it is not remembered, so the next run tries again",

@@ -1,7 +1,7 @@
 //! slurm-report: the final document as a short table for people.
 
 use clap::Parser;
-use shared::schema::{
+use shared::contract::schema::{
     Build, ErrorSection, Job, Preflight, Report, Resolve, Status, SyncTracked, SyncUntracked,
 };
 use shared::{Context, InputArg, Outcome, Result, ToolCli};
@@ -48,7 +48,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-report", report)
+    shared::contract::driver::run::<Cli>("slurm-report", report)
 }
 
 fn row(t: &mut String, k: &str, v: String) {
@@ -61,7 +61,10 @@ fn short(sha: &str) -> &str {
 
 /// A section through its type; one that does not parse is shown as missing (a report shows what
 /// it can rather than fail on the document it was asked to show).
-fn section<T: shared::schema::DeserializeOwned>(doc: &shared::Document, name: &str) -> Option<T> {
+fn section<T: shared::contract::schema::DeserializeOwned>(
+    doc: &shared::Document,
+    name: &str,
+) -> Option<T> {
     doc.section_as::<T>(name).ok().flatten()
 }
 
@@ -202,13 +205,13 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 
 /// A sweep's tasks: one row each (index, verdict, Slurm's state, exit, elapsed, nodes,
 /// parameters), then what each task that did not pass said.
-fn task_table(t: &mut String, tasks: &[shared::schema::TaskReport]) {
-    let params = |r: &shared::schema::TaskReport| {
+fn task_table(t: &mut String, tasks: &[shared::contract::schema::TaskReport]) {
+    let params = |r: &shared::contract::schema::TaskReport| {
         r.params
             .iter()
             .map(|(k, v)| {
                 let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                format!("{k}={}", shared::quote::quote_for_display(&v))
+                format!("{k}={}", shared::remote::quote::quote_for_display(&v))
             })
             .collect::<Vec<_>>()
             .join(" ")
@@ -269,7 +272,7 @@ fn task_table(t: &mut String, tasks: &[shared::schema::TaskReport]) {
 }
 
 /// "ran in IMAGE (apptainer; cached sha256:8c89fd10dff8 pulled for this job in 22 s)".
-fn container_row(job: &Job, used: Option<&shared::schema::ContainerUse>) -> String {
+fn container_row(job: &Job, used: Option<&shared::contract::schema::ContainerUse>) -> String {
     // The image as written when it ran from the cache (the job section has the cached file).
     let image = used
         .filter(|u| u.file.is_some())
@@ -311,7 +314,7 @@ fn container_row(job: &Job, used: Option<&shared::schema::ContainerUse>) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::schema::TaskReport;
+    use shared::contract::schema::TaskReport;
 
     #[test]
     fn a_sweep_has_a_row_per_task_and_says_why_a_task_did_not_pass() {

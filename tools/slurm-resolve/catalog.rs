@@ -5,7 +5,7 @@
 //! catalog is found before it picks the wrong cluster.
 
 use serde_json::{Map, Value};
-use shared::doc::describe;
+use shared::contract::doc::describe;
 use shared::{ErrorKind, Result, ToolError};
 use std::path::{Path, PathBuf};
 
@@ -61,7 +61,7 @@ pub fn locate(flag: Option<&Path>) -> Result<Option<PathBuf>> {
     if let Some(p) = std::env::var_os("SLURM_TOOLS_CATALOG").filter(|p| !p.is_empty()) {
         return must_exist(Path::new(&p), "SLURM_TOOLS_CATALOG").map(Some);
     }
-    Ok(shared::local_dirs::config_dir()
+    Ok(shared::state::local_dirs::config_dir()
         .map(|d| d.join("clusters.json"))
         .filter(|p| p.exists()))
 }

@@ -38,7 +38,7 @@ pub fn load() -> Result<Option<UserDefaults>> {
             }
             p
         }
-        None => match shared::local_dirs::config_dir()
+        None => match shared::state::local_dirs::config_dir()
             .map(|d| d.join("defaults.json"))
             .filter(|p| p.exists())
         {
@@ -57,9 +57,10 @@ pub fn load() -> Result<Option<UserDefaults>> {
         Ok(_) => return Err(bad("is not a JSON object".into())),
         Err(e) => return Err(bad(format!("is not valid JSON ({e})"))),
     };
-    let known = shared::schema::section_fields::<shared::schema::JobDocument>();
+    let known = shared::contract::schema::section_fields::<shared::contract::schema::JobDocument>();
     for k in fields.keys() {
-        if shared::schema::SECTION_NAMES.contains(&k.as_str()) || k == "contract_version" {
+        if shared::contract::schema::SECTION_NAMES.contains(&k.as_str()) || k == "contract_version"
+        {
             return Err(bad(format!(
                 "has `{k}`, which a tool writes; only the fields a person sets can have defaults"
             )));
@@ -73,7 +74,7 @@ pub fn load() -> Result<Option<UserDefaults>> {
     for (k, v) in &fields {
         let mut one = Map::new();
         one.insert(k.clone(), v.clone());
-        serde_json::from_value::<shared::schema::JobDocument>(Value::Object(one))
+        serde_json::from_value::<shared::contract::schema::JobDocument>(Value::Object(one))
             .map_err(|e| bad(format!("`{k}` is {v}: {e}")))?;
     }
     let doc = shared::Document::from_map(fields.clone());

@@ -6,9 +6,9 @@ mod place;
 
 use catalog::{apply_pattern, Catalog, Entry};
 use clap::Parser;
-use shared::doc::{field_error, Document};
-use shared::layout::Layout;
-use shared::schema::{Candidate, Resolve, SelectedBy};
+use shared::contract::doc::{field_error, Document};
+use shared::contract::schema::{Candidate, Resolve, SelectedBy};
+use shared::remote::layout::Layout;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::path::PathBuf;
 
@@ -85,7 +85,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-resolve", resolve)
+    shared::contract::driver::run::<Cli>("slurm-resolve", resolve)
 }
 
 struct Wanted {
@@ -118,7 +118,7 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     doc.int_opt("gpus_per_node", 1, 4096)?;
     doc.mfa_style()?;
     if let Some(h) = doc.str_opt("ssh_host")? {
-        shared::ssh::check_host(h)?;
+        shared::remote::ssh::check_host(h)?;
     }
     for f in [
         "slurm_user",
@@ -201,16 +201,16 @@ fn size_from_history(
     ctx: &mut Context,
     cluster: &str,
     derived: &mut Vec<String>,
-) -> Result<shared::schema::HistorySizing> {
+) -> Result<shared::contract::schema::HistorySizing> {
     use shared::slurm::usage::{self, Answer};
     let Some(name) = ctx.doc.str_opt("job_name")?.map(str::to_string) else {
-        return Err(shared::doc::missing(
+        return Err(shared::contract::doc::missing(
             "job_name",
             "`size_from_history` finds past runs by their job name: set `job_name`",
         ));
     };
-    let ledger_cluster = shared::ledger::cluster_of(&ctx.doc);
-    let mut sizing = shared::schema::HistorySizing {
+    let ledger_cluster = shared::state::ledger::cluster_of(&ctx.doc);
+    let mut sizing = shared::contract::schema::HistorySizing {
         job_name: name.clone(),
         cluster: ledger_cluster.clone(),
         runs: 0,
@@ -227,7 +227,7 @@ fn size_from_history(
     let answer = if ids.is_empty() {
         None
     } else {
-        let ssh = shared::ssh::Ssh::for_preflight(&ctx.doc)?;
+        let ssh = shared::remote::ssh::Ssh::for_preflight(&ctx.doc)?;
         match ssh.run_script(
             &usage::query(&ids)?,
             None,
@@ -261,7 +261,7 @@ fn size_from_history(
 fn sized(
     ctx: &mut Context,
     jobs: &[shared::slurm::usage::Usage],
-    sizing: &mut shared::schema::HistorySizing,
+    sizing: &mut shared::contract::schema::HistorySizing,
     cluster: &str,
     derived: &mut Vec<String>,
 ) -> String {
@@ -275,8 +275,8 @@ fn sized(
                 .ok()
                 .flatten()
                 .map_or(
-                    Ok(shared::schema::Recipe::Single),
-                    shared::schema::Recipe::parse,
+                    Ok(shared::contract::schema::Recipe::Single),
+                    shared::contract::schema::Recipe::parse,
                 )
                 .ok(),
         )
@@ -329,9 +329,9 @@ fn sized(
 
 /// The ids of the newest 20 runs of `name` on `cluster` in the ledger.
 fn past_runs(cluster: &str, name: &str) -> Vec<String> {
-    let runs: Vec<shared::ledger::Run> = shared::ledger::path()
-        .and_then(|p| shared::ledger::read(&p).ok())
-        .map(|(entries, _)| shared::ledger::fold(&entries))
+    let runs: Vec<shared::state::ledger::Run> = shared::state::ledger::path()
+        .and_then(|p| shared::state::ledger::read(&p).ok())
+        .map(|(entries, _)| shared::state::ledger::fold(&entries))
         .unwrap_or_default()
         .into_iter()
         .filter(|r| r.cluster == cluster && r.job_name.as_deref() == Some(name))
@@ -373,7 +373,7 @@ fn placed<'c>(
         ))
         .with_field("required_devices_per_node"));
     }
-    let asked_at = shared::clock::unix_now();
+    let asked_at = shared::support::clock::unix_now();
     let (mut cands, docs) = ask_each(ctx, &entries, w, asked_at);
     if let Some(secs) = wait_login {
         place::wait_for_logins(ctx, &mut cands, &docs, asked_at, secs);
@@ -426,7 +426,7 @@ fn placement_catalog<'c>(
     };
     // Every cluster is asked through its own master: one literal path would be one socket for
     // all of them, and each would be asked through whichever master holds it.
-    let cp = shared::ssh::requested_control_path(&ctx.doc)?;
+    let cp = shared::remote::ssh::requested_control_path(&ctx.doc)?;
     if !cp.contains('%') {
         return Err(field_error(
             "control_path",
@@ -444,7 +444,10 @@ fn ask_each(
     entries: &[&Entry],
     w: &Wanted,
     asked_at: u64,
-) -> (Vec<shared::schema::PlacementCandidate>, Vec<Document>) {
+) -> (
+    Vec<shared::contract::schema::PlacementCandidate>,
+    Vec<Document>,
+) {
     let mut cands = Vec::new();
     let mut docs = Vec::new();
     for e in entries {
@@ -476,8 +479,8 @@ fn ask_each(
 }
 
 /// No cluster can start the request: why each cannot, and the login a cluster still needs.
-fn no_winner(section: &shared::schema::Placement) -> ToolError {
-    let login: Vec<&shared::schema::PlacementCandidate> = section
+fn no_winner(section: &shared::contract::schema::Placement) -> ToolError {
+    let login: Vec<&shared::contract::schema::PlacementCandidate> = section
         .candidates
         .iter()
         .filter(|c| c.state == "login_needed")
@@ -545,7 +548,7 @@ fn select<'c>(
         .with_hint("set `ssh_host` to the cluster's login host, `slurm_cluster` to a catalog cluster's name, or `device_type` and `required_devices_per_node` to pick one from the catalog"));
     };
     let Some(per_node) = w.per_node else {
-        return Err(shared::doc::missing(
+        return Err(shared::contract::doc::missing(
             "required_devices_per_node",
             "auto-select needs `required_devices_per_node` (GPUs per node the job uses) next to `device_type`",
         ));
@@ -664,7 +667,7 @@ fn host_of(entry: Option<&Entry>, user: Option<&str>, cluster: &str) -> Result<S
         )
         .with_hint(format!("set `{missing}` (your user name on {cluster}) or `ssh_host`"))
     })?;
-    shared::ssh::check_host(&host).map_err(|e| {
+    shared::remote::ssh::check_host(&host).map_err(|e| {
         ToolError::bad_input(format!(
             "the catalog's ssh_host pattern gives {host:?}: {}",
             e.message
@@ -756,7 +759,7 @@ fn derive_fields(
         };
         doc.derive("node_count", n.into(), derived);
     }
-    // docs/migrating.md, step 4b and 4f.1, by the one rule in shared::layout. A root in the cluster home
+    // docs/migrating.md, step 4b and 4f.1, by the one rule in shared::remote::layout. A root in the cluster home
     // (`~/...`) waits for preflight, which learns the home.
     let in_home = doc
         .str_opt("default_user_root_dir")?
@@ -782,6 +785,6 @@ fn derive_fields(
 mod help {
     #[test]
     fn help_names_every_field_of_the_sections_it_writes() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

@@ -6,11 +6,11 @@
 //! written with its figures and why it lost.
 
 use super::catalog::{Catalog, Entry};
-use shared::doc::Document;
-use shared::quote::Script;
-use shared::schema::{Placement, PlacementCandidate};
+use shared::contract::doc::Document;
+use shared::contract::schema::{Placement, PlacementCandidate};
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
 use shared::slurm::pending::Facts;
-use shared::ssh::Ssh;
 use shared::{ErrorKind, Result, ToolError};
 use std::time::{Duration, Instant};
 

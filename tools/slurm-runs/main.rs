@@ -2,10 +2,10 @@
 //! with one squeue and at most one sacct per cluster, however many runs.
 
 use clap::Parser;
-use shared::events::{Event, Sink};
-use shared::ledger::{self, Entry, Run};
-use shared::quote::Script;
-use shared::ssh::Ssh;
+use shared::contract::events::{Event, Sink};
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
+use shared::state::ledger::{self, Entry, Run};
 use shared::{Document, ErrorKind, Result, ToolError};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -105,7 +105,7 @@ struct Cli {
 const TOOL: &str = "slurm-runs";
 
 pub fn main() -> ExitCode {
-    shared::driver::run_plain::<Cli>(TOOL, runs)
+    shared::contract::driver::run_plain::<Cli>(TOOL, runs)
 }
 
 /// A run's identity: (cluster, job id).
@@ -193,7 +193,7 @@ fn runs(cli: &Cli) -> Result<u8> {
     }
     let since = cli.since.as_deref().map(parse_age).transpose()?;
     let mut sink = cli.events.as_deref().map(Sink::open).transpose()?;
-    let now = shared::clock::unix_now();
+    let now = shared::support::clock::unix_now();
     let mut runs = read_runs(cli, &path, since, now)?;
     if let Some(pattern) = &cli.stats {
         return print_stats(cli, runs, pattern);
@@ -241,7 +241,7 @@ fn runs(cli: &Cli) -> Result<u8> {
         out.write_all(text.as_bytes()).and_then(|()| out.flush())
     };
     if let Err(e) = written {
-        shared::ui::note(TOOL, &format!("could not write the list: {e}"));
+        shared::support::ui::note(TOOL, &format!("could not write the list: {e}"));
         return Ok(4);
     }
     Ok(code)
@@ -272,7 +272,7 @@ fn read_runs(cli: &Cli, path: &std::path::Path, since: Option<u64>, now: u64) ->
         .with_hint("check the file's permissions, or give another with --ledger FILE")
     })?;
     if torn > 0 {
-        shared::ui::warn(
+        shared::support::ui::warn(
             TOOL,
             &format!(
                 "{torn} line(s) of {} are not entries (a writer killed mid-line?); skipped",
@@ -301,7 +301,7 @@ fn print_stats(cli: &Cli, runs: Vec<Run>, pattern: &str) -> Result<u8> {
     let (text, code) = stats::stats(&matching, pattern, cli.json)?;
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        shared::ui::note(TOOL, &format!("could not write the figures: {e}"));
+        shared::support::ui::note(TOOL, &format!("could not write the figures: {e}"));
         return Ok(4);
     }
     Ok(code)
@@ -321,7 +321,7 @@ fn take_live(
         before.map(|b| (&b.state, &b.reason)) != Some((&now_live.state, &now_live.reason));
     if changed {
         if said {
-            shared::ui::note(
+            shared::support::ui::note(
                 TOOL,
                 &format!(
                     "{} job {}{}: {}{}",
@@ -406,7 +406,7 @@ fn event_for(run: &Run, l: &Live) -> Event {
 fn record_end(path: &std::path::Path, run: &Run, l: &Live) {
     let e = Entry {
         event: "state".into(),
-        at: shared::clock::unix_now(),
+        at: shared::support::clock::unix_now(),
         cluster: run.cluster.clone(),
         job_id: run.job_id.clone(),
         slurm_state: Some(l.state.clone()),
@@ -414,7 +414,7 @@ fn record_end(path: &std::path::Path, run: &Run, l: &Live) {
         ..Entry::default()
     };
     if let Err(err) = ledger::append_to(path, &e) {
-        shared::ui::warn(
+        shared::support::ui::warn(
             TOOL,
             &format!("could not write to the ledger {} ({err})", path.display()),
         );
@@ -425,17 +425,17 @@ fn record_end(path: &std::path::Path, run: &Run, l: &Live) {
 /// own, not writable by others, and a valid document. Otherwise a warning and `None`.
 fn trusted_document(cluster: &str, path: &str) -> Option<Document> {
     let p = Path::new(path);
-    let under_state = shared::journal::state_dir()
+    let under_state = shared::state::journal::state_dir()
         .and_then(|d| d.canonicalize().ok())
         .zip(p.canonicalize().ok())
         .is_some_and(|(d, f)| f.starts_with(d));
     let why = if !under_state {
         Some("is not under the tools' state directory".to_string())
     } else {
-        shared::private_files::check_own(p)
+        shared::state::private_files::check_own(p)
     };
     if let Some(why) = why {
-        shared::ui::warn(
+        shared::support::ui::warn(
             TOOL,
             &format!("{cluster}: not using the saved document {path}: it {why}"),
         );
@@ -461,12 +461,12 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
             Ok(o) if o.success() => o,
             Ok(o) => {
                 unreachable = true;
-                shared::ui::warn(TOOL, &format!("{cluster}: the query failed ({}): {}; its runs are shown as the ledger has them", o.exit_text(), o.stderr_tail.trim()));
+                shared::support::ui::warn(TOOL, &format!("{cluster}: the query failed ({}): {}; its runs are shown as the ledger has them", o.exit_text(), o.stderr_tail.trim()));
                 continue;
             }
             Err(e) => {
                 unreachable = true;
-                shared::ui::warn(
+                shared::support::ui::warn(
                     TOOL,
                     &format!(
                         "{cluster}: {}{}; its runs are shown as the ledger has them",
@@ -478,7 +478,7 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
             }
         };
         let (found, calls) = parse_reply(&out.stdout_text());
-        shared::process::trace_event(&shared::process::TraceEvent::SlurmCalls {
+        shared::support::process::trace_event(&shared::support::process::TraceEvent::SlurmCalls {
             event: "slurm-calls",
             cluster: &cluster,
             squeue: calls.0,
@@ -502,7 +502,13 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
 fn ask_each_cluster(
     by_cluster: BTreeMap<&str, Vec<&Run>>,
     make: impl Fn(&[String]) -> Result<Script>,
-) -> Result<Vec<(String, Vec<String>, Result<shared::process::Output>)>> {
+) -> Result<
+    Vec<(
+        String,
+        Vec<String>,
+        Result<shared::support::process::Output>,
+    )>,
+> {
     let mut asks = Vec::new();
     for (cluster, rs) in by_cluster {
         // The newest saved document of this cluster says how to reach it.
@@ -514,7 +520,7 @@ fn ask_each_cluster(
             .filter_map(|r| r.document.as_deref())
             .find_map(|p| trusted_document(cluster, p));
         let Some(doc) = doc else {
-            shared::ui::warn(TOOL, &format!("{cluster}: no saved document says how to reach it; its runs are shown as the ledger has them"));
+            shared::support::ui::warn(TOOL, &format!("{cluster}: no saved document says how to reach it; its runs are shown as the ledger has them"));
             continue;
         };
         let ids: Vec<String> = rs
@@ -525,7 +531,7 @@ fn ask_each_cluster(
         let ssh = match Ssh::from_doc(&doc) {
             Ok(s) => s,
             Err(e) => {
-                shared::ui::warn(TOOL, &format!("{cluster}: its saved document cannot be used to reach it ({}); its runs are shown as the ledger has them", e.message));
+                shared::support::ui::warn(TOOL, &format!("{cluster}: its saved document cannot be used to reach it ({}); its runs are shown as the ledger has them", e.message));
                 continue;
             }
         };
@@ -697,7 +703,7 @@ fn task_rows(r: &Run) -> Vec<[String; 9]> {
         return Vec::new();
     };
     let Some(tasks) = doc
-        .section_as::<shared::schema::Report>("report")
+        .section_as::<shared::contract::schema::Report>("report")
         .ok()
         .flatten()
         .and_then(|rep| rep.tasks)
@@ -712,7 +718,7 @@ fn task_rows(r: &Run) -> Vec<[String; 9]> {
                 .iter()
                 .map(|(k, v)| {
                     let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                    format!("{k}={}", shared::quote::quote_for_display(&v))
+                    format!("{k}={}", shared::remote::quote::quote_for_display(&v))
                 })
                 .collect();
             [

@@ -3,9 +3,9 @@
 //! (shared/src/slurm/usage.rs). One ssh execution and one sacct per cluster.
 
 use serde::Serialize;
-use shared::ledger::Run;
 use shared::slurm::format_duration;
 use shared::slurm::usage::{self, Answer};
+use shared::state::ledger::Run;
 use shared::Result;
 use std::collections::BTreeMap;
 

@@ -189,7 +189,7 @@ pub struct Server {
 impl Server {
     pub fn start(password: String, expected: Expected) -> std::io::Result<Server> {
         // A killed run's directory (its socket, never the password) goes with the next run.
-        let dir = shared::tempdir::create("slurm-tools-askpass")?;
+        let dir = shared::state::tempdir::create("slurm-tools-askpass")?;
         let socket = dir.join("s");
         let listener = UnixListener::bind(&socket)?;
         let state = Arc::new(Mutex::new(State {
@@ -206,7 +206,7 @@ impl Server {
                 }
                 let mut prompt = Vec::new();
                 let _ = (&mut s).take(4096).read_to_end(&mut prompt);
-                shared::testhook::pause("preflight:askpass");
+                shared::support::testhook::pause("preflight:askpass");
                 let reply = st
                     .lock()
                     .map(|mut g| g.decide(&String::from_utf8_lossy(&prompt), true))

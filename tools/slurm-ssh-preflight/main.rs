@@ -5,11 +5,11 @@ mod remote_check;
 
 use clap::Parser;
 use remote_check::Require;
-use shared::control_socket::{self, SocketState};
-use shared::quote::quote_for_display;
-use shared::schema::{Accounting, Master, Preflight, SshPath};
+use shared::contract::schema::{Accounting, Master, Preflight, SshPath};
+use shared::remote::control_socket::{self, SocketState};
+use shared::remote::quote::quote_for_display;
+use shared::remote::ssh::{spawn_error, ssh_program, Ssh, SshFailure};
 use shared::slurm::container;
-use shared::ssh::{spawn_error, ssh_program, Ssh, SshFailure};
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::Duration;
 
@@ -84,7 +84,7 @@ pub fn main() -> std::process::ExitCode {
     if let Some(code) = askpass::answer_if_asked() {
         return code;
     }
-    shared::driver::run::<Cli>("slurm-ssh-preflight", preflight)
+    shared::contract::driver::run::<Cli>("slurm-ssh-preflight", preflight)
 }
 
 /// The connection preflight settled on.
@@ -100,8 +100,8 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let doc = &ctx.doc;
     let mfa_style = doc.mfa_style()?;
     let multiplex = doc.bool_opt("ssh_multiplex")?.unwrap_or(true);
-    let Some((remote_cwd, _)) = shared::layout::preflight_cwd(doc)? else {
-        return Err(shared::doc::missing(
+    let Some((remote_cwd, _)) = shared::remote::layout::preflight_cwd(doc)? else {
+        return Err(shared::contract::doc::missing(
             "remote_cwd",
             "set `remote_cwd` (the remote working directory), or `default_user_root_dir`",
         ));
@@ -123,7 +123,7 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     })?;
     let socket = control_socket::check(&ours)?;
 
-    shared::testhook::pause("preflight:before-check");
+    shared::support::testhook::pause("preflight:before-check");
     let (path, out) = match mfa_style {
         Some(false) => direct(ctx, &ssh, &ours, socket, &script, multiplex)
             .map_err(|e| as_config_problem(e, &ssh.host))?,
@@ -184,9 +184,9 @@ fn probe(
     ssh: &Ssh,
     ours: &str,
     socket: SocketState,
-    script: &shared::quote::Script,
+    script: &shared::remote::quote::Script,
     multiplex: bool,
-) -> Result<(Connection, shared::process::Output)> {
+) -> Result<(Connection, shared::support::process::Output)> {
     let opens = multiplex && socket != SocketState::Present;
     let probe = if opens {
         opening_master(ssh, ours)
@@ -221,7 +221,7 @@ fn probe(
 fn ready_text(
     host: &str,
     path: &Connection,
-    remote: &shared::schema::RemoteCheck,
+    remote: &shared::contract::schema::RemoteCheck,
     runtime: Option<container::Runtime>,
 ) -> String {
     let cwd = &remote.remote_cwd;
@@ -261,7 +261,7 @@ fn ready_text(
 fn runtime_for(
     doc: &shared::Document,
     image: &str,
-    remote: &shared::schema::RemoteCheck,
+    remote: &shared::contract::schema::RemoteCheck,
 ) -> Result<container::Runtime> {
     let r = container::runtime(doc.str_opt("container_runtime")?, image, Some(remote))?;
     container::Image::parse(image).for_runtime(r, image)?;
@@ -282,9 +282,9 @@ fn direct(
     ssh: &Ssh,
     ours: &str,
     socket: SocketState,
-    script: &shared::quote::Script,
+    script: &shared::remote::quote::Script,
     multiplex: bool,
-) -> Result<(Connection, shared::process::Output)> {
+) -> Result<(Connection, shared::support::process::Output)> {
     let mut path = direct_path(ours, socket, false);
     if socket == SocketState::Present || !multiplex {
         return Ok((path, run_check(ssh, script)?));
@@ -344,7 +344,10 @@ fn direct_path(ours: &str, socket: SocketState, discovered: bool) -> Connection 
     }
 }
 
-fn run_check(ssh: &Ssh, script: &shared::quote::Script) -> Result<shared::process::Output> {
+fn run_check(
+    ssh: &Ssh,
+    script: &shared::remote::quote::Script,
+) -> Result<shared::support::process::Output> {
     let out = ssh.run_script(script, None, Duration::from_secs(60))?;
     if !out.success() {
         return Err(check_failed(ssh, &out));
@@ -352,7 +355,7 @@ fn run_check(ssh: &Ssh, script: &shared::quote::Script) -> Result<shared::proces
     Ok(out)
 }
 
-fn check_failed(ssh: &Ssh, out: &shared::process::Output) -> ToolError {
+fn check_failed(ssh: &Ssh, out: &shared::support::process::Output) -> ToolError {
     ToolError::remote(format!(
         "the remote check on {} failed ({})",
         ssh.host,
@@ -404,9 +407,9 @@ fn mfa_path(
     ssh: &Ssh,
     ours: &str,
     socket: SocketState,
-    script: &shared::quote::Script,
+    script: &shared::remote::quote::Script,
     discovered: bool,
-) -> Result<(Connection, shared::process::Output)> {
+) -> Result<(Connection, shared::support::process::Output)> {
     let mut path = Connection {
         ssh_path: SshPath::Mfa,
         master: Master::None,
@@ -502,11 +505,11 @@ impl LoginTurn {
     fn take(ctx: &Context, host: &str, timeout_secs: u64) -> Result<Option<LoginTurn>> {
         use std::fs::TryLockError;
         use std::io::Write;
-        let Some(dir) = shared::journal::state_dir() else {
+        let Some(dir) = shared::state::journal::state_dir() else {
             return Ok(None);
         };
         let path = dir.join("login.lock");
-        let file = shared::private_files::create_dir(&dir).and_then(|_| {
+        let file = shared::state::private_files::create_dir(&dir).and_then(|_| {
             std::fs::OpenOptions::new()
                 .create(true)
                 .truncate(false)
@@ -574,20 +577,22 @@ fn establish(
     ctx: &Context,
     ssh: &Ssh,
     control_path: &str,
-    script: &shared::quote::Script,
-) -> Result<shared::process::Output> {
+    script: &shared::remote::quote::Script,
+) -> Result<shared::support::process::Output> {
     ctx.note(format!(
         "opening a ControlMaster to {}: complete the login prompts",
         ssh.host
     ));
     let mut cmd = ssh
         .establish_command(control_path, ssh.connect_timeout.max(10))
-        .input(shared::process::Input::Bytes(shared::ssh::framed(script)))
+        .input(shared::support::process::Input::Bytes(
+            shared::remote::ssh::framed(script),
+        ))
         .inherit_stderr()
         .deadline(Duration::from_secs(cli.establish_timeout));
     let mut server = None;
     if let Some(pw) = ctx.secrets.slurm_password.clone() {
-        if let Some(old) = shared::ssh::askpass_require_ignored() {
+        if let Some(old) = shared::remote::ssh::askpass_require_ignored() {
             ctx.warn(format!("this ssh ({old}) is older than OpenSSH 8.4 and ignores SSH_ASKPASS_REQUIRE: it asks for the password on the terminal itself, and `slurm_password` goes unused"));
         }
         // The password answers only the cluster's own prompt (a jump host's goes to the person).
@@ -611,7 +616,7 @@ fn establish(
     }
     // The terminal as it was: restored however the login ends (a timeout kills ssh mid-prompt,
     // with echo off), and the error then starts on a line of its own.
-    let terminal = shared::ui::Terminal::save();
+    let terminal = shared::support::ui::Terminal::save();
     let out = cmd.run().map_err(|e| spawn_error(&ssh_program(), e));
     let prompts = server.as_ref().map(|s| s.state()).unwrap_or_default();
     drop(server);
@@ -704,6 +709,6 @@ mod refusals {
 mod help {
     #[test]
     fn help_names_every_field_of_the_sections_it_writes() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

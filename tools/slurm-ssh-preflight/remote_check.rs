@@ -4,8 +4,8 @@
 //! `preflight.remote` report ([`RemoteCheck`]). The only value in it from the document is
 //! `remote_cwd`, quoted; a leading `~/` is expanded there, against the home the check reports.
 
-use shared::quote::Script;
-use shared::schema::{Accounting, RemoteCheck};
+use shared::contract::schema::{Accounting, RemoteCheck};
+use shared::remote::quote::Script;
 use shared::{Result, ToolError};
 
 pub fn script(remote_cwd: &str) -> Result<Script> {
@@ -130,7 +130,10 @@ mod tests {
     #[test]
     fn the_check_passes_the_static_checks() {
         for cwd in ["~/work", "/h/u/it's here"] {
-            shared::script_check::assert_clean("preflight-check", script(cwd).unwrap().as_str());
+            shared::remote::script_check::assert_clean(
+                "preflight-check",
+                script(cwd).unwrap().as_str(),
+            );
         }
     }
 

@@ -3,15 +3,15 @@
 mod recipe;
 
 use clap::Parser;
-use shared::archive::{self, Item, Stats};
-use shared::error::render_argv;
-use shared::layout::{self, join, Layout};
-use shared::quote::{quote, Script};
-use shared::remote_exit::{ExitCodes, Submit as Exit};
-use shared::schema::{self, Job, JobKind, Recipe, Report, Status};
+use shared::contract::error::render_argv;
+use shared::contract::schema::{self, Job, JobKind, Recipe, Report, Status};
+use shared::remote::exit::{ExitCodes, Submit as Exit};
+use shared::remote::layout::{self, join, Layout};
+use shared::remote::quote::{quote, Script};
+use shared::remote::ssh::Ssh;
+use shared::remote::trees::{tree_notes, Trees};
+use shared::repo::archive::{self, Item, Stats};
 use shared::slurm::Settings;
-use shared::ssh::Ssh;
-use shared::trees::{tree_notes, Trees};
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -130,7 +130,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-submit", submit)
+    shared::contract::driver::run::<Cli>("slurm-submit", submit)
 }
 
 /// What is sent and run for one submission.
@@ -181,7 +181,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         Some(r) => Some(r.synced().clone()),
         None => ctx
             .doc
-            .section_as::<shared::schema::SyncTracked>("sync_tracked")?,
+            .section_as::<shared::contract::schema::SyncTracked>("sync_tracked")?,
     };
     let journal = if cli.dry_run {
         None
@@ -237,7 +237,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         "submitting the {} job: {command}",
         plan.kind.name()
     ));
-    shared::testhook::pause("submit:before");
+    shared::support::testhook::pause("submit:before");
     if let Some(entry) = &journal {
         record_input(ctx, entry, &input, cli.build);
     }
@@ -246,7 +246,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         None => submit_once(ctx, &ssh, &plan, &repo, script)?,
     };
     let trees_kb = tree_notes(ctx, &plan.tree, &said);
-    shared::testhook::pause("submit:accepted");
+    shared::support::testhook::pause("submit:accepted");
     if let Some(entry) = journal {
         ctx.after_written(move || entry.finish());
     }
@@ -255,7 +255,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     keep_build_record(&mut ctx.doc)?;
     let id = section.job_id.clone().unwrap_or_default();
     ctx.doc.set_section("job", &section);
-    shared::ledger::record_submission(ctx, plan.kind.name(), &id);
+    shared::state::ledger::record_submission(ctx, plan.kind.name(), &id);
     Ok(Outcome::Done)
 }
 
@@ -267,7 +267,7 @@ fn make_plan(
     st: &Settings,
     repo: &str,
     token: &str,
-    synced: Option<&shared::schema::SyncTracked>,
+    synced: Option<&shared::contract::schema::SyncTracked>,
 ) -> Result<Option<Plan>> {
     if !cli.build {
         let trees = Trees::of_synced(&ctx.doc, repo, token, cli.keep_trees, synced)?;
@@ -297,7 +297,7 @@ fn job_section(
     plan: &Plan,
     repo: &str,
     token: &str,
-    container_use: Option<shared::schema::ContainerUse>,
+    container_use: Option<shared::contract::schema::ContainerUse>,
 ) -> Result<Job> {
     let full_argv = [plan.argv.clone(), plan.tail.clone()].concat();
     let command = render_argv(&full_argv);
@@ -332,7 +332,7 @@ fn job_section(
         sweep_tasks: plan.sweep.as_ref().map(|p| {
             p.running()
                 .into_iter()
-                .map(|t| shared::schema::SweepTask {
+                .map(|t| shared::contract::schema::SweepTask {
                     index: t.index,
                     params: t.params_map(),
                 })
@@ -346,7 +346,12 @@ fn job_section(
 
 /// The submission record written before anything is sent: a rerun finds the job instead of
 /// submitting it again.
-fn record_input(ctx: &mut Context, entry: &shared::journal::Entry, input: &str, build: bool) {
+fn record_input(
+    ctx: &mut Context,
+    entry: &shared::state::journal::Entry,
+    input: &str,
+    build: bool,
+) {
     match entry.record(input.as_bytes()) {
         Ok(()) => ctx.note(format!(
             "if this is interrupted, `slurm-submit{} {}` finds the job instead of submitting it again",
@@ -388,7 +393,7 @@ fn fill_accepted(
             .replace("%A", &job_id),
     );
     section.job_id = Some(job_id);
-    section.submitted_at = Some(shared::clock::unix_now());
+    section.submitted_at = Some(shared::support::clock::unix_now());
     section.state_dir = Some(plan.state_dir.clone());
     section.tree = Some(plan.tree.job.clone());
     section.trees_disk_kb = trees_kb;
@@ -447,16 +452,16 @@ fn keep_build_record(doc: &mut shared::Document) -> Result<()> {
     Ok(())
 }
 
-/// The submission record for this input (see shared::journal): a rerun of an interrupted
+/// The submission record for this input (see shared::state::journal): a rerun of an interrupted
 /// submission gets the tag it used, so the job Slurm already has is found, not submitted again.
-fn open_journal(ctx: &Context, build: bool, input: &str) -> Option<shared::journal::Entry> {
-    let Some(dir) = shared::journal::state_dir() else {
+fn open_journal(ctx: &Context, build: bool, input: &str) -> Option<shared::state::journal::Entry> {
+    let Some(dir) = shared::state::journal::state_dir() else {
         ctx.warn("neither SLURM_TOOLS_STATE_DIR, XDG_STATE_HOME nor HOME is set: no submission record is kept, so a rerun after an interruption cannot tell whether this run submitted");
         return None;
     };
     let kind = if build { "build" } else { "run" };
     let key = format!("slurm-submit {kind}\n{input}");
-    match shared::journal::begin(&dir, key.as_bytes(), new_token) {
+    match shared::state::journal::begin(&dir, key.as_bytes(), new_token) {
         Ok(entry) => {
             if entry.resumed {
                 ctx.note(format!(
@@ -489,7 +494,7 @@ fn no_build_reason(ctx: &Context) -> Result<Option<String>> {
     if doc.has("build_command") {
         return Ok(None);
     }
-    let script = shared::git::LocalRepo::open(doc)
+    let script = shared::repo::git::LocalRepo::open(doc)
         .ok()
         .map(|r| r.root.join(TRTLLM_BUILD_SCRIPT))
         .filter(|p| p.is_file());
@@ -501,7 +506,7 @@ fn no_build_reason(ctx: &Context) -> Result<Option<String>> {
             ));
             Ok(None)
         }
-        (None, Some(true)) => Err(shared::doc::field_error(
+        (None, Some(true)) => Err(shared::contract::doc::field_error(
             "build_project",
             "is true, but there is nothing to build with: no `build_command`, and the repository has no scripts/build_wheel.py",
         )
@@ -519,9 +524,9 @@ fn only_failed(ctx: &mut Context) -> Result<bool> {
     let hint = "give the document slurm-watch wrote for the sweep (e.g. `slurm-submit --only-failed report.json`)";
     let sweep = ctx
         .doc
-        .section_as::<shared::schema::Sweep>("sweep")?
+        .section_as::<shared::contract::schema::Sweep>("sweep")?
         .ok_or_else(|| {
-            shared::doc::missing(
+            shared::contract::doc::missing(
                 "sweep",
                 &format!("--only-failed reruns a sweep's tasks; {hint}"),
             )
@@ -531,7 +536,7 @@ fn only_failed(ctx: &mut Context) -> Result<bool> {
         .section_as::<Report>("report")?
         .and_then(|r| r.tasks)
         .ok_or_else(|| {
-            shared::doc::missing(
+            shared::contract::doc::missing(
                 "report",
                 &format!("--only-failed needs the sweep's verdicts per task; {hint}"),
             )
@@ -554,14 +559,14 @@ fn only_failed(ctx: &mut Context) -> Result<bool> {
     ));
     let mut done = ctx
         .doc
-        .section_as::<Vec<shared::schema::TaskReport>>("sweep_done")?
+        .section_as::<Vec<shared::contract::schema::TaskReport>>("sweep_done")?
         .unwrap_or_default();
     done.retain(|d| !passed.iter().any(|p| p.index == d.index) && !only.contains(&d.index));
     done.extend(passed);
     done.sort_by_key(|r| r.index);
     ctx.doc.set_section(
         "sweep",
-        &shared::schema::Sweep {
+        &shared::contract::schema::Sweep {
             only: Some(only),
             ..sweep
         },
@@ -576,16 +581,16 @@ fn only_failed(ctx: &mut Context) -> Result<bool> {
 /// `after`: the jobs this run waits for, as `--dependency` (a saved document gives its
 /// `job.job_id`).
 fn after(doc: &shared::Document) -> Result<Option<String>> {
-    let Some(after) = doc.section_as::<shared::schema::Mounts>("after")? else {
+    let Some(after) = doc.section_as::<shared::contract::schema::Mounts>("after")? else {
         return Ok(None);
     };
     let entries = match after {
-        shared::schema::Mounts::Joined(one) => vec![one],
-        shared::schema::Mounts::List(list) => list,
+        shared::contract::schema::Mounts::Joined(one) => vec![one],
+        shared::contract::schema::Mounts::List(list) => list,
     };
     shared::slurm::sweep::dependency(&entries, |path| {
         let bad = |what: String| {
-            shared::doc::field_error("after", &format!("names {}, {what}", shared::quote::preview(path)))
+            shared::contract::doc::field_error("after", &format!("names {}, {what}", shared::remote::quote::preview(path)))
                 .with_hint("give a job id (digits, or ID_INDEX for an array task) or a job document saved from slurm-submit's output (e.g. `slurm-submit < a.json > a.submitted.json`)")
         };
         let text = std::fs::read(path).map_err(|e| {
@@ -593,7 +598,7 @@ fn after(doc: &shared::Document) -> Result<Option<String>> {
                 "which is not a job id and cannot be read as a document ({e})"
             ))
         })?;
-        let saved: shared::schema::JobDocument = serde_json::from_slice(&text)
+        let saved: shared::contract::schema::JobDocument = serde_json::from_slice(&text)
             .map_err(|e| bad(format!("which is not a job document ({e})")))?;
         saved
             .job
@@ -603,13 +608,13 @@ fn after(doc: &shared::Document) -> Result<Option<String>> {
 }
 
 fn new_token() -> String {
-    shared::journal::unique_tag("slurm-tools")
+    shared::state::journal::unique_tag("slurm-tools")
 }
 
 fn local_file(field: &str, path: &str) -> Result<std::path::PathBuf> {
     let p = Path::new(path);
     if !p.is_file() {
-        return Err(shared::doc::field_error(
+        return Err(shared::contract::doc::field_error(
             field,
             &format!("names {path:?}, which is not a readable file here"),
         )
@@ -633,7 +638,7 @@ fn run_plan(
     let state_dir = join(&work, ".slurm-tools");
     let mut items = Vec::new();
     let command = job_files(doc, &work, &mut items)?;
-    let sweep = match doc.section_as::<shared::schema::Sweep>("sweep")? {
+    let sweep = match doc.section_as::<shared::contract::schema::Sweep>("sweep")? {
         Some(sw) => Some(shared::slurm::sweep::plan(&sw)?),
         None => None,
     };
@@ -792,7 +797,7 @@ fn recipe_of(ctx: &mut Context) -> Result<Recipe> {
     if recipe == Recipe::Mpi {
         if let Some(p) = ctx
             .doc
-            .section_as::<shared::schema::Preflight>("preflight")?
+            .section_as::<shared::contract::schema::Preflight>("preflight")?
         {
             p.remote
                 .require_pmix("recipe", "field `recipe` is \"mpi\", which")?;
@@ -812,7 +817,7 @@ fn job_files(doc: &shared::Document, work: &str, items: &mut Vec<Item>) -> Resul
                 None => layout::basename(p).unwrap_or_else(|| "job.sh".into()),
             };
             if name.contains('/') || name.starts_with('.') || name.starts_with('-') {
-                return Err(shared::doc::field_error(
+                return Err(shared::contract::doc::field_error(
                     "script_name",
                     &format!("is {name:?}; give a plain file name"),
                 ));
@@ -825,20 +830,26 @@ fn job_files(doc: &shared::Document, work: &str, items: &mut Vec<Item>) -> Resul
     for f in doc.str_list_opt("extra_files")?.unwrap_or_default() {
         let local = local_file("extra_files", &f)?;
         let name = layout::basename(&f).ok_or_else(|| {
-            shared::doc::field_error("extra_files", &format!("has {f:?}, which has no file name"))
+            shared::contract::doc::field_error(
+                "extra_files",
+                &format!("has {f:?}, which has no file name"),
+            )
         })?;
         items.push(Item::file(local, name));
     }
     let command = match (doc.str_opt("command")?, &script) {
         (Some(c), _) => c.to_string(),
         (None, Some(s)) => format!("bash {}", quote(s)?),
-        (None, None) => return Err(shared::doc::missing(
+        (None, None) => return Err(shared::contract::doc::missing(
             "command",
             "set `command` (what the job runs, shell text run exactly as written) or `script_path`",
         )),
     };
     if command.contains('\0') {
-        return Err(shared::doc::field_error("command", "contains a NUL byte"));
+        return Err(shared::contract::doc::field_error(
+            "command",
+            "contains a NUL byte",
+        ));
     }
     Ok(command)
 }
@@ -928,7 +939,7 @@ fn tmux_wrapper(
 fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Result<Plan> {
     let doc = &ctx.doc;
     let root = Layout::of(doc)?.root()?.ok_or_else(|| {
-        shared::doc::missing(
+        shared::contract::doc::missing(
             "default_user_root_dir",
             "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`",
         )
@@ -1036,7 +1047,7 @@ fn remote_script(plan: &Plan, repo: &str, thorough: bool) -> Result<Script> {
     let token = plan.token.as_str();
     let mut s = Script::new();
     s.raw("set -u\n");
-    shared::remote_exit::assign::<Exit>(&mut s)?;
+    shared::remote::exit::assign::<Exit>(&mut s)?;
     s.assign("dir", &plan.upload_dir)?;
     s.assign("state", &plan.state_dir)?;
     s.assign("repo", repo)?;
@@ -1086,12 +1097,13 @@ fn job_id_of(text: &str) -> Option<String> {
         .filter(|id| shared::slurm::is_job_id(id))
 }
 
-fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::process::Output> {
+fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::support::process::Output> {
     let items = plan.items.clone();
     let stats = Arc::new(Mutex::new(Stats::default()));
-    let payload: shared::process::StreamWriter = Box::new(move |w: &mut dyn std::io::Write| {
-        archive::write_archive(&items, w, false, &stats, None)
-    });
+    let payload: shared::support::process::StreamWriter =
+        Box::new(move |w: &mut dyn std::io::Write| {
+            archive::write_archive(&items, w, false, &stats, None)
+        });
     ssh.run_script(script, Some(payload), Duration::from_secs(180))
 }
 
@@ -1178,7 +1190,7 @@ fn submit_synced(
 /// The submission script's answer: the job id (and all it said), or the error it means.
 fn accepted(
     ctx: &Context,
-    out: shared::process::Output,
+    out: shared::support::process::Output,
     plan: &Plan,
     ssh: &Ssh,
 ) -> Result<(String, String)> {
@@ -1228,7 +1240,7 @@ fn submit_once(
     }
 }
 
-fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
+fn failure(out: shared::support::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
     let token = &plan.token;
     let record = out.record();
     let e = match Exit::from_status(out.code) {
@@ -1253,7 +1265,7 @@ fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
         }
         Some(Exit::NoJobId) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
             .with_hint(format!("look with: squeue -u $USER -o '%i %k' | grep {token}; attach with: tmux attach -t {token}")),
-        None => ToolError::remote(format!("submission on {} failed ({}) without a job id", ssh.host, shared::process::describe_exit(out.code))).with_hint("see the command's stderr in this error"),
+        None => ToolError::remote(format!("submission on {} failed ({}) without a job id", ssh.host, shared::support::process::describe_exit(out.code))).with_hint("see the command's stderr in this error"),
     };
     e.with_command(record)
 }
@@ -1262,7 +1274,7 @@ fn failure(out: shared::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
 mod help {
     #[test]
     fn help_names_every_field_of_the_sections_it_writes() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }
 
@@ -1314,7 +1326,7 @@ mod tests {
                 } else {
                     "submit_batch"
                 }));
-                shared::script_check::assert_clean(
+                shared::remote::script_check::assert_clean(
                     if tmux { "submit-tmux" } else { "submit-batch" },
                     s.as_str(),
                 );
@@ -1329,11 +1341,11 @@ mod tests {
     fn the_tag_lock_works_without_flock_and_says_what_failed() {
         let run = |state: &str| {
             let mut s = Script::new();
-            shared::remote_exit::assign::<Exit>(&mut s).unwrap();
+            shared::remote::exit::assign::<Exit>(&mut s).unwrap();
             tag_lock(state, "slurm-tools-t1").define(&mut s).unwrap();
             s.raw("take_lock\ntrap release_lock EXIT\necho TOOK\n");
             assert!(!s.as_str().contains("flock"));
-            shared::script_check::assert_clean("submit-tag-lock", s.as_str());
+            shared::remote::script_check::assert_clean("submit-tag-lock", s.as_str());
             let out = std::process::Command::new("sh")
                 .arg("-c")
                 .arg(s.as_str())

@@ -4,7 +4,7 @@
 //! Every option takes the `--opt=value` form, so a value starting with `-` can never become an
 //! option, and every argv word is quoted once when it becomes shell text.
 
-use shared::schema::Recipe;
+use shared::contract::schema::Recipe;
 use shared::slurm::pyxis::FIRST_HOST;
 use shared::slurm::{Settings, DISTRIBUTED_ENV};
 use shared::Result;
@@ -108,7 +108,7 @@ pub fn command_file(
     end_marker: &str,
     sweep: Option<&shared::slurm::sweep::Plan>,
 ) -> Result<String> {
-    let mut s = shared::quote::Script::new();
+    let mut s = shared::remote::quote::Script::new();
     s.raw("#!/bin/bash\n# Written by slurm-submit. The job's command follows the preamble unchanged.\n");
     // An array's tasks each have their own job id: the file names the array.
     s.raw("if [ \"${SLURM_PROCID:-0}\" = 0 ]; then printf '%s\\n' \"${SLURM_ARRAY_JOB_ID:-$SLURM_JOB_ID}\" >");

@@ -2,7 +2,7 @@
 //! changes, as one snapshot commit; the local repository is never touched (docs/migrating.md, step 4).
 
 use clap::{Parser, ValueEnum};
-use shared::schema;
+use shared::contract::schema;
 use shared::sync::tracked::{self, Options};
 use shared::{Context, InputArg, Outcome, Result, ToolCli};
 
@@ -96,7 +96,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-sync-tracked", sync)
+    shared::contract::driver::run::<Cli>("slurm-sync-tracked", sync)
 }
 
 fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
@@ -113,6 +113,6 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 mod help {
     #[test]
     fn help_names_every_field_of_the_sections_it_writes() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

@@ -66,7 +66,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-sync-untracked", sync)
+    shared::contract::driver::run::<Cli>("slurm-sync-untracked", sync)
 }
 
 fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
@@ -83,6 +83,6 @@ fn sync(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 mod help {
     #[test]
     fn help_names_every_field_of_the_sections_it_writes() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

@@ -78,7 +78,7 @@ fn main() -> ExitCode {
         return main();
     }
     if let Some(main) = args.get(1).and_then(|a| tool(&a.to_string_lossy())) {
-        shared::driver::set_args(args[1..].to_vec());
+        shared::contract::driver::set_args(args[1..].to_vec());
         return main();
     }
     // ssh starts slurm-ssh-preflight's password hand-over by the program's own path.

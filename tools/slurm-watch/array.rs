@@ -9,10 +9,10 @@
 use super::scan::{Findings, Patterns, Stream};
 use super::verdict::{final_verdict, Verdict};
 use super::{publish, Events, Link};
-use shared::quote::Script;
-use shared::schema::{JobKind, Report, Source, Status, SweepTask, TaskReport};
+use shared::contract::schema::{JobKind, Report, Source, Status, SweepTask, TaskReport};
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
 use shared::slurm::{self, AccountingEntry};
-use shared::ssh::Ssh;
 use shared::{Context, ErrorKind, Outcome, Result, ToolError};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -64,7 +64,7 @@ impl Task {
             .iter()
             .map(|(k, v)| {
                 let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
-                format!("{k}={}", shared::quote::quote_for_display(&v))
+                format!("{k}={}", shared::remote::quote::quote_for_display(&v))
             })
             .collect();
         format!("task {} ({})", self.index, words.join(" "))
@@ -237,7 +237,7 @@ fn script(s: &Setup) -> Result<Script> {
     };
     let mut sc = Script::new();
     sc.raw("set -u\n");
-    shared::remote_exit::assign::<shared::remote_exit::Watch>(&mut sc)?;
+    shared::remote::exit::assign::<shared::remote::exit::Watch>(&mut sc)?;
     sc.assign("job", s.id)?;
     sc.assign("out_pre", &out_pre)?;
     sc.assign("out_post", &out_post)?;
@@ -512,7 +512,7 @@ pub fn watch(ctx: &mut Context, ssh: &Ssh, setup: &Setup, events: &mut Events) -
         };
         outage = None;
         backoff = 2.0;
-        shared::process::trace_event(&shared::process::TraceEvent::SlurmCalls {
+        shared::support::process::trace_event(&shared::support::process::TraceEvent::SlurmCalls {
             event: "slurm-calls",
             cluster: &events.cluster,
             squeue: reply.calls.0,
@@ -876,7 +876,7 @@ mod tests {
             follow: false,
         };
         let s = script(&setup).unwrap();
-        shared::script_check::assert_clean("array-poll", s.as_str());
+        shared::remote::script_check::assert_clean("array-poll", s.as_str());
         assert!(
             s.as_str().contains("out_pre='/w/job-12_'"),
             "{}",

@@ -11,11 +11,11 @@ mod verdict;
 
 use clap::Parser;
 use scan::{Findings, Patterns, Stream};
-use shared::forensics;
-use shared::quote::Script;
-use shared::schema::{self, JobKind, Report, Source, Status};
+use shared::contract::schema::{self, JobKind, Report, Source, Status};
+use shared::remote::forensics;
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
 use shared::slurm::{self, AccountingEntry};
-use shared::ssh::Ssh;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::{Duration, Instant};
 use verdict::Verdict;
@@ -137,7 +137,7 @@ impl ToolCli for Cli {
 }
 
 pub fn main() -> std::process::ExitCode {
-    shared::driver::run::<Cli>("slurm-watch", watch)
+    shared::contract::driver::run::<Cli>("slurm-watch", watch)
 }
 
 struct Job {
@@ -155,7 +155,7 @@ struct Job {
 
 fn job_of(ctx: &Context) -> Result<Option<Job>> {
     let Some(job) = ctx.doc.section_as::<schema::Job>("job")? else {
-        return Err(shared::doc::missing(
+        return Err(shared::contract::doc::missing(
             "job",
             "run slurm-submit first: slurm-watch follows the job it submitted",
         ));
@@ -172,12 +172,12 @@ fn job_of(ctx: &Context) -> Result<Option<Job>> {
         .with_hint("run slurm-submit without --dry-run"));
     }
     let id = job.job_id.ok_or_else(|| {
-        shared::doc::missing("job", "the job section has no job_id; run slurm-submit")
+        shared::contract::doc::missing("job", "the job section has no job_id; run slurm-submit")
     })?;
     slurm::check_job_id("job", &id)?;
-    let out = job
-        .stdout_path
-        .ok_or_else(|| shared::doc::missing("job", "the job section has no stdout_path"))?;
+    let out = job.stdout_path.ok_or_else(|| {
+        shared::contract::doc::missing("job", "the job section has no stdout_path")
+    })?;
     let err = job.stderr_path.unwrap_or_else(|| out.clone());
     Ok(Some(Job {
         id,
@@ -201,7 +201,7 @@ type ParseReply<R> = Box<dyn Fn(&[u8]) -> Option<(R, usize)>>;
 struct Link<'a, R> {
     ssh: &'a Ssh,
     script: Script,
-    session: Option<shared::process::Running>,
+    session: Option<shared::support::process::Running>,
     buf: Vec<u8>,
     /// The first whole reply in the bytes read, and how many bytes it took.
     parse: ParseReply<R>,
@@ -225,7 +225,7 @@ impl<'a, R> Link<'a, R> {
     /// reply. `Ok(None)`: the session broke or went quiet (it is closed; the next poll starts a
     /// new one). `Err`: ssh itself failed, classified.
     fn ask(&mut self, line: &str, wait: f64) -> Result<Option<R>> {
-        use shared::process::Received;
+        use shared::support::process::Received;
         if self.session.is_none() {
             self.session = Some(self.ssh.start_script(&self.script)?);
             self.buf.clear();
@@ -243,7 +243,7 @@ impl<'a, R> Link<'a, R> {
             }
             if let Some((reply, used)) = (self.parse)(&self.buf) {
                 self.buf.drain(..used);
-                shared::process::trace_event(&shared::process::TraceEvent::poll(
+                shared::support::process::trace_event(&shared::support::process::TraceEvent::poll(
                     woke.map_or(0.0, |w| w.elapsed().as_secs_f64() * 1000.0),
                     (self.log_bytes)(&reply),
                 ));
@@ -285,7 +285,7 @@ impl<'a, R> Link<'a, R> {
 
 /// The `--events` stream of this watch (nothing when not asked for).
 struct Events {
-    sink: Option<shared::events::Sink>,
+    sink: Option<shared::contract::events::Sink>,
     cluster: String,
     job_id: String,
     job_name: Option<String>,
@@ -293,11 +293,15 @@ struct Events {
 }
 
 impl Events {
-    fn send(&mut self, event: &'static str, fill: impl FnOnce(&mut shared::events::Event)) {
+    fn send(
+        &mut self,
+        event: &'static str,
+        fill: impl FnOnce(&mut shared::contract::events::Event),
+    ) {
         let Some(sink) = self.sink.as_mut() else {
             return;
         };
-        let mut e = shared::events::Event::new(event, &self.cluster, &self.job_id);
+        let mut e = shared::contract::events::Event::new(event, &self.cluster, &self.job_id);
         e.job_name = self.job_name.clone();
         e.document = self.document.clone();
         fill(&mut e);
@@ -370,9 +374,9 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         sink: cli
             .events
             .as_deref()
-            .map(shared::events::Sink::open)
+            .map(shared::contract::events::Sink::open)
             .transpose()?,
-        cluster: shared::ledger::cluster_of(&ctx.doc),
+        cluster: shared::state::ledger::cluster_of(&ctx.doc),
         job_id: job.id.clone(),
         job_name: ctx.doc.str_opt("job_name")?.map(str::to_string),
         document: None,
@@ -401,7 +405,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     ));
     let mut w = single::Watch::new(ctx, cli, &job, &ssh, &set, events)?;
     let verdict = w.run(ctx)?;
-    shared::testhook::pause("watch:verdict");
+    shared::support::testhook::pause("watch:verdict");
     if let Some(f) = &w.evidence {
         ctx.doc.set_section("forensics", f);
     }
@@ -461,9 +465,9 @@ fn settings(cli: &Cli, doc: &shared::Document, job: &Job) -> Result<single::Sett
 fn publish(ctx: &mut Context, events: &mut Events, report: &Report) -> Outcome {
     ctx.note(format!("{}: {}", report.status, report.summary));
     ctx.doc.set_section("report", report);
-    shared::ledger::record_verdict(ctx, report);
-    events.document = shared::ledger::path().map(|l| {
-        shared::ledger::document_path(&l, &events.cluster, &report.job_id)
+    shared::state::ledger::record_verdict(ctx, report);
+    events.document = shared::state::ledger::path().map(|l| {
+        shared::state::ledger::document_path(&l, &events.cluster, &report.job_id)
             .display()
             .to_string()
     });
@@ -488,7 +492,7 @@ fn describe_queue(q: &slurm::QueueEntry) -> String {
     match q.state.as_str() {
         "PENDING" => {
             let eta = q.start.map(|s| {
-                let now = shared::clock::unix_now();
+                let now = shared::support::clock::unix_now();
                 if s > now {
                     format!(", estimated start in {}", slurm::format_duration(s - now))
                 } else {
@@ -529,9 +533,9 @@ fn record_cancel(ctx: &Context, job_id: &str) {
         .ok()
         .filter(|b| !b.trim().is_empty())
         .unwrap_or_else(|| "slurm-watch --cancel".to_string());
-    shared::ledger::record_cancel(
+    shared::state::ledger::record_cancel(
         ctx,
-        &shared::ledger::cluster_of(&ctx.doc),
+        &shared::state::ledger::cluster_of(&ctx.doc),
         job_id,
         ctx.doc
             .str_opt("job_name")
@@ -743,13 +747,14 @@ fn finish_report(
     })
 }
 
-/// The log, as streamed, into the local folder (`local_dir`, see shared::local_dirs; never the
+/// The log, as streamed, into the local folder (`local_dir`, see shared::state::local_dirs; never the
 /// repository unless the person puts it there), whole when it fit in memory, else its tail.
 fn local_copy(ctx: &Context, job: &Job, st: &State) -> Result<(Option<String>, bool)> {
-    let Some(dir) = shared::local_dirs::local_dir(&ctx.doc)? else {
+    let Some(dir) = shared::state::local_dirs::local_dir(&ctx.doc)? else {
         return Ok((None, false));
     };
-    let name = shared::layout::basename(&job.out).unwrap_or_else(|| format!("job-{}.out", job.id));
+    let name =
+        shared::remote::layout::basename(&job.out).unwrap_or_else(|| format!("job-{}.out", job.id));
     let path = dir.join(&name);
     let s = &st.streams[0];
     // Written aside and renamed, so a watch killed here never leaves half a log under the name.
@@ -776,6 +781,6 @@ fn local_copy(ctx: &Context, job: &Job, st: &State) -> Result<(Option<String>, b
 mod help {
     #[test]
     fn help_names_every_field_of_the_sections_it_writes() {
-        shared::driver::assert_help_names_its_sections::<super::Cli>();
+        shared::contract::driver::assert_help_names_its_sections::<super::Cli>();
     }
 }

@@ -6,7 +6,7 @@
 //! scontrol, when accounting is disabled) is asked only once the job has left squeue. When we
 //! close the session's stdin, the loop ends.
 
-use shared::quote::Script;
+use shared::remote::quote::Script;
 use shared::slurm::{SACCT_FORMAT, SQUEUE_FORMAT};
 use shared::Result;
 
@@ -38,7 +38,7 @@ pub fn request(wait: f64, watch_marker: bool, out_offset: u64, err_offset: u64) 
 pub fn script(t: &Target) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    shared::remote_exit::assign::<shared::remote_exit::Watch>(&mut s)?;
+    shared::remote::exit::assign::<shared::remote::exit::Watch>(&mut s)?;
     s.assign("job", t.job_id)?;
     s.assign("out_path", t.out)?;
     s.assign("err_path", t.err.unwrap_or(""))?;
@@ -164,7 +164,7 @@ mod tests {
                 err,
                 end_marker: marker,
             };
-            shared::script_check::assert_clean("watch-poll", script(&t).unwrap().as_str());
+            shared::remote::script_check::assert_clean("watch-poll", script(&t).unwrap().as_str());
         }
     }
 

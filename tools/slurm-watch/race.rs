@@ -4,9 +4,9 @@
 //! the person's is touched), and each cancel is recorded in the ledger as the race's. One ssh
 //! execution per entrant per poll (shared/src/remote/sh/race.sh).
 
-use shared::quote::Script;
-use shared::schema::{self, Race, RaceEntrant};
-use shared::ssh::Ssh;
+use shared::contract::schema::{self, Race, RaceEntrant};
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
 use shared::{Context, Document, Result, ToolError};
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,7 @@ fn entrant(doc: Document, source: &str) -> Result<Entrant> {
     shared::slurm::check_job_id("job.job_id", &job_id)?;
     let ssh = Ssh::from_doc(&doc)?;
     Ok(Entrant {
-        cluster: shared::ledger::cluster_of(&doc),
+        cluster: shared::state::ledger::cluster_of(&doc),
         job_id,
         source: source.to_string(),
         ssh,
@@ -241,7 +241,7 @@ fn cancel_the_others(
             after
         };
         cancelled.push(i);
-        shared::ledger::record_cancel(
+        shared::state::ledger::record_cancel(
             ctx,
             &e.cluster,
             &e.job_id,

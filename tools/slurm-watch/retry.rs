@@ -3,10 +3,10 @@
 //! every attempt is in the document (`attempts`) and linked in the ledger (`retry_of`, `attempt`).
 //! A FAILED run is never retried: that is the code's verdict.
 
-use shared::process::{Cmd, Input};
-use shared::quote::Script;
-use shared::schema::{Attempt, Report, Sweep, TaskReport};
-use shared::ssh::Ssh;
+use shared::contract::schema::{Attempt, Report, Sweep, TaskReport};
+use shared::remote::quote::Script;
+use shared::remote::ssh::Ssh;
+use shared::support::process::{Cmd, Input};
 use shared::{Context, Document, Outcome, Result, ToolError};
 use std::time::Duration;
 
@@ -185,7 +185,7 @@ fn resubmit(ctx: &mut Context, doc: Document) -> Result<Next> {
         .inherit_stderr()
         .deadline(Duration::from_secs(3600))
         .run()
-        .map_err(|e| shared::ssh::spawn_error("slurm-submit", e))?;
+        .map_err(|e| shared::remote::ssh::spawn_error("slurm-submit", e))?;
     let next = Document::parse(&out.stdout, "slurm-submit's output")?;
     ctx.doc = next;
     if out.code != Some(0) {

@@ -34,7 +34,7 @@ pub struct Findings {
     /// The container runtime's own lines (the first ones), to say why a container did not start.
     pub container_lines: Vec<String>,
     /// Which cached image the job's container ran from (the Apptainer launcher's lines).
-    pub container_use: Option<shared::schema::ContainerUse>,
+    pub container_use: Option<shared::contract::schema::ContainerUse>,
     /// slurmstepd's `*** JOB|STEP N ON node CANCELLED AT ... ***` line, when the job was ended
     /// by Slurm (a time limit, scancel): how it ended when Slurm's record is gone.
     pub slurm_cancel: Option<String>,

@@ -9,11 +9,11 @@ use super::{
     accounting_says, describe_queue, from_scontrol, hang_detected, monitor_timed_out, poll,
     verdict, Cli, Events, Hang, Job, Link, State,
 };
-use shared::forensics;
-use shared::schema::{self, Source};
+use shared::contract::schema::{self, Source};
+use shared::remote::forensics;
+use shared::remote::ssh::Ssh;
 use shared::slurm::{self, AccountingEntry};
-use shared::ssh::Ssh;
-use shared::ui::Progress;
+use shared::support::ui::Progress;
 use shared::{Context, ErrorKind, Result, ToolError};
 use std::time::{Duration, Instant};
 
@@ -218,7 +218,7 @@ impl<'a> Watch<'a> {
         self.outage = None;
         self.backoff = 2.0;
         if self.st.polls == 1 {
-            shared::testhook::pause("watch:polled");
+            shared::support::testhook::pause("watch:polled");
         }
         Ok(Some(reply))
     }
@@ -355,7 +355,7 @@ impl<'a> Watch<'a> {
             &q.reason,
             &self.pending_facts,
             q.start,
-            shared::clock::unix_now(),
+            shared::support::clock::unix_now(),
         );
         self.events.send("pending", |e| {
             e.state = Some(q.state.clone());

@@ -2,7 +2,7 @@
 //! showed. Pure, so every combination is table-tested here, without a cluster.
 
 use super::scan::{Findings, Patterns};
-use shared::schema::{JobKind, Source, Status};
+use shared::contract::schema::{JobKind, Source, Status};
 use shared::slurm::AccountingEntry;
 
 /// What the watch found when it stopped: the verdict's own fields, before the bookkeeping every

@@ -1,11 +1,33 @@
-//! The shell the tools send to the cluster, kept as real `.sh` files in `sh/` (pulled in with
+//! The remote side: everything that reaches the cluster or is decided about it.
+//!
+//! - [`ssh`]: the ssh argv builder (the only one) and the one way to run a remote script.
+//! - [`control_socket`]: checks of the ControlMaster socket path (length, owner).
+//! - [`quote`]: the only place a value becomes shell text ([`quote::Script`]).
+//! - [`exit`]: the remote scripts' exit codes, named once for the shell and the Rust.
+//! - [`layout`]: the remote layout (root, `remote_repo_path`, `remote_work_dir`), decided once.
+//! - [`running`]: the running-job check and node choice attach, forward and exec share.
+//! - [`trees`]: each job's own code tree on the cluster (made and pruned at submission).
+//! - [`forensics`]: a hung job's evidence, collected per node.
+//! - [`script_check`]: the static checks of every generated remote script (shellcheck, sh -n).
+//!
+//! This file itself: the shell the tools send to the cluster, kept as real `.sh` files in `sh/` (pulled in with
 //! `include_str!`, the way ripgrep keeps its completion scripts), so shellcheck and four shells'
 //! `sh -n` check them in the quick tier without a cluster. Each file starts with a header: the
-//! variables it expects (assigned before it with [`crate::quote::Script::assign`], quoted once),
+//! variables it expects (assigned before it with [`crate::remote::quote::Script::assign`], quoted once),
 //! what it reads, and the reply lines it prints.
 //!
 //! Every script lives here: the Rust side only assigns values (each quoted once) and adds
 //! one-line calls of the functions the files define (a test keeps it so).
+
+pub mod control_socket;
+pub mod exit;
+pub mod forensics;
+pub mod layout;
+pub mod quote;
+pub mod running;
+pub mod script_check;
+pub mod ssh;
+pub mod trees;
 
 /// The reply lines a remote script prints, `TAG value` (a bare `TAG` has the value ""): the one
 /// reader of them. A tag matches the whole first word only (`CREATED` never matches
@@ -89,7 +111,7 @@ impl<'a> Lock<'a> {
     }
 
     /// Assign the policy and define the lock's functions.
-    pub fn define(&self, s: &mut crate::quote::Script) -> crate::Result<()> {
+    pub fn define(&self, s: &mut crate::remote::quote::Script) -> crate::Result<()> {
         s.assign("lock", &self.dir)?;
         s.assign("token", self.token)?;
         s.assign("lock_wait", &self.wait_secs.to_string())?;
@@ -164,7 +186,7 @@ pub const USAGE_QUERY: &str = include_str!("sh/usage-query.sh");
 pub const RACE: &str = include_str!("sh/race.sh");
 
 /// A first sync's clone for a person watching: `clone_progress_start DIR`, `clone_progress_stop
-/// DIR` (progress lines behind [`crate::process::PROGRESS`]).
+/// DIR` (progress lines behind [`crate::support::process::PROGRESS`]).
 pub const CLONE_PROGRESS: &str = include_str!("sh/clone-progress.sh");
 
 /// Cluster-side changes in the remote clone: `cluster_changes`.
@@ -316,12 +338,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");
         let run = |token: &str, body: &'static str| {
-            let mut s = crate::quote::Script::new();
+            let mut s = crate::remote::quote::Script::new();
             super::Lock::of_clone(repo.to_str().unwrap(), token, 1, 10, 15)
                 .define(&mut s)
                 .unwrap();
             s.raw(body);
-            crate::script_check::assert_clean("clone-lock", s.as_str());
+            crate::remote::script_check::assert_clean("clone-lock", s.as_str());
             let out = std::process::Command::new("sh")
                 .arg("-c")
                 .arg(s.as_str())
@@ -358,7 +380,7 @@ mod tests {
         assert!(!lock.exists());
         // Cannot be made (its parent is a file): said at once, with its own code.
         std::fs::write(dir.path().join("f"), "x").unwrap();
-        let mut s = crate::quote::Script::new();
+        let mut s = crate::remote::quote::Script::new();
         super::Lock::of_clone(dir.path().join("f/repo").to_str().unwrap(), "t", 5, 10, 15)
             .define(&mut s)
             .unwrap();
@@ -381,7 +403,7 @@ mod tests {
             if p.extension().is_some_and(|x| x == "sh") {
                 let text = std::fs::read_to_string(&p).unwrap();
                 let name = p.file_stem().unwrap().to_string_lossy().into_owned();
-                crate::script_check::assert_clean(&name, &text);
+                crate::remote::script_check::assert_clean(&name, &text);
                 n += 1;
             }
         }

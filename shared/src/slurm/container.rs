@@ -7,8 +7,8 @@
 //! `.apptainer`). A runtime the cluster lacks, or an image form the runtime cannot use, is
 //! refused here, before anything is sent.
 
-use crate::doc::field_error;
-use crate::schema::RemoteCheck;
+use crate::contract::doc::field_error;
+use crate::contract::schema::RemoteCheck;
 use crate::{Result, ToolError};
 
 /// The container runtime a job runs in.
@@ -217,11 +217,11 @@ pub fn runtime(
 
 /// The user's root on the cluster (`default_user_root_dir`, else `remote_cwd`, else the home).
 fn user_root(doc: &crate::Document) -> Result<String> {
-    let layout = crate::layout::Layout::of(doc)?;
+    let layout = crate::remote::layout::Layout::of(doc)?;
     match layout.root()? {
         Some(r) => Ok(r),
         None => layout.home().map(str::to_string).ok_or_else(|| {
-            crate::doc::missing(
+            crate::contract::doc::missing(
                 "default_user_root_dir",
                 "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`: the container image cache lives there",
             )
@@ -234,7 +234,7 @@ fn user_root(doc: &crate::Document) -> Result<String> {
 pub fn image_cache(doc: &crate::Document) -> Result<String> {
     if let Some(dir) = doc.str_opt("image_cache_dir")? {
         super::check_slurm_value("image_cache_dir", dir)?;
-        let dir = crate::layout::Layout::of(doc)?.absolute("image_cache_dir", dir)?;
+        let dir = crate::remote::layout::Layout::of(doc)?.absolute("image_cache_dir", dir)?;
         if !dir.starts_with('/') {
             return Err(field_error(
                 "image_cache_dir",
@@ -244,7 +244,10 @@ pub fn image_cache(doc: &crate::Document) -> Result<String> {
         }
         return Ok(dir.trim_end_matches('/').to_string());
     }
-    Ok(crate::layout::join(&user_root(doc)?, "slurm-tools-images"))
+    Ok(crate::remote::layout::join(
+        &user_root(doc)?,
+        "slurm-tools-images",
+    ))
 }
 
 /// `image_cache_keep`: how many images the cache keeps (default 8; 0: no cache).
@@ -255,8 +258,8 @@ pub fn image_cache_keep(doc: &crate::Document) -> Result<i64> {
 /// An allocation's container files on Apptainer (its launcher and its `packages`), removed by
 /// `slurm-alloc down`.
 pub fn allocation_dir(doc: &crate::Document, job: &str) -> Result<String> {
-    Ok(crate::layout::join(
-        &crate::layout::join(&user_root(doc)?, "slurm-tools-alloc"),
+    Ok(crate::remote::layout::join(
+        &crate::remote::layout::join(&user_root(doc)?, "slurm-tools-alloc"),
         job,
     ))
 }
@@ -316,9 +319,9 @@ pub fn pyxis_cache(
     token: &str,
     starts: &str,
     nothing: &str,
-) -> Result<Option<crate::schema::ContainerUse>> {
-    use crate::quote::Script;
-    use crate::ssh::Ssh;
+) -> Result<Option<crate::contract::schema::ContainerUse>> {
+    use crate::remote::quote::Script;
+    use crate::remote::ssh::Ssh;
     use std::time::Duration;
     let (Some(Runtime::Pyxis), Some(written)) = (st.container_runtime, st.container_image.clone())
     else {
@@ -366,7 +369,7 @@ pub fn pyxis_cache(
             format!(
                 "the import on {} failed ({})",
                 ssh.host,
-                crate::process::describe_exit(out.code)
+                crate::support::process::describe_exit(out.code)
             )
         });
         return Err(ToolError::remote(format!("`container_image` {written}: {why}; {nothing}"))
@@ -402,8 +405,8 @@ pub fn pyxis_cache(
 
 /// Which cached image a job used, from the launcher's lines (a pull outranks a wait, a wait a
 /// cache hit: with several tasks, one may pull while the first waits for it).
-pub fn note_use(line: &str, seen: &mut Option<crate::schema::ContainerUse>) {
-    use crate::schema::ContainerUse;
+pub fn note_use(line: &str, seen: &mut Option<crate::contract::schema::ContainerUse>) {
+    use crate::contract::schema::ContainerUse;
     let Some((_, said)) = line.split_once(SAY) else {
         return;
     };

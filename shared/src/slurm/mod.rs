@@ -11,8 +11,8 @@ pub mod usage;
 pub use pyxis::enroot_image;
 pub use settings::{mounts, Settings, SiteOptions, DISTRIBUTED_ENV};
 
-use crate::doc::field_error;
-use crate::error::{ErrorKind, Result, ToolError};
+use crate::contract::doc::field_error;
+use crate::contract::error::{ErrorKind, Result, ToolError};
 
 /// Parse a walltime `[D-]HH:MM:SS` into seconds (minutes and seconds below 60).
 pub fn parse_time_limit(s: &str) -> Option<u64> {
@@ -154,7 +154,7 @@ pub fn check_slurm_value(field: &str, v: &str) -> Result<()> {
             field,
             &format!(
                 "is {}, which Slurm cannot take (empty, or a newline/control character)",
-                crate::quote::preview(v)
+                crate::remote::quote::preview(v)
             ),
         )
         .with_hint(format!("give `{field}` as one line of plain text")));

@@ -6,8 +6,8 @@
 
 use super::container::{self, Runtime};
 use super::{check_slurm_value, check_time_limit, pyxis};
-use crate::doc::{field_error, wrong_type};
-use crate::schema::{Recipe, Resolve};
+use crate::contract::doc::{field_error, wrong_type};
+use crate::contract::schema::{Recipe, Resolve};
 use crate::{Document, Result};
 use serde_json::Value;
 
@@ -107,7 +107,7 @@ fn check_memory(field: &str, v: &str) -> Result<()> {
             field,
             &format!(
                 "is {}, which is not a memory size",
-                crate::quote::preview(v)
+                crate::remote::quote::preview(v)
             ),
         )
         .with_hint(format!(
@@ -122,7 +122,7 @@ fn check_option(i: usize, o: &str) -> Result<()> {
     let bad = |why: String, hint: &str| {
         Err(field_error(
             "slurm_options",
-            &format!("item {i} is {}: {why}", crate::quote::preview(o)),
+            &format!("item {i} is {}: {why}", crate::remote::quote::preview(o)),
         )
         .with_hint(hint.to_string()))
     };
@@ -209,7 +209,10 @@ impl SiteOptions {
             if !ok {
                 return Err(field_error(
                     "gres",
-                    &format!("is {}, which is not a gres list", crate::quote::preview(g)),
+                    &format!(
+                        "is {}, which is not a gres list",
+                        crate::remote::quote::preview(g)
+                    ),
                 )
                 .with_hint("give name[:type][:count], comma-separated, e.g. \"gpu:a100:2\""));
             }
@@ -285,11 +288,11 @@ pub fn exclude_nodes(doc: &Document) -> Result<Option<String>> {
             && n.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "._-[],".contains(c));
         if !ok {
-            return Err(crate::doc::field_error(
+            return Err(crate::contract::doc::field_error(
                 "exclude_nodes",
                 &format!(
                     "item {i} is {}, which is not a node name or host list",
-                    crate::quote::preview(n)
+                    crate::remote::quote::preview(n)
                 ),
             )
             .with_hint(
@@ -359,7 +362,8 @@ impl Settings {
         let container_image = s("container_image")?;
         let (container_runtime, container_ref) = match &container_image {
             Some(image) => {
-                let preflight = doc.section_as::<crate::schema::Preflight>("preflight")?;
+                let preflight =
+                    doc.section_as::<crate::contract::schema::Preflight>("preflight")?;
                 let runtime = container::runtime(
                     doc.str_opt("container_runtime")?,
                     image,
@@ -465,7 +469,7 @@ impl Settings {
             .collect();
         let gpus = self.gpus_per_node.is_some()
             || self.site.gres.as_deref().is_some_and(|g| g.contains("gpu"));
-        let mut s = crate::quote::Script::new();
+        let mut s = crate::remote::quote::Script::new();
         s.raw(
             "#!/bin/sh
 # Written by slurm-tools: the job's container on Apptainer.

@@ -7,8 +7,8 @@
 //! container too. `{name}` in `command` becomes `"${SWEEP_NAME}"`: one word holding the value
 //! exactly, whatever characters it has (the value itself never becomes shell text).
 
-use crate::quote::Script;
-use crate::schema::Sweep;
+use crate::contract::schema::Sweep;
+use crate::remote::quote::Script;
 use crate::{Result, ToolError};
 use serde_json::{Map, Value};
 
@@ -36,7 +36,7 @@ impl Task {
     pub fn label(&self) -> String {
         self.params
             .iter()
-            .map(|(k, v)| format!("{k}={}", crate::quote::quote_for_display(v)))
+            .map(|(k, v)| format!("{k}={}", crate::remote::quote::quote_for_display(v)))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -112,7 +112,7 @@ pub fn env_name(name: &str) -> String {
 }
 
 fn field(what: &str) -> ToolError {
-    crate::doc::field_error("sweep", what).with_hint(
+    crate::contract::doc::field_error("sweep", what).with_hint(
         "give `sweep` as {\"grid\": {\"lr\": [0.1, 0.01], \"seed\": [1, 2]}, \"max_parallel\": 4} or {\"sets\": [{\"lr\": 0.1}, {\"lr\": 0.01}]}",
     )
 }
@@ -127,7 +127,7 @@ fn value_text(name: &str, v: &Value) -> Result<String> {
         other => {
             return Err(field(&format!(
                 "has parameter `{name}` with {}; a value is a string, a number or a boolean",
-                crate::doc::describe(other)
+                crate::contract::doc::describe(other)
             )))
         }
     };
@@ -149,7 +149,7 @@ fn check_names<'a>(names: impl Iterator<Item = &'a String>) -> Result<Vec<String
         if !ok {
             return Err(field(&format!(
                 "has a parameter named {}; a name is letters, digits and _, not starting with a digit (it becomes the variable SWEEP_<NAME>)",
-                crate::quote::preview(name)
+                crate::remote::quote::preview(name)
             )));
         }
         let upper = env_name(name);
@@ -230,7 +230,7 @@ fn grid_tasks(grid: &Map<String, Value>) -> Result<Vec<Task>> {
             other => {
                 return Err(field(&format!(
                     "has `grid.{name}` as {}; each grid parameter is a list of values",
-                    crate::doc::describe(other)
+                    crate::contract::doc::describe(other)
                 )))
             }
         };
@@ -366,11 +366,11 @@ pub fn dependency(
             _ => ("afterok".to_string(), entry.as_str()),
         };
         if what.is_empty() {
-            return Err(crate::doc::field_error(
+            return Err(crate::contract::doc::field_error(
                 "after",
                 &format!(
                     "has {} without a job id or document after the condition",
-                    crate::quote::preview(entry)
+                    crate::remote::quote::preview(entry)
                 ),
             ));
         }
@@ -489,7 +489,7 @@ mod tests {
         p.preamble(&mut s).unwrap();
         let cmd = substitute("printf '%s|' {v} \"$SWEEP_V\" \"<{v}>\" '<{v}>' \"$SWEEP_INDEX/$SWEEP_COUNT\"; printf '%s' \"$SWEEP_PARAMS\"", &p.names());
         s.user_shell_text(&cmd);
-        crate::script_check::assert_clean("sweep-preamble", s.as_str());
+        crate::remote::script_check::assert_clean("sweep-preamble", s.as_str());
         for shell in ["sh", "bash"] {
             let out = std::process::Command::new(shell)
                 .arg("-c")
@@ -520,7 +520,7 @@ mod tests {
             if p == "sweep.json" {
                 Ok("41".into())
             } else {
-                Err(crate::doc::field_error("after", "nope"))
+                Err(crate::contract::doc::field_error("after", "nope"))
             }
         };
         let e = |v: &[&str]| dependency(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>(), read);

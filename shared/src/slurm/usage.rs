@@ -3,7 +3,7 @@
 //! it with a margin (`slurm-runs --stats`, slurm-resolve's `size_from_history`). A cluster without
 //! accounting says so; nothing is guessed.
 
-use crate::quote::Script;
+use crate::remote::quote::Script;
 use crate::Result;
 
 /// One past job's use.

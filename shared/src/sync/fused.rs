@@ -22,10 +22,10 @@
 //! and the command after it in its own execution: the same result, more round trips.
 
 use super::{tracked, untracked};
-use crate::process::{Output, Received, Running};
-use crate::quote::Script;
-use crate::schema::Via;
-use crate::ssh::Ssh;
+use crate::contract::schema::Via;
+use crate::remote::quote::Script;
+use crate::remote::ssh::Ssh;
+use crate::support::process::{Output, Received, Running};
 use crate::{Context, Result, ToolError};
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -73,7 +73,7 @@ fn opening(repo: &str, send_manifest: bool) -> Result<Script> {
     s.raw("set -u\n");
     s.assign("send_manifest", if send_manifest { "yes" } else { "no" })?;
     s.assign("repo", repo)?;
-    s.assign("manifest", crate::manifest::MANIFEST)?;
+    s.assign("manifest", crate::repo::manifest::MANIFEST)?;
     s.raw(crate::remote::FUSED_OPENING);
     Ok(s)
 }
@@ -83,7 +83,7 @@ fn opening(repo: &str, send_manifest: bool) -> Result<Script> {
 struct Conversation {
     running: Running,
     repo: String,
-    kept: Option<(String, crate::manifest::Manifest)>,
+    kept: Option<(String, crate::repo::manifest::Manifest)>,
 }
 
 impl Conversation {
@@ -141,7 +141,7 @@ pub fn prepare(ctx: &mut Context, ssh: &Ssh, lock_wait: u64) -> Result<Ready> {
     };
     // The conversation opens while the snapshot is made, when the document already names the
     // remote clone (as it does from the second run on).
-    let early = crate::layout::Layout::of(&ctx.doc)?
+    let early = crate::remote::layout::Layout::of(&ctx.doc)?
         .repo_path(None)?
         .map(|d| d.path);
     let mut conversation = match &early {
@@ -169,7 +169,7 @@ impl Ready {
     }
 
     /// The tracked sync's section as it will be written (its `commit` is the snapshot).
-    pub fn synced(&self) -> &crate::schema::SyncTracked {
+    pub fn synced(&self) -> &crate::contract::schema::SyncTracked {
         self.tracked.section()
     }
 
@@ -307,9 +307,9 @@ impl Parts<'_> {
         let payload = plan.payload(ctx);
         let stdin = self.command.stdin.as_deref().unwrap_or_default();
         let written = running
-            .send(&crate::ssh::framed(&script))
+            .send(&crate::remote::ssh::framed(&script))
             .and_then(|()| running.send(stdin))
-            .and_then(|()| payload(&mut crate::process::StdinWriter(&mut running)));
+            .and_then(|()| payload(&mut crate::support::process::StdinWriter(&mut running)));
         running.close_stdin();
         Ok(Sent {
             plan,
@@ -402,7 +402,7 @@ fn parts(
         // The manifest this machine kept must be the cluster's: else nothing runs, and it is
         // asked for.
         s.raw("fused_check_kept");
-        s.arg(crate::manifest::MANIFEST_ID)?;
+        s.arg(crate::repo::manifest::MANIFEST_ID)?;
         s.arg(id)?;
         s.raw("\n");
     }
@@ -439,7 +439,7 @@ impl Part {
         if e.command.is_some() || self.stderr.trim().is_empty() {
             return e;
         }
-        e.with_command(crate::error::CommandRecord {
+        e.with_command(crate::contract::error::CommandRecord {
             argv: vec![
                 "ssh".into(),
                 "(the sync part of slurm-alloc exec --sync)".into(),
@@ -562,7 +562,7 @@ impl Reader {
         out.code = c.code;
         out.timed_out = false;
         out.stdout = c.stdout.into_bytes();
-        out.stderr_tail = crate::process::tail_of(&c.stderr);
+        out.stderr_tail = crate::support::process::tail_of(&c.stderr);
         out
     }
 
@@ -625,11 +625,11 @@ mod tests {
 
     #[test]
     fn every_script_passes_the_static_checks() {
-        crate::script_check::assert_clean(
+        crate::remote::script_check::assert_clean(
             "alloc-sync-opening",
             opening("/h/u/work/repo", true).unwrap().as_str(),
         );
-        crate::script_check::assert_clean(
+        crate::remote::script_check::assert_clean(
             "alloc-sync-opening-kept",
             opening("/h/u/work/repo", false).unwrap().as_str(),
         );
@@ -650,8 +650,8 @@ mod tests {
             show_progress: false,
         };
         let a = crate::sync::tracked_remote::origin_script(&plan).unwrap();
-        let items = vec![crate::archive::Item {
-            source: crate::archive::Source::File("/dev/null".into()),
+        let items = vec![crate::repo::archive::Item {
+            source: crate::repo::archive::Source::File("/dev/null".into()),
             name: "data/u.bin".into(),
         }];
         let b =
@@ -666,7 +666,7 @@ mod tests {
                     stdin,
                     capture,
                 };
-                crate::script_check::assert_clean(
+                crate::remote::script_check::assert_clean(
                     "alloc-sync-parts",
                     parts(&a, &b, &command, "/h/u/work/repo", &"c".repeat(40), kept)
                         .unwrap()

@@ -20,7 +20,7 @@ fn key(parts: &[&str]) -> String {
 
 fn file(dir: &str, parts: &[&str]) -> Option<PathBuf> {
     let k = key(parts);
-    (!k.is_empty()).then(|| crate::journal::state_dir().map(|d| d.join(dir).join(k)))?
+    (!k.is_empty()).then(|| crate::state::journal::state_dir().map(|d| d.join(dir).join(k)))?
 }
 
 fn canonical(p: &Path) -> String {
@@ -82,9 +82,9 @@ pub fn record_synced(host: &str, repo_path: &str, source: &str, commit: &str) {
 /// Written aside and renamed; a failure only costs the next sync its shortcut.
 fn write(f: &Path, text: &str) {
     if let Some(dir) = f.parent() {
-        if crate::private_files::own_dir(dir).is_err() {
+        if crate::state::private_files::own_dir(dir).is_err() {
             return;
         }
     }
-    let _ = crate::private_files::write_atomic(f, text.as_bytes(), 0o600);
+    let _ = crate::state::private_files::write_atomic(f, text.as_bytes(), 0o600);
 }

@@ -7,7 +7,7 @@
 //! files are the only things the tool writes locally, and they are not part of the work (HEAD,
 //! refs, index, tree, stash).
 
-use crate::git::LocalRepo;
+use crate::repo::git::LocalRepo;
 use std::time::Duration;
 
 fn file(git_dir: &std::path::Path) -> std::path::PathBuf {
@@ -41,7 +41,7 @@ fn write(git_dir: &std::path::Path, entries: &[Pending]) {
             None => format!("{u}\t{b}\n"),
         })
         .collect();
-    let _ = crate::private_files::write_atomic(&file(git_dir), text.as_bytes(), 0o600);
+    let _ = crate::state::private_files::write_atomic(&file(git_dir), text.as_bytes(), 0o600);
 }
 
 /// Change the record under its lock (held until `change` returns; released by the kernel if this
@@ -105,7 +105,7 @@ impl Where {
 
     /// [`delete`], from these places.
     pub fn delete(&self, url: &str, branch: &str) -> bool {
-        let out = crate::git::git_in(&self.root)
+        let out = crate::repo::git::git_in(&self.root)
             .args([
                 "push",
                 "--quiet",
@@ -131,7 +131,10 @@ impl Where {
 pub fn clean(local: &LocalRepo) -> Vec<String> {
     read(&local.git_dir)
         .into_iter()
-        .filter(|(_, _, pid)| pid.as_deref().is_none_or(|p| !crate::tempdir::alive(p)))
+        .filter(|(_, _, pid)| {
+            pid.as_deref()
+                .is_none_or(|p| !crate::state::tempdir::alive(p))
+        })
         .filter(|(url, branch, _)| delete(local, url, branch))
         .map(|(_, branch, _)| branch)
         .collect()

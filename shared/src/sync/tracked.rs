@@ -5,11 +5,11 @@
 use super::last_sync;
 use super::pending;
 use super::tracked_remote as remote;
-use crate::git::{run_git, LocalRepo};
-use crate::layout::{self, Layout};
-use crate::schema::{self, Stash, SyncTracked, Via};
-use crate::snapshot;
-use crate::ssh::Ssh;
+use crate::contract::schema::{self, Stash, SyncTracked, Via};
+use crate::remote::layout::{self, Layout};
+use crate::remote::ssh::Ssh;
+use crate::repo::git::{run_git, LocalRepo};
+use crate::repo::snapshot;
 use crate::{Context, ErrorKind, Outcome, Result, ToolError};
 use std::time::{Duration, Instant};
 
@@ -57,7 +57,7 @@ pub struct Prepared {
     work: String,
     refresh: Vec<String>,
     temp: String,
-    subs: Vec<crate::submodules::Submodule>,
+    subs: Vec<crate::repo::submodules::Submodule>,
     snapshot: String,
     lfs_files: Vec<(String, String)>,
     lfs_oids: Vec<String>,
@@ -127,7 +127,7 @@ fn repo_url(ctx: &mut Context, local: &LocalRepo, derived: &mut Vec<String>) -> 
         }
     };
     if url.starts_with('-') {
-        return Err(crate::doc::field_error(
+        return Err(crate::contract::doc::field_error(
             "repo_url",
             "may not start with `-`",
         ));
@@ -135,7 +135,7 @@ fn repo_url(ctx: &mut Context, local: &LocalRepo, derived: &mut Vec<String>) -> 
     Ok(url)
 }
 
-/// The remote clone and the job's work directory, decided in crate::layout (one precedence for
+/// The remote clone and the job's work directory, decided in crate::remote::layout (one precedence for
 /// every tool), derived into the document where it did not name them.
 fn remote_dirs(
     ctx: &mut Context,
@@ -144,7 +144,7 @@ fn remote_dirs(
 ) -> Result<(String, String)> {
     let remote = Layout::of(&ctx.doc)?;
     let repo = remote.repo_path(Some(url))?.ok_or_else(|| {
-        crate::doc::missing(
+        crate::contract::doc::missing(
             "remote_repo_path",
             "set `remote_repo_path`, or `default_user_root_dir`/`remote_cwd` to derive it (slurm-resolve does)",
         )
@@ -230,7 +230,7 @@ fn snapshot_all(
     temp: &str,
     warnings: &mut Vec<String>,
 ) -> Result<(
-    Vec<crate::submodules::Submodule>,
+    Vec<crate::repo::submodules::Submodule>,
     Vec<schema::SyncedSubmodule>,
     snapshot::Snapshot,
 )> {
@@ -240,7 +240,7 @@ fn snapshot_all(
     );
     // Submodules first, innermost first: each one's snapshot (its HEAD when clean) is what its
     // parent's snapshot records.
-    let subs = crate::submodules::all(local);
+    let subs = crate::repo::submodules::all(local);
     let synced_subs = snapshot_submodules(ctx, &subs, temp, warnings)?;
     let top_links: Vec<(String, String)> = subs
         .iter()
@@ -287,7 +287,7 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
     );
     let temp = temp_branch(ctx)?;
     let (subs, synced_subs, snap) = snapshot_all(ctx, &local, &head.commit, &temp, &mut warnings)?;
-    crate::testhook::pause("sync-tracked:snapshot");
+    crate::support::testhook::pause("sync-tracked:snapshot");
     let changed = local.changed_paths(&head.commit, &snap.commit);
     let (lfs_files, lfs_oids) = lfs_of(ctx, &local, &snap.commit, &mut warnings);
     ctx.note(format!(
@@ -417,7 +417,7 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
 /// when there is nothing else to do (no refresh paths, no LFS content to send); a clone that
 /// changed since (another checkout's sync, an edit on the cluster) is said, and synced as usual.
 fn confirmed_unchanged(p: &Prepared, plan: &remote::Plan, ctx: &Context) -> Result<bool> {
-    let source = crate::manifest::checkout_source(&p.local.root);
+    let source = crate::repo::manifest::checkout_source(&p.local.root);
     let last = last_sync::synced(&p.ssh.host, &p.repo_path, &source);
     if last.as_deref() != Some(p.snapshot.as_str())
         || !p.refresh.is_empty()
@@ -501,7 +501,7 @@ fn clean_leftovers(p: &Prepared, ctx: &Context) {
 /// For a sync that runs inside another tool's ssh execution (see [`Prepared::not_fusable`]):
 /// the snapshot is pushed to origin now, and the returned script is the remote part, to be run
 /// with its stdin at /dev/null; its exit code, stdout and stderr go to [`finish_fused`].
-pub fn push_for_fused(p: &Prepared, ctx: &Context) -> Result<crate::quote::Script> {
+pub fn push_for_fused(p: &Prepared, ctx: &Context) -> Result<crate::remote::quote::Script> {
     clean_leftovers(p, ctx);
     let roots = p.local.root_commits(&p.head_commit, 20);
     // The fused conversation keeps each part's stderr for its verdict: no progress lines in it.
@@ -667,7 +667,7 @@ fn finish(
     last_sync::record_synced(
         &ssh.host,
         &repo_path,
-        &crate::manifest::checkout_source(&local.root),
+        &crate::repo::manifest::checkout_source(&local.root),
         &snapshot,
     );
     section.temp_ref_deleted = Some(temp_ref_deleted);
@@ -697,10 +697,10 @@ fn warn_and_record(ctx: &Context, warnings: &mut Vec<String>, w: String) {
 }
 
 /// Each submodule's snapshot, innermost first (its HEAD when clean, else its working tree built
-/// the zero-disturbance way); returned in [`crate::submodules::all`]'s order.
+/// the zero-disturbance way); returned in [`crate::repo::submodules::all`]'s order.
 fn snapshot_submodules(
     ctx: &Context,
-    subs: &[crate::submodules::Submodule],
+    subs: &[crate::repo::submodules::Submodule],
     temp: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Vec<schema::SyncedSubmodule>> {
@@ -753,13 +753,13 @@ fn snapshot_submodules(
                 let fix = if m.parent.is_empty() {
                     format!(
                         "git submodule update --init -- {}",
-                        crate::quote::quote_for_display(&m.path)
+                        crate::remote::quote::quote_for_display(&m.path)
                     )
                 } else {
                     format!(
                         "git -C {} submodule update --init -- {}",
-                        crate::quote::quote_for_display(&m.parent),
-                        crate::quote::quote_for_display(&m.path_in_parent)
+                        crate::remote::quote::quote_for_display(&m.parent),
+                        crate::remote::quote::quote_for_display(&m.path_in_parent)
                     )
                 };
                 let w = format!(
@@ -768,7 +768,7 @@ fn snapshot_submodules(
                     ctx.doc.str_opt("repo_root").ok().flatten().unwrap_or("the repository")
                 );
                 // Recorded every time; said on stderr once per repository and state.
-                if crate::journal::first_time(&format!("{}\n{w}", m.path)) {
+                if crate::state::journal::first_time(&format!("{}\n{w}", m.path)) {
                     ctx.warn(&w);
                 }
                 warnings.push(w);
@@ -844,10 +844,10 @@ fn sync_lfs(
         .filter_map(|oid| std::fs::metadata(local.lfs_object(oid)).ok())
         .map(|m| m.len())
         .sum();
-    let items: Vec<crate::archive::Item> = have
+    let items: Vec<crate::repo::archive::Item> = have
         .iter()
         .map(|oid| {
-            crate::archive::Item::file(
+            crate::repo::archive::Item::file(
                 local.lfs_object(oid),
                 format!("{}/{}/{oid}", &oid[..2], &oid[2..4]),
             )
@@ -857,15 +857,15 @@ fn sync_lfs(
         ctx.note(format!(
             "sending {} Git LFS object(s), {}, the remote clone lacks",
             items.len(),
-            crate::ui::human_bytes(bytes)
+            crate::support::ui::human_bytes(bytes)
         ));
     }
-    let payload: Option<crate::process::StreamWriter> = (!items.is_empty()).then(|| {
+    let payload: Option<crate::support::process::StreamWriter> = (!items.is_empty()).then(|| {
         Box::new(move |w: &mut dyn std::io::Write| {
             let stats =
-                std::sync::Arc::new(std::sync::Mutex::new(crate::archive::Stats::default()));
-            crate::archive::write_archive(&items, w, false, &stats, None)
-        }) as crate::process::StreamWriter
+                std::sync::Arc::new(std::sync::Mutex::new(crate::repo::archive::Stats::default()));
+            crate::repo::archive::write_archive(&items, w, false, &stats, None)
+        }) as crate::support::process::StreamWriter
     });
     let script = remote::lfs_script(plan, payload.is_some())?;
     let out = ssh.run_script(&script, payload, PUSH_DEADLINE)?;
@@ -885,7 +885,7 @@ fn sync_submodules(
     ctx: &Context,
     ssh: &Ssh,
     plan: &remote::Plan,
-    subs: &[crate::submodules::Submodule],
+    subs: &[crate::repo::submodules::Submodule],
 ) -> Result<remote::Report> {
     let git_ssh = ssh.git_ssh_command()?;
     let mut pushes = Vec::new();
@@ -966,7 +966,10 @@ fn pushing(path: &str) -> String {
 
 /// Run the pushes, [`PUSHES_AT_ONCE`] at a time; a person watching sees a line as each ends.
 /// The first failure, if any (the batch it was in finishes; no later batch starts).
-fn push_overlapped(ctx: &Context, pushes: Vec<(&str, crate::process::Cmd)>) -> Option<ToolError> {
+fn push_overlapped(
+    ctx: &Context,
+    pushes: Vec<(&str, crate::support::process::Cmd)>,
+) -> Option<ToolError> {
     use std::io::IsTerminal;
     let watching = std::io::stderr().is_terminal();
     if watching {
@@ -982,22 +985,23 @@ fn push_overlapped(ctx: &Context, pushes: Vec<(&str, crate::process::Cmd)>) -> O
         if batch.is_empty() {
             return None;
         }
-        let results: Vec<(&str, Result<crate::process::Output>, f64)> = std::thread::scope(|s| {
-            let running: Vec<_> = batch
-                .into_iter()
-                .map(|(path, cmd)| {
-                    s.spawn(move || {
-                        let t = Instant::now();
-                        let r = run_git(cmd, &pushing(path), PUSH_HINT);
-                        (path, r, t.elapsed().as_secs_f64())
+        let results: Vec<(&str, Result<crate::support::process::Output>, f64)> =
+            std::thread::scope(|s| {
+                let running: Vec<_> = batch
+                    .into_iter()
+                    .map(|(path, cmd)| {
+                        s.spawn(move || {
+                            let t = Instant::now();
+                            let r = run_git(cmd, &pushing(path), PUSH_HINT);
+                            (path, r, t.elapsed().as_secs_f64())
+                        })
                     })
-                })
-                .collect();
-            running
-                .into_iter()
-                .map(|h| h.join().expect("a push thread never panics"))
-                .collect()
-        });
+                    .collect();
+                running
+                    .into_iter()
+                    .map(|h| h.join().expect("a push thread never panics"))
+                    .collect()
+            });
         let mut failed = None;
         for (path, r, secs) in results {
             match r {
@@ -1032,7 +1036,7 @@ fn check_repo_url(local: &LocalRepo, url: &str, may_ask_origin: bool) -> Result<
     let remotes = local.remote_urls();
     if remotes
         .iter()
-        .any(|(_, u)| crate::git::same_repository(u, url))
+        .any(|(_, u)| crate::repo::git::same_repository(u, url))
     {
         return Ok(());
     }
@@ -1070,7 +1074,7 @@ fn check_refresh_path(p: &str) -> Result<()> {
         || p.split('/').any(|c| c == ".." || c == ".git")
         || p.contains('\n');
     if bad {
-        return Err(crate::doc::field_error(
+        return Err(crate::contract::doc::field_error(
             "refresh_paths",
             &format!("has {:?}, which is not a path inside the repository", p),
         )
@@ -1108,14 +1112,14 @@ fn temp_branch(ctx: &Context) -> Result<String> {
         "{}_{}_{}_{:08x}",
         layout::sanitize(&user, false),
         layout::sanitize(&model, false),
-        crate::clock::utc_stamp(crate::clock::unix_now()),
+        crate::support::clock::utc_stamp(crate::support::clock::unix_now()),
         h.finish() as u32
     ))
 }
 
 fn run_remote(
     ssh: &Ssh,
-    script: &crate::quote::Script,
+    script: &crate::remote::quote::Script,
     plan: &remote::Plan,
 ) -> Result<remote::Report> {
     let repo = plan.repo;
@@ -1141,7 +1145,7 @@ fn via_origin(
 ) -> Result<(remote::Report, Option<bool>)> {
     push_to_origin(local, plan, sha)?;
     let result = run_remote(ssh, &remote::origin_script(plan)?, plan);
-    crate::testhook::pause("sync-tracked:checked-out");
+    crate::support::testhook::pause("sync-tracked:checked-out");
     // 4f: the temporary branch goes, whatever happened remotely.
     let deleted = delete_temp_ref(ctx, local, plan.url, plan.temp);
     result.map(|r| (r, Some(deleted)))
@@ -1152,7 +1156,7 @@ fn via_origin(
 /// A push that shows git's own progress (objects counted and written, bytes, speed) when a
 /// person watches (stderr is a terminal: a first sync of a long history takes a while), and
 /// says nothing otherwise (logs and pipelines get no carriage-return lines).
-fn with_progress(push: crate::process::Cmd) -> crate::process::Cmd {
+fn with_progress(push: crate::support::process::Cmd) -> crate::support::process::Cmd {
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
         push.arg("--progress").stderr_through()
@@ -1189,7 +1193,7 @@ fn push_to_origin(local: &LocalRepo, plan: &remote::Plan, sha: &str) -> Result<(
         pending::forget(local, plan.url, plan.temp);
         return Err(e);
     }
-    crate::testhook::pause("sync-tracked:pushed");
+    crate::support::testhook::pause("sync-tracked:pushed");
     Ok(())
 }
 

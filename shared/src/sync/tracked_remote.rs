@@ -8,8 +8,8 @@
 //! Scripts report with tagged lines (`STASHED <sha>`, `HEAD <sha>`, ...) and fail with distinct
 //! exit codes, mapped to messages by [`failure`].
 
-use crate::quote::Script;
-use crate::remote_exit::{self, ExitCodes, SyncTracked as Exit};
+use crate::remote::exit::{self, ExitCodes, SyncTracked as Exit};
+use crate::remote::quote::Script;
 use crate::{Result, ToolError};
 
 /// How long a sync waits for another run's lock on the clone before it gives up.
@@ -50,14 +50,14 @@ pub struct Module {
 fn header(p: &Plan) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    remote_exit::assign::<Exit>(&mut s)?;
+    exit::assign::<Exit>(&mut s)?;
     s.assign("repo", p.repo)?;
     s.assign("url", p.url)?;
     s.assign("temp", p.temp)?;
     s.assign("work", p.work)?;
-    s.assign("ours", crate::manifest::MANIFEST)?;
-    s.assign("ours_exclude", crate::manifest::EXCLUDE)?;
-    s.assign("ours_aside", crate::manifest::UNEXCLUDABLE)?;
+    s.assign("ours", crate::repo::manifest::MANIFEST)?;
+    s.assign("ours_exclude", crate::repo::manifest::EXCLUDE)?;
+    s.assign("ours_aside", crate::repo::manifest::UNEXCLUDABLE)?;
     s.assign("roots", &p.roots.join(" "))?;
     s.assign("lfs_oids", &p.lfs.join(" "))?;
     s.assign(
@@ -350,7 +350,7 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
         None => (
             format!(
                 "the remote checkout in {repo} on {host} failed ({})",
-                crate::process::describe_exit(code)
+                crate::support::process::describe_exit(code)
             ),
             "see the command's stderr in this error".to_string(),
         ),
@@ -403,7 +403,7 @@ mod tests {
             ("sync-tracked-modules", modules_script(&p)),
             ("sync-tracked-lfs", lfs_script(&p, true)),
         ] {
-            crate::script_check::assert_clean(name, s.unwrap().as_str());
+            crate::remote::script_check::assert_clean(name, s.unwrap().as_str());
         }
     }
 
@@ -416,7 +416,7 @@ mod tests {
         assert_eq!(marked.len(), 3, "{marked:?}");
         for l in marked {
             assert!(
-                l.contains(&format!("printf '{}", crate::process::PROGRESS)),
+                l.contains(&format!("printf '{}", crate::support::process::PROGRESS)),
                 "{l}"
             );
         }

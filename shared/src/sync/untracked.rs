@@ -2,14 +2,14 @@
 //! ssh execution): the untracked, non-ignored files of the working tree, as one tar stream into
 //! the remote checkout (docs/migrating.md, step 4e.1), incremental against the manifest the last sync left.
 
-use crate::archive::{self, Item, Stats};
-use crate::git::{run_git, LocalRepo};
-use crate::manifest::{self, Entry, Manifest};
-use crate::quote::Script;
-use crate::remote_exit::{ExitCodes, SyncUntracked as UntrackedExit};
-use crate::schema::{Skipped, SyncTracked, SyncUntracked};
-use crate::ssh::Ssh;
-use crate::ui::{human_bytes, Progress};
+use crate::contract::schema::{Skipped, SyncTracked, SyncUntracked};
+use crate::remote::exit::{ExitCodes, SyncUntracked as UntrackedExit};
+use crate::remote::quote::Script;
+use crate::remote::ssh::Ssh;
+use crate::repo::archive::{self, Item, Stats};
+use crate::repo::git::{run_git, LocalRepo};
+use crate::repo::manifest::{self, Entry, Manifest};
+use crate::support::ui::{human_bytes, Progress};
 use crate::{Context, Outcome, Result, ToolError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
@@ -65,8 +65,8 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
         let script = plan.script()?;
         let payload = plan.payload(ctx);
         let sent = conversation
-            .send(&crate::ssh::framed(&script))
-            .and_then(|()| payload(&mut crate::process::StdinWriter(&mut conversation)));
+            .send(&crate::remote::ssh::framed(&script))
+            .and_then(|()| payload(&mut crate::support::process::StdinWriter(&mut conversation)));
         if let Err(e) = &sent {
             plan.stats.lock().unwrap().write_error = Some(e.to_string());
         }
@@ -95,7 +95,9 @@ impl Local {
     /// The remote checkout, the tracked sync's snapshot (from the document), and the untracked
     /// files to consider.
     pub fn of(ctx: &Context) -> Result<Local> {
-        let repo_path = crate::layout::Layout::of(&ctx.doc)?.repo_path_req()?.path;
+        let repo_path = crate::remote::layout::Layout::of(&ctx.doc)?
+            .repo_path_req()?
+            .path;
         let snapshot = ctx
             .doc
             .section_as::<SyncTracked>("sync_tracked")?
@@ -104,8 +106,8 @@ impl Local {
         let (mut items, unopened) = untracked(&local)?;
         // The tools' own local folder (log copies, fetched files), when the person put it inside
         // the repository: never uploaded back to the cluster.
-        if let Some(rel) = crate::local_dirs::local_dir(&ctx.doc)?
-            .and_then(|d| crate::local_dirs::inside_repository(&local.root, &d))
+        if let Some(rel) = crate::state::local_dirs::local_dir(&ctx.doc)?
+            .and_then(|d| crate::state::local_dirs::inside_repository(&local.root, &d))
         {
             use std::os::unix::ffi::OsStrExt;
             let prefix = rel.as_os_str().as_bytes();
@@ -134,7 +136,7 @@ impl Local {
     /// `--dry-run`: the files a sync would consider sending, with their sizes, said on stderr;
     /// which of them travel is decided by the cluster's manifest, which only a real sync reads.
     fn say_dry_run(&self, ctx: &Context, host: &str) {
-        use crate::archive::Source;
+        use crate::repo::archive::Source;
         let size = |it: &Item| match &it.source {
             Source::File(p) => std::fs::symlink_metadata(p).map_or(0, |m| m.len()),
             Source::Bytes { data, .. } => data.len() as u64,
@@ -149,7 +151,7 @@ impl Local {
                 format!(
                     "{} ({})",
                     it.name.to_string_lossy(),
-                    crate::ui::human_bytes(size(it))
+                    crate::support::ui::human_bytes(size(it))
                 )
             })
             .collect();
@@ -160,7 +162,7 @@ impl Local {
             "dry run: would send to {host}:{} at most {} untracked file(s), {} in all (those the cluster's copy already has unchanged are skipped: its manifest, read by a real sync, decides; files removed here since the last sync are deleted there), in one ssh execution: {}",
             self.repo_path,
             self.items.len(),
-            crate::ui::human_bytes(total),
+            crate::support::ui::human_bytes(total),
             if names.is_empty() { "none".to_string() } else { names.join(", ") }
         ));
         if !self.unopened.is_empty() {
@@ -286,7 +288,7 @@ impl Plan {
                 skipped: unopened,
                 ..Stats::default()
             })),
-            id: crate::journal::unique_tag("m"),
+            id: crate::state::journal::unique_tag("m"),
             written: Arc::new(Mutex::new(None)),
         }
     }
@@ -388,7 +390,7 @@ impl Plan {
         };
         let (items, gzip, stats) = (self.to_send.clone(), self.gzip, self.stats.clone());
         move |w: &mut dyn Write| {
-            crate::testhook::pause("sync-untracked:streaming");
+            crate::support::testhook::pause("sync-untracked:streaming");
             let r =
                 archive::write_archive_then(&items, w, gzip, &stats, Some(progress_fn), Some(tail));
             if let Err(e) = &r {
@@ -420,7 +422,7 @@ impl Plan {
             let (msg, hint) = match UntrackedExit::from_status(code) {
                 Some(UntrackedExit::NoCheckout) => (format!("the remote checkout {repo_path} does not exist on {host}"), "run slurm-sync-tracked first (it creates the checkout)".to_string()),
                 _ => (
-                    format!("extracting the untracked files on {host} failed (remote tar: {}) after {} file(s), {}", crate::process::describe_exit(code), s.files, human_bytes(s.bytes)),
+                    format!("extracting the untracked files on {host} failed (remote tar: {}) after {} file(s), {}", crate::support::process::describe_exit(code), s.files, human_bytes(s.bytes)),
                     "see tar's stderr in this error: a full remote disk or quota is the usual cause; rerun the sync once fixed (what did not arrive is sent again)".to_string(),
                 ),
             };
@@ -508,7 +510,7 @@ fn copy_path(host: &str, repo: &str) -> Option<std::path::PathBuf> {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (host, repo).hash(&mut h);
     Some(
-        crate::journal::state_dir()?
+        crate::state::journal::state_dir()?
             .join("manifests")
             .join(format!("{:016x}", h.finish())),
     )
@@ -524,8 +526,8 @@ fn keep_copy(host: &str, repo: &str, id: &str, manifest: &[u8]) {
     };
     let mut bytes = format!("{id}\n{host}\n{repo}\n").into_bytes();
     bytes.extend_from_slice(manifest);
-    let _ = crate::private_files::own_dir(dir)
-        .and_then(|()| crate::private_files::write_atomic(&path, &bytes, 0o600));
+    let _ = crate::state::private_files::own_dir(dir)
+        .and_then(|()| crate::state::private_files::write_atomic(&path, &bytes, 0o600));
 }
 
 /// The manifest this machine last wrote into `repo` on `host`, with its tag: the cluster's own
@@ -564,11 +566,11 @@ fn note_lock_wait(ctx: &Context, stderr: &str, repo: &str) {
 pub fn manifest_script(repo: &str, full: bool, lock_wait: u64) -> Result<Script> {
     let mut s = Script::new();
     s.raw("set -u\n");
-    crate::remote_exit::assign::<UntrackedExit>(&mut s)?;
+    crate::remote::exit::assign::<UntrackedExit>(&mut s)?;
     s.assign("repo", repo)?;
     s.assign("manifest", manifest::MANIFEST)?;
     s.assign("full", if full { "yes" } else { "no" })?;
-    let token = crate::journal::unique_tag("untracked");
+    let token = crate::state::journal::unique_tag("untracked");
     let locked = UntrackedExit::Locked.code();
     crate::remote::Lock::of_clone(repo, &token, lock_wait, locked, locked).define(&mut s)?;
     s.raw(crate::remote::UNTRACKED_MANIFEST);
@@ -578,11 +580,11 @@ pub fn manifest_script(repo: &str, full: bool, lock_wait: u64) -> Result<Script>
 /// The manifest the last sync left in the remote checkout (`None`: none, or not readable as
 /// one; then everything is sent).
 pub fn read_manifest(
-    mut conversation: crate::process::Running,
+    mut conversation: crate::support::process::Running,
     ssh: &Ssh,
     repo: &str,
-) -> Result<(crate::process::Running, Option<Manifest>)> {
-    use crate::process::Received;
+) -> Result<(crate::support::process::Running, Option<Manifest>)> {
+    use crate::support::process::Received;
     let mut buf = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
@@ -641,7 +643,7 @@ pub fn read_manifest(
 fn untracked(local: &LocalRepo) -> Result<(Vec<Item>, Vec<Skipped>)> {
     let (mut items, mut skipped) = untracked_in(local, "")?;
     // Each checked-out submodule's own (nested ones too), under its path.
-    for sub in crate::submodules::all(local) {
+    for sub in crate::repo::submodules::all(local) {
         if let Some(repo) = &sub.repo {
             let (i, s) = untracked_in(repo, &sub.path)?;
             items.extend(i.into_iter().map(|it| {
@@ -734,7 +736,7 @@ pub(super) fn extract_script(
     dirs.sort_by_key(|d| d.iter().filter(|b| **b == b'/').count());
     let mut s = Script::new();
     s.raw("set -u\n");
-    crate::remote_exit::assign::<UntrackedExit>(&mut s)?;
+    crate::remote::exit::assign::<UntrackedExit>(&mut s)?;
     s.assign("repo", repo)?;
     s.raw("cd -- \"$repo\" 2>/dev/null || exit \"$E_NO_CHECKOUT\"\n");
     s.raw(crate::remote::UNTRACKED_APPLY);
@@ -775,7 +777,7 @@ mod scripts {
     #[test]
     fn every_script_passes_the_static_checks() {
         for full in [false, true] {
-            crate::script_check::assert_clean(
+            crate::remote::script_check::assert_clean(
                 "sync-untracked-manifest",
                 manifest_script("/h/u/work/repo", full, 600)
                     .unwrap()
@@ -783,12 +785,15 @@ mod scripts {
             );
         }
         let items = vec![Item {
-            source: crate::archive::Source::File("/dev/null".into()),
+            source: crate::repo::archive::Source::File("/dev/null".into()),
             name: "data/nested/u.bin".into(),
         }];
         for gzip in [false, true] {
             let s = extract_script("/h/u/work/repo", &items, &["gone.txt".to_string()], gzip);
-            crate::script_check::assert_clean("sync-untracked-extract", s.unwrap().as_str());
+            crate::remote::script_check::assert_clean(
+                "sync-untracked-extract",
+                s.unwrap().as_str(),
+            );
         }
     }
 }

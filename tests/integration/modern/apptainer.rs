@@ -894,14 +894,15 @@ fn a_sweep_runs_every_task_in_apptainer_and_judges_each_without_accounting() {
         .args(["--interval", "1"]);
     let w = run_raw(c, s.doc.to_string().as_bytes());
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let r: shared::schema::Report = serde_json::from_value(w.doc["report"].clone()).unwrap();
+    let r: shared::contract::schema::Report =
+        serde_json::from_value(w.doc["report"].clone()).unwrap();
     assert_eq!(
         r.source,
-        shared::schema::Source::Scontrol,
+        shared::contract::schema::Source::Scontrol,
         "no accounting on this site"
     );
     let tasks = r.tasks.unwrap();
-    use shared::schema::Status::*;
+    use shared::contract::schema::Status::*;
     assert_eq!(
         tasks.iter().map(|t| t.status).collect::<Vec<_>>(),
         [Passed, Passed, Failed],

@@ -1,6 +1,6 @@
 # A first sync's clone, for a person watching: while the cluster clones origin, a line every
 # 2 s with how much has arrived, and one when it is done. The lines go to stderr behind the
-# marker `@@slurm-tools-progress ` (shared/src/process.rs PROGRESS): the tool shows those lines
+# marker `@@slurm-tools-progress ` (shared/src/support/process.rs PROGRESS): the tool shows those lines
 # and only those as they come.
 #
 # Expects: progress (yes: say it; anything else: say nothing, define the same functions).
