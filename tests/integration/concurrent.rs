@@ -157,10 +157,7 @@ fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_cod
 fn tmux_sessions_started_while_the_server_exits_all_start() {
     crate::needs_cluster!();
     let d = doc_for("direct_host");
-    let ssh = shared::remote::ssh::Ssh::from_doc(
-        &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
-    )
-    .unwrap();
+    let ssh = crate::harness::ssh_of(&d);
     let mut s = shared::remote::quote::Script::new();
     s.raw(shared::remote::TMUX);
     s.raw(

@@ -335,10 +335,7 @@ fn slurm_attach_stacks_reads_a_running_job_and_leaves_it_running() {
 
 fn on_cluster_scancel(id: &str) {
     let d = doc_for("direct_host");
-    let ssh = shared::remote::ssh::Ssh::from_doc(
-        &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
-    )
-    .unwrap();
+    let ssh = crate::harness::ssh_of(&d);
     let mut s = shared::remote::quote::Script::new();
     s.raw("scancel ").glued(id).unwrap();
     s.raw("\n");

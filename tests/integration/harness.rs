@@ -442,6 +442,13 @@ pub fn doc_for(host_key: &str) -> Value {
     })
 }
 
+/// The connection a document describes, as every tool makes it.
+pub fn ssh_of(doc: &Value) -> shared::remote::ssh::Ssh {
+    let doc = shared::Document::parse(doc.to_string().as_bytes(), "test").unwrap();
+    let conn = shared::remote::ssh::Connection::read(&doc).unwrap();
+    shared::remote::ssh::Ssh::connect(&conn).unwrap()
+}
+
 /// A short control path unique to a test, so tests do not share masters.
 pub fn control_path(test: &str) -> String {
     format!("/tmp/st-{}-{}-%p", test, std::process::id())

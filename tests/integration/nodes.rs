@@ -148,10 +148,7 @@ fn three_nodes_are_three_hosts_through_the_login_sshd() {
     let mut s = shared::remote::quote::Script::new();
     s.raw("srun --mpi=list 2>&1 | grep -qx '[[:space:]]*pmix' || echo 'NO PMIX'\nsrun -A testacct -t 1 -N 3 hostname\n");
     let d = doc_for("direct_host");
-    let ssh = shared::remote::ssh::Ssh::from_doc(
-        &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
-    )
-    .unwrap();
+    let ssh = crate::harness::ssh_of(&d);
     let out = ssh
         .run_script(&s, None, std::time::Duration::from_secs(60))
         .unwrap();

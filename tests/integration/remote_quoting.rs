@@ -4,7 +4,6 @@
 use crate::harness::*;
 use shared::remote::quote::Script;
 use shared::remote::ssh::Ssh;
-use shared::Document;
 use std::time::Duration;
 
 fn hostile_corpus(canary: &str) -> Vec<String> {
@@ -77,8 +76,7 @@ fn ssh_for(host_key: &str, control_path: Option<&str>) -> Ssh {
     if let Some(cp) = control_path {
         d["control_path"] = cp.into();
     }
-    let doc = Document::parse(d.to_string().as_bytes(), "test").unwrap();
-    Ssh::from_doc(&doc).unwrap()
+    crate::harness::ssh_of(&d)
 }
 
 /// Every value written with each of the other writers, `assign` (`V='...'`) and `glued` (after

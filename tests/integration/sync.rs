@@ -273,10 +273,7 @@ fn cluster_side_edits_are_stashed_and_reported() {
         .arg(&fx.remote_repo)
         .unwrap()
         .raw(" && echo 'edited on the cluster' >> README.md\n");
-    let ssh = shared::remote::ssh::Ssh::from_doc(
-        &shared::Document::parse(fx.doc().to_string().as_bytes(), "t").unwrap(),
-    )
-    .unwrap();
+    let ssh = crate::harness::ssh_of(&fx.doc());
     assert!(ssh
         .run_script(&s, None, std::time::Duration::from_secs(30))
         .unwrap()
@@ -901,10 +898,7 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
         .arg(&fx.remote_repo)
         .unwrap()
         .raw(" && echo 'edited on the cluster' >> README.md && echo mine > cluster-only.txt\n");
-    let ssh = shared::remote::ssh::Ssh::from_doc(
-        &shared::Document::parse(d.to_string().as_bytes(), "t").unwrap(),
-    )
-    .unwrap();
+    let ssh = crate::harness::ssh_of(&d);
     assert!(ssh
         .run_script(&s, None, std::time::Duration::from_secs(30))
         .unwrap()

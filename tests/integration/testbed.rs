@@ -3,7 +3,6 @@
 use crate::harness::*;
 use shared::remote::quote::Script;
 use shared::remote::ssh::Ssh;
-use shared::Document;
 use std::time::{Duration, Instant};
 
 fn ssh(host_key: &str, cp: Option<&str>) -> Ssh {
@@ -11,7 +10,7 @@ fn ssh(host_key: &str, cp: Option<&str>) -> Ssh {
     if let Some(cp) = cp {
         d["control_path"] = cp.into();
     }
-    Ssh::from_doc(&Document::parse(d.to_string().as_bytes(), "t").unwrap()).unwrap()
+    crate::harness::ssh_of(&d)
 }
 
 fn remote(ssh: &Ssh, text: &'static str) -> String {

@@ -8,9 +8,7 @@ use shared::remote::layout::{self, Layout};
 use shared::remote::quote::Script;
 use shared::remote::ssh::Ssh;
 use shared::slurm::{self, check_slurm_value, format_duration, Settings, OVERLAP};
-use shared::{
-    Context, Document, DocumentTo, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError,
-};
+use shared::{Context, DocumentTo, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::{Duration, Instant};
 
 /// Hold an allocation on the cluster for interactive work, and run commands in it.
@@ -57,11 +55,11 @@ use std::time::{Duration, Instant};
 /// touched). `down` releases the allocation the document names even when the document carries an
 /// error (e.g. `up`'s exit 3 while it pended), and clears that error.
 ///
-/// Reads: account, partition, node_count, gpus_per_node, job_name (default `<model>.alloc`),
-/// container_image, container_runtime, mounts (a string or a list), packages,
-/// expected_duration ([D-]HH:MM:SS),
-/// purpose (profiling|development|training), remote_repo_path (else remote_cwd), command (exec
-/// default), and the connection fields, read the same way slurm-submit reads them.
+/// {reads}
+/// (job_name defaults to `<model_name>.alloc`; mounts is a string or a list; expected_duration
+/// is [D-]HH:MM:SS; purpose is profiling, development or training; commands run in
+/// remote_repo_path, else remote_cwd; command is exec's default. The Slurm fields are read the
+/// same way slurm-submit reads them.)
 ///
 /// {adds}
 ///
@@ -189,6 +187,10 @@ impl ToolCli for Cli {
     }
     const SECTIONS: &'static [&'static str] = &["allocation", "sync_tracked", "sync_untracked"];
 
+    fn reads() -> Vec<&'static str> {
+        Input::reads()
+    }
+
     /// Releasing is cleanup: `down` acts on the allocation the document names, whatever error
     /// the document carries (e.g. `up`'s own exit 3 while the allocation pended).
     fn handles_upstream_error(&self) -> bool {
@@ -212,6 +214,39 @@ pub fn main() -> std::process::ExitCode {
     })
 }
 
+shared::document_input! {
+    /// What slurm-alloc reads (each subcommand what it needs of it).
+    struct Input {
+        /// The Slurm settings, as slurm-submit reads them; their layout part names where
+        /// commands run.
+        settings: shared::slurm::SettingsInput = part,
+        model_name: Option<String> = string,
+        expected_duration: Option<String> = string,
+        purpose: Option<String> = string,
+        packages: Option<Vec<String>> = strings,
+        command: Option<String> = string,
+        allocation: Option<Allocation> = section,
+        /// An upstream error `down` clears once the allocation is released (as it came: one
+        /// not of its type is cleared too).
+        error: Option<serde_json::Value> = value,
+        connection: shared::remote::ssh::Connection = part,
+    }
+}
+
+shared::document_input! {
+    /// What `exec` reads once its optional sync has run: where the clone is and the snapshot.
+    struct Synced {
+        layout: shared::remote::layout::LayoutInput = part,
+        sync_tracked: Option<shared::contract::schema::SyncTracked> = section,
+    }
+}
+
+impl Input {
+    fn layout(&self) -> &shared::remote::layout::LayoutInput {
+        &self.settings.places.layout
+    }
+}
+
 /// What every subcommand needs.
 struct Alloc {
     ssh: Ssh,
@@ -221,19 +256,19 @@ struct Alloc {
     dir: String,
 }
 
-fn alloc_of(doc: &Document) -> Result<Alloc> {
-    let ssh = Ssh::from_doc(doc)?;
-    let job_name = match doc.str_opt("job_name")? {
-        Some(n) => n.to_string(),
+fn alloc_of(input: &Input) -> Result<Alloc> {
+    let ssh = Ssh::connect(&input.connection)?;
+    let job_name = match &input.settings.job_name {
+        Some(n) => n.clone(),
         None => format!(
             "{}.alloc",
-            layout::sanitize(doc.str_opt("model_name")?.unwrap_or("slurm-tools"), true)
+            layout::sanitize(input.model_name.as_deref().unwrap_or("slurm-tools"), true)
         ),
     };
     check_slurm_value("job_name", &job_name)?;
     // Where commands run: the remote checkout, else the working directory (shared::remote::layout).
-    let layout = Layout::of(doc)?;
-    let dir = match (doc.str_opt("remote_repo_path")?, doc.str_opt("remote_cwd")?) {
+    let layout = Layout::of(input.layout());
+    let dir = match (&input.layout().remote_repo_path, &input.layout().remote_cwd) {
         (Some(d), _) => layout.absolute("remote_repo_path", d)?,
         (None, Some(d)) => layout.absolute("remote_cwd", d)?,
         (None, None) => {
@@ -255,10 +290,8 @@ fn alloc_of(doc: &Document) -> Result<Alloc> {
     })
 }
 
-fn section(doc: &Document) -> Result<Allocation> {
-    Ok(doc
-        .section_as::<Allocation>("allocation")?
-        .unwrap_or_default())
+fn section(input: &Input) -> Allocation {
+    input.allocation.clone().unwrap_or_default()
 }
 
 fn run(a: &Alloc, script: &Script, secs: u64) -> Result<shared::support::process::Output> {
@@ -270,8 +303,8 @@ fn tagged<'a>(text: &'a str, tag: &'a str) -> Option<&'a str> {
 }
 
 /// The work's need in seconds: `expected_duration`, else by `purpose` (docs/migrating.md, "Walltime").
-fn need(doc: &Document) -> Result<u64> {
-    if let Some(d) = doc.str_opt("expected_duration")? {
+fn need(input: &Input) -> Result<u64> {
+    if let Some(d) = &input.expected_duration {
         return slurm::parse_time_limit(d).ok_or_else(|| {
             shared::contract::doc::field_error(
                 "expected_duration",
@@ -280,7 +313,7 @@ fn need(doc: &Document) -> Result<u64> {
             .with_hint("e.g. \"03:00:00\"")
         });
     }
-    Ok(match doc.str_opt("purpose")? {
+    Ok(match input.purpose.as_deref() {
         Some("profiling") => 30 * 60,
         None | Some("development") | Some("training") => 2 * 3600,
         Some(other) => {
@@ -293,16 +326,16 @@ fn need(doc: &Document) -> Result<u64> {
 }
 
 fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
-    let a = alloc_of(&ctx.doc)?;
-    let doc = &ctx.doc;
-    let need = need(doc)?;
-    let mut st = Settings::from_doc(doc)?;
+    let input = Input::read(&ctx.doc)?;
+    let a = alloc_of(&input)?;
+    let need = need(&input)?;
+    let mut st = Settings::from_input(&input.settings)?;
     let gpus = st.gpus_per_node;
     let image = st.container_image.clone();
-    let packages = packages_of(doc, image.is_some())?;
+    let packages = packages_of(input.packages.clone(), image.is_some())?;
     // Commands run in the working directory: inside the container it must be at the same path.
     st.check_container_sees(
-        Layout::of(doc)?.home(),
+        Layout::of(input.layout()).home(),
         &[("the working directory", a.dir.as_str())],
     )?;
 
@@ -322,7 +355,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
     shared::support::testhook::pause("alloc:before");
     let started = start_or_reuse(&a, &st)?;
     shared::support::testhook::pause("alloc:created");
-    let mut sec = section(&ctx.doc)?;
+    let mut sec = section(&input);
     // This document's own allocation, already set up by an `up` that finished.
     let set_up_before = sec.job_id.as_deref() == Some(started.job.as_str())
         && sec.state == Some(AllocationState::Running);
@@ -343,7 +376,7 @@ fn up(args: &UpArgs, ctx: &mut Context) -> Result<Outcome> {
         let img = image.as_deref().unwrap_or_default();
         // Named before they are made, so that `down` on the document removes them even after
         // an `up` that failed half-way.
-        let dir = shared::slurm::container::allocation_dir(&ctx.doc, &job)?;
+        let dir = shared::slurm::container::allocation_dir(&st.places, &job)?;
         sec.container_launcher = Some(layout::join(&dir, "container.sh"));
         sec.packages_dir = (!packages.is_empty()).then(|| layout::join(&dir, "packages"));
         sec.container_instance = Some(container.clone());
@@ -404,7 +437,7 @@ fn note_started(ctx: &mut Context, a: &Alloc, sec: &mut Allocation, started: &St
             a.job_name, a.session
         ));
         if !text.lines().any(|l| l == format!("SESSION {}", a.session)) {
-            warn_other_login(ctx, sec, login.as_deref());
+            warn_other_login(ctx, &a.ssh.host, sec, login.as_deref());
         }
     } else {
         ctx.note(format!(
@@ -424,8 +457,8 @@ fn note_started(ctx: &mut Context, a: &Alloc, sec: &mut Allocation, started: &St
 }
 
 /// `packages`: pip requirement specifiers (never options), only with a container image.
-fn packages_of(doc: &shared::Document, has_image: bool) -> Result<Vec<String>> {
-    let packages = doc.str_list_opt("packages")?.unwrap_or_default();
+fn packages_of(packages: Option<Vec<String>>, has_image: bool) -> Result<Vec<String>> {
+    let packages = packages.unwrap_or_default();
     if let Some(p) = packages.iter().find(|p| p.starts_with('-')) {
         return Err(shared::contract::doc::field_error(
             "packages",
@@ -618,6 +651,7 @@ fn pyxis_up(
     );
     sec.container_use = shared::slurm::container::pyxis_cache(
         ctx,
+        &a.ssh,
         st,
         &a.tag,
         "every node's container starts",
@@ -715,10 +749,10 @@ fn apptainer_up(
     packages: &[String],
     sec: &Allocation,
 ) -> Result<()> {
-    let dir = shared::slurm::container::allocation_dir(&ctx.doc, job)?;
+    let dir = shared::slurm::container::allocation_dir(&st.places, job)?;
     let launcher_path = sec.container_launcher.clone().unwrap_or_default();
     let packages_dir = sec.packages_dir.clone();
-    let cache = shared::slurm::container::image_cache(&ctx.doc)?;
+    let cache = shared::slurm::container::image_cache(&st.places)?;
     let text = st
         .apptainer_launcher(
             "",
@@ -811,16 +845,17 @@ fn container_setup_error(
 }
 
 /// The login node this connection reached, as preflight saw it.
-fn preflight_login(doc: &Document) -> Option<String> {
-    doc.section_as::<shared::contract::schema::Preflight>("preflight")
-        .ok()
-        .flatten()
-        .and_then(|p| p.remote.login_host)
+fn preflight_login(input: &Input) -> Option<String> {
+    input
+        .connection
+        .preflight
+        .as_ref()
+        .and_then(|p| p.remote.login_host.clone())
 }
 
 /// Say so when this connection reached another login node than the one whose tmux holds the
 /// allocation (a round-robin login alias): what still works from here, and how to reach it.
-fn warn_other_login(ctx: &mut Context, sec: &Allocation, here: Option<&str>) {
+fn warn_other_login(ctx: &mut Context, host: &str, sec: &Allocation, here: Option<&str>) {
     let (Some(there), Some(here)) = (sec.login_host.as_deref(), here) else {
         return;
     };
@@ -828,13 +863,6 @@ fn warn_other_login(ctx: &mut Context, sec: &Allocation, here: Option<&str>) {
         return;
     }
     let session = sec.tmux_session.as_deref().unwrap_or("slurm-tools-<name>");
-    let host = ctx
-        .doc
-        .str_opt("ssh_host")
-        .ok()
-        .flatten()
-        .unwrap_or("<ssh_host>")
-        .to_string();
     ctx.warn(format!(
         "the allocation's tmux session {session} is on login node {there}, but this connection reached {here} \
          (`{host}` leads to several login nodes, or the connection was reopened on another one): \
@@ -910,9 +938,9 @@ fn set_limit(a: &Alloc, job: &str, secs: u64) -> Result<()> {
     Ok(())
 }
 
-fn job_of(ctx: &Context) -> Result<(Alloc, String, Allocation)> {
-    let a = alloc_of(&ctx.doc)?;
-    let sec = section(&ctx.doc)?;
+fn job_of(input: &Input) -> Result<(Alloc, String, Allocation)> {
+    let a = alloc_of(input)?;
+    let sec = section(input);
     let job = sec.job_id.clone().ok_or_else(|| {
         ToolError::field(
             ErrorKind::BadInput,
@@ -927,16 +955,14 @@ fn job_of(ctx: &Context) -> Result<(Alloc, String, Allocation)> {
 
 /// The command `exec` runs: after `--` (one word: shell text; several: a command and its
 /// arguments, each passed as is, as srun and docker exec take them), else `command`.
-fn command_of(args: &ExecArgs, doc: &shared::Document) -> Result<String> {
+fn command_of(args: &ExecArgs, input: &Input) -> Result<String> {
     Ok(if args.command.is_empty() {
-        doc.str_opt("command")?
-            .ok_or_else(|| {
-                shared::contract::doc::missing(
-                    "command",
-                    "give the command after `--`, or set `command`",
-                )
-            })?
-            .to_string()
+        input.command.clone().ok_or_else(|| {
+            shared::contract::doc::missing(
+                "command",
+                "give the command after `--`, or set `command`",
+            )
+        })?
     } else if let [text] = args.command.as_slice() {
         text.clone()
     } else {
@@ -980,13 +1006,20 @@ fn exec_argv(args: &ExecArgs, st: &Settings, job: &str, sec: &Allocation) -> Vec
 /// made by the script, which then runs the command in it.
 fn own_tree(
     ctx: &mut Context,
+    synced: &Synced,
     s: &mut Script,
     job: &str,
     snapshot: Option<String>,
 ) -> Result<String> {
-    let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
+    let repo = Layout::of(&synced.layout).repo_path_req()?.path;
     let token = format!("exec-{}-{}", job, shared::support::clock::unix_now());
-    let mut trees = shared::remote::trees::Trees::of(&ctx.doc, &repo, &token, 10)?;
+    let mut trees = shared::remote::trees::Trees::of(
+        &synced.layout,
+        &repo,
+        &token,
+        10,
+        synced.sync_tracked.as_ref(),
+    )?;
     if let Some(commit) = snapshot {
         trees.commit = commit;
     }
@@ -1000,15 +1033,13 @@ fn own_tree(
 }
 
 fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
-    let (a, job, mut sec) = job_of(ctx)?;
-    let command = command_of(args, &ctx.doc)?;
-    warn_other_login(ctx, &sec, preflight_login(&ctx.doc).as_deref());
-    let st = Settings::from_doc(&ctx.doc)?;
+    let input = Input::read(&ctx.doc)?;
+    let (a, job, mut sec) = job_of(&input)?;
+    let command = command_of(args, &input)?;
+    warn_other_login(ctx, &a.ssh.host, &sec, preflight_login(&input).as_deref());
+    let st = Settings::from_input(&input.settings)?;
     if args.mode == Mode::Mpi {
-        if let Some(p) = ctx
-            .doc
-            .section_as::<shared::contract::schema::Preflight>("preflight")?
-        {
+        if let Some(p) = &input.connection.preflight {
             p.remote
                 .require_pmix("mode", "`slurm-alloc exec --mode mpi`")?;
         }
@@ -1035,8 +1066,10 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     // Where the command runs: with --sync, the clone the sync just made equal to the working
     // tree (a document that never saw a sync, as `slurm-alloc up` writes it, names only
     // `remote_cwd`; the sync has decided `remote_repo_path` by now).
+    // Read once the sync (if any) has written what it decided into the document.
+    let synced = Synced::read(&ctx.doc)?;
     let dir = if args.sync {
-        Layout::of(&ctx.doc)?.repo_path_req()?.path
+        Layout::of(&synced.layout).repo_path_req()?.path
     } else {
         a.dir.clone()
     };
@@ -1044,7 +1077,7 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
     s.raw("cd --").arg(&dir)?.raw(" || exit 126\n");
     let tree = if args.own_tree {
         let snapshot = fused.as_ref().map(|f| f.snapshot().to_string());
-        Some(own_tree(ctx, &mut s, &job, snapshot)?)
+        Some(own_tree(ctx, &synced, &mut s, &job, snapshot)?)
     } else {
         None
     };
@@ -1110,8 +1143,9 @@ const ALL_NODES: &str =
     "nn=$(squeue -h -j \"$job\" -o '%D' 2>/dev/null | head -n 1); [ -n \"$nn\" ] || nn=1\n";
 
 fn down(ctx: &mut Context) -> Result<Outcome> {
-    let a = alloc_of(&ctx.doc)?;
-    let mut sec = section(&ctx.doc)?;
+    let input = Input::read(&ctx.doc)?;
+    let a = alloc_of(&input)?;
+    let mut sec = section(&input);
     let job = sec.job_id.clone();
     if let Some(id) = &job {
         slurm::check_job_id("allocation", id)?;
@@ -1151,7 +1185,7 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     let out = run(&a, &s, 120)?;
     let text = out.stdout_text();
     let here = tagged(&text, "LOGIN").map(str::to_string);
-    warn_other_login(ctx, &sec, here.as_deref());
+    warn_other_login(ctx, &a.ssh.host, &sec, here.as_deref());
     let did: Vec<&str> = text.lines().filter(|l| !l.starts_with("LOGIN ")).collect();
     ctx.note(if did.is_empty() {
         "nothing was left to release".to_string()
@@ -1162,14 +1196,12 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
     sec.released = Some(did.iter().map(|d| d.to_string()).collect());
     ctx.doc.set_section("allocation", &sec);
     // The error the document carried (a pending `up`, say) is over once the allocation is gone.
-    if ctx.doc.has("error") {
-        let what = match ctx
-            .doc
-            .section_as::<shared::contract::schema::ErrorSection>("error")
-        {
-            Ok(Some(e)) => format!(" from {} ({})", e.tool, e.message),
-            _ => String::new(),
-        };
+    if let Some(error) = &input.error {
+        let what =
+            match serde_json::from_value::<shared::contract::schema::ErrorSection>(error.clone()) {
+                Ok(e) => format!(" from {} ({})", e.tool, e.message),
+                Err(_) => String::new(),
+            };
         ctx.note(format!(
             "the document's error{what} is cleared: the allocation is released"
         ));
@@ -1181,6 +1213,7 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::Document;
 
     #[test]
     fn the_salloc_line_carries_the_settings_and_the_tag() {

@@ -249,6 +249,7 @@ fn proxy_command(
 pub fn write_entry(
     ctx: &mut Context,
     ssh: &Ssh,
+    cluster: &str,
     t: &Target,
     node: Option<&str>,
     file: &Path,
@@ -285,8 +286,7 @@ pub fn write_entry(
         .with_command(reply.out.record()));
     };
     let overlap = field("OVERLAP ").filter(|o| o == "--overlap");
-    let cluster =
-        shared::remote::layout::sanitize(&shared::state::ledger::cluster_of(&ctx.doc), false);
+    let cluster = shared::remote::layout::sanitize(cluster, false);
     let alias = format!("slurm-{cluster}-{}", t.job_id);
     for (what, v) in [
         ("the node name", node.as_str()),

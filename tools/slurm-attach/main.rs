@@ -32,8 +32,9 @@ use std::time::Duration;
 /// `--stacks` collects what the job is doing; both write the document on stdout. A job that is
 /// not running is said as such: pending (exit 3, with Slurm's estimated start), or ended (exit 4).
 ///
-/// Reads: allocation or job (and their container names), remote_repo_path, remote_cwd,
-/// install_py_spy (--stacks), and the connection fields.
+/// {reads}
+/// (allocation or job name the job, with their container names; remote_repo_path or remote_cwd
+/// the directory when the job names no tree; install_py_spy is for --stacks.)
 ///
 /// {adds}
 ///
@@ -95,6 +96,10 @@ impl ToolCli for Cli {
     }
     const SECTIONS: &'static [&'static str] = &["attach", "forensics"];
 
+    fn reads() -> Vec<&'static str> {
+        Input::reads()
+    }
+
     /// A shell or a command has stdout; `--ssh-config` and `--stacks` write the document there.
     fn document_to(&self) -> DocumentTo {
         if self.ssh_config.is_some() || self.stacks {
@@ -107,22 +112,37 @@ impl ToolCli for Cli {
     }
 }
 
+shared::document_input! {
+    /// What slurm-attach reads.
+    struct Input {
+        target: shared::remote::running::TargetInput = part,
+        install_py_spy: Option<bool> = flag,
+        /// Where --stacks keeps the evidence.
+        local: shared::state::local_dirs::LocalDirs = part,
+        cluster: shared::state::ledger::ClusterName = part,
+        connection: shared::remote::ssh::Connection = part,
+    }
+}
+
 pub fn main() -> std::process::ExitCode {
     shared::contract::driver::run::<Cli>("slurm-attach", attach)
 }
 
 /// `--stacks`: the running job's forensics, the job untouched.
-fn stacks(ctx: &mut Context, job_id: &str) -> Result<Outcome> {
-    let ssh = Ssh::from_doc(&ctx.doc)?;
-    let install = ctx.doc.bool_opt("install_py_spy")?.unwrap_or(false);
+fn stacks(ctx: &mut Context, input: Input, ssh: &Ssh, job_id: &str) -> Result<Outcome> {
+    let install = input.install_py_spy.unwrap_or(false);
     ctx.note(format!(
         "collecting what every task of job {job_id} is doing, on its nodes (at most {} s); the job keeps running",
         forensics::limit(install)
     ));
-    let (text, secs) = forensics::collect(&ssh, job_id, true, install)?;
+    let (text, secs) = forensics::collect(ssh, job_id, true, install)?;
     let mut f = forensics::parse(job_id, "requested", &text);
     f.collected_seconds = (secs * 10.0).round() / 10.0;
-    f.file = forensics::save(&ctx.doc, job_id, &text);
+    let to = forensics::SaveTo {
+        dirs: input.local,
+        cluster: input.cluster.name(),
+    };
+    f.file = forensics::save(&to, job_id, &text);
     forensics::diagnose(&mut f);
     for d in &f.diagnosis {
         ctx.note(format!("forensics: {d}"));
@@ -176,7 +196,8 @@ fn script(t: &Target, cli: &Cli) -> Result<Script> {
 }
 
 fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let t = target(&ctx.doc)?;
+    let input = Input::read(&ctx.doc)?;
+    let t = target(&input.target)?;
     if let Some(n) = &cli.node {
         slurm::check_slurm_value("--node", n)?;
     }
@@ -186,11 +207,13 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
     }
     if cli.stacks {
-        return stacks(ctx, &t.job_id);
+        let ssh = Ssh::connect(&input.connection)?;
+        return stacks(ctx, input, &ssh, &t.job_id);
     }
     if let Some(file) = &cli.ssh_config {
-        let ssh = Ssh::from_doc(&ctx.doc)?;
-        let e = ide::write_entry(ctx, &ssh, &t, cli.node.as_deref(), file)?;
+        let ssh = Ssh::connect(&input.connection)?;
+        let cluster = input.cluster.name();
+        let e = ide::write_entry(ctx, &ssh, &cluster, &t, cli.node.as_deref(), file)?;
         ctx.doc.set_section(
             "attach",
             &Attach {
@@ -216,7 +239,7 @@ fn attach(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "run slurm-attach from a terminal, or give --command 'CMD' to run one command",
         ));
     }
-    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let ssh = Ssh::connect(&input.connection)?;
     let s = script(&t, cli)?;
     ctx.note(format!(
         "attaching to job {}{}{} in {}",

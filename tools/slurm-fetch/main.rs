@@ -28,9 +28,10 @@ use std::time::Duration;
 /// most two ssh executions per run (one listing, one tar stream per directory), through the
 /// pipeline's connection.
 ///
-/// Reads: job (from slurm-submit; slurm-watch's output works too), fetch_patterns, local_dir
-/// (the default destination is <local_dir>/fetched/<job id>, else the state directory's
-/// fetched/<cluster>-<job id>: never the repository), and the connection fields.
+/// {reads}
+/// (job from slurm-submit; slurm-watch's output works too. The default destination is
+/// <local_dir>/fetched/<job id>, else the state directory's fetched/<cluster>-<job id>: never
+/// the repository.)
 ///
 /// {adds}
 ///
@@ -71,6 +72,10 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["fetch"];
+
+    fn reads() -> Vec<&'static str> {
+        Input::reads()
+    }
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -173,9 +178,20 @@ struct Target {
     tree: String,
 }
 
+shared::document_input! {
+    /// What slurm-fetch reads.
+    struct Input {
+        job: Option<Job> = section,
+        fetch_patterns: Option<Vec<String>> = strings,
+        local: shared::state::local_dirs::LocalDirs = part,
+        cluster: shared::state::ledger::ClusterName = part,
+        connection: shared::remote::ssh::Connection = part,
+    }
+}
+
 impl Target {
-    fn of(doc: &shared::Document) -> Result<Target> {
-        let job = doc.section_as::<Job>("job")?.ok_or_else(|| {
+    fn of(job: Option<Job>) -> Result<Target> {
+        let job = job.ok_or_else(|| {
             shared::contract::doc::missing(
                 "job",
                 "run slurm-submit first: slurm-fetch copies a submitted job's files",
@@ -216,18 +232,15 @@ impl Target {
 }
 
 fn fetch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let t = Target::of(&ctx.doc)?;
+    let input = Input::read(&ctx.doc)?;
+    let t = Target::of(input.job)?;
     let max = parse_size(&cli.max_bytes)?;
-    let (globs, patterns) = globs_of(cli, &ctx.doc, &t)?;
+    let (globs, patterns) = globs_of(cli, input.fetch_patterns, &t)?;
     let dest = match &cli.to {
         Some(d) => d.clone(),
-        None => shared::state::local_dirs::fetch_dir(
-            &ctx.doc,
-            &shared::state::ledger::cluster_of(&ctx.doc),
-            &t.id,
-        )?,
+        None => shared::state::local_dirs::fetch_dir(&input.local, &input.cluster.name(), &t.id),
     };
-    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let ssh = Ssh::connect(&input.connection)?;
     // 1. What is there; 2. what is new or changed.
     let remote = list_remote(ctx, &ssh, &t, &globs)?;
     let wanted = to_copy(&remote, &dest);
@@ -289,8 +302,8 @@ type Globs = Vec<(Base, String)>;
 
 /// What to look for (checked: --pattern, then `fetch_patterns`, then the job's logs unless
 /// --no-logs), and the patterns as given.
-fn globs_of(cli: &Cli, doc: &shared::Document, t: &Target) -> Result<(Globs, Vec<String>)> {
-    let from_doc = doc.str_list_opt("fetch_patterns")?.unwrap_or_default();
+fn globs_of(cli: &Cli, from_doc: Option<Vec<String>>, t: &Target) -> Result<(Globs, Vec<String>)> {
+    let from_doc = from_doc.unwrap_or_default();
     let mut globs = Vec::new();
     for p in &cli.patterns {
         globs.push(check_pattern("--pattern", p)?);

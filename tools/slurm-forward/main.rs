@@ -2,7 +2,7 @@
 //! pipeline already has (no new login), ended with the job or on `--cancel`.
 
 use clap::Parser;
-use shared::contract::schema::{Forward, Preflight, SshPath};
+use shared::contract::schema::{Forward, SshPath};
 use shared::remote::quote::Script;
 use shared::remote::running::{check_running, not_running_error, pick_node, run_on_job, target};
 use shared::remote::ssh::{ssh_program, Ssh};
@@ -31,7 +31,8 @@ use std::time::Duration;
 /// The forward ends when the job ends (a small watcher started in the background cancels it), when
 /// the master ends, or with `slurm-forward --cancel` on the document this run wrote.
 ///
-/// Reads: allocation or job, and the connection fields.
+/// {reads}
+/// (allocation or job name the job; forward is --cancel's: the section an earlier run wrote.)
 ///
 /// {adds}
 ///
@@ -73,6 +74,10 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["forward"];
+
+    fn reads() -> Vec<&'static str> {
+        Input::reads()
+    }
 }
 
 /// The hidden mode of the background watcher: `slurm-forward --watch-forward FILE`.
@@ -111,8 +116,17 @@ fn control_forward(ssh: &Ssh, op: &str, f: &Forward) -> shared::support::process
         })
 }
 
-/// A master at `cp`, opening one on a key-based cluster when there is none.
-fn ensure_master(ctx: &Context, ssh: &Ssh, cp: &str) -> Result<()> {
+shared::document_input! {
+    /// What slurm-forward reads.
+    struct Input {
+        target: shared::remote::running::TargetInput = part,
+        forward: Option<Forward> = section,
+        connection: shared::remote::ssh::Connection = part,
+    }
+}
+
+/// A master at `cp`, opening one on a key-based cluster when there is none. `direct`: preflight found the host takes keys (a master may be opened here).
+fn ensure_master(ctx: &Context, ssh: &Ssh, cp: &str, direct: bool) -> Result<()> {
     let alive = |s: &Ssh| {
         s.control("check", Some(cp))
             .run()
@@ -122,10 +136,6 @@ fn ensure_master(ctx: &Context, ssh: &Ssh, cp: &str) -> Result<()> {
     if alive(ssh) {
         return Ok(());
     }
-    let direct = ctx
-        .doc
-        .section_as::<Preflight>("preflight")?
-        .is_some_and(|p| p.ssh_path == SshPath::Direct);
     if direct {
         ctx.note(format!(
             "no ControlMaster at {cp}: opening one (key login) to carry the forward"
@@ -162,9 +172,10 @@ fn ensure_master(ctx: &Context, ssh: &Ssh, cp: &str) -> Result<()> {
 }
 
 fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let input = Input::read(&ctx.doc)?;
+    let ssh = Ssh::connect(&input.connection)?;
     if cli.cancel {
-        return cancel(ctx, &ssh);
+        return cancel(ctx, &ssh, input.forward);
     }
     if let Some(n) = &cli.node {
         shared::slurm::check_slurm_value("--node", n)?;
@@ -181,7 +192,12 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "--port 0 is not a port a job listens on",
         ));
     }
-    let t = target(&ctx.doc)?;
+    let t = target(&input.target)?;
+    let direct = input
+        .connection
+        .preflight
+        .as_ref()
+        .is_some_and(|p| p.ssh_path == SshPath::Direct);
     let cp = ssh
         .control_path
         .clone()
@@ -189,7 +205,7 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 
     let (node, remote_port) = job_port(cli, &ssh, &t)?;
     let local_port = local_port_for(cli, remote_port)?;
-    ensure_master(ctx, &ssh, &cp)?;
+    ensure_master(ctx, &ssh, &cp, direct)?;
     let f = Forward {
         job_id: t.job_id.clone(),
         node,
@@ -294,8 +310,8 @@ fn local_port_for(cli: &Cli, remote_port: u16) -> Result<u16> {
     })
 }
 
-fn cancel(ctx: &mut Context, ssh: &Ssh) -> Result<Outcome> {
-    let Some(mut f) = ctx.doc.section_as::<Forward>("forward")? else {
+fn cancel(ctx: &mut Context, ssh: &Ssh, forward: Option<Forward>) -> Result<Outcome> {
+    let Some(mut f) = forward else {
         return Err(shared::contract::doc::missing(
             "forward",
             "--cancel removes the forward a slurm-forward run wrote: give its output",
@@ -354,7 +370,10 @@ fn watch(file: &str) {
     let Ok(doc) = Document::parse(&text, "watch") else {
         return;
     };
-    let (Ok(ssh), Ok(Some(f))) = (Ssh::from_doc(&doc), doc.section_as::<Forward>("forward")) else {
+    let Ok(input) = Input::read(&doc) else {
+        return;
+    };
+    let (Ok(ssh), Some(f)) = (Ssh::connect(&input.connection), input.forward) else {
         return;
     };
     let ssh = ssh.via_control_path(Some(&f.control_path));

@@ -327,7 +327,7 @@ fn probe(cli: &Cli) -> Result<Probe> {
         conn.insert("ssh_config_file".into(), Value::String(f.clone()));
     }
     let doc = Document::from_map(conn);
-    let ssh = Ssh::for_preflight(&doc)?;
+    let ssh = Ssh::for_preflight(&shared::remote::ssh::Connection::read(&doc)?)?;
     let mut s = Script::new();
     s.raw(shared::remote::INIT_PROBE);
     let out = ssh.run_script(&s, None, Duration::from_secs(60)).map_err(|e| {

@@ -1100,10 +1100,9 @@ fn outcome_of(ran: &Ran, doc: Option<&Value>) -> String {
 
 /// The cluster a document names: its catalog entry, else its ssh host.
 fn cluster(doc: &Value) -> Option<String> {
-    ["slurm_cluster", "ssh_host"]
-        .iter()
-        .find_map(|k| doc.get(*k).and_then(Value::as_str))
-        .map(str::to_string)
+    let map = doc.as_object().cloned().unwrap_or_default();
+    let name = ledger::ClusterName::read(&shared::Document::from_map(map)).ok()?;
+    name.slurm_cluster.or(name.ssh_host)
 }
 
 /// The job a document's sections name: its allocation's, else its job's.

@@ -16,6 +16,8 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 /// stderr and the document passes on unchanged on stdout, so it can sit at the end of a
 /// pipeline; with --table the table goes to stdout instead of the document.
 ///
+/// {reads}
+///
 /// Exit code: 0 when the job PASSED (or no job ran yet and nothing failed), 1 for any other
 /// verdict, the error's code when the document carries an error.
 ///
@@ -38,6 +40,10 @@ struct Cli {
 }
 
 impl ToolCli for Cli {
+    fn reads() -> Vec<&'static str> {
+        Input::reads()
+    }
+
     fn input(&self) -> &InputArg {
         &self.input
     }
@@ -59,13 +65,21 @@ fn short(sha: &str) -> &str {
     &sha[..sha.len().min(12)]
 }
 
-/// A section through its type; one that does not parse is shown as missing (a report shows what
-/// it can rather than fail on the document it was asked to show).
-fn section<T: shared::contract::schema::DeserializeOwned>(
-    doc: &shared::Document,
-    name: &str,
-) -> Option<T> {
-    doc.section_as::<T>(name).ok().flatten()
+shared::document_input! {
+    /// What slurm-report shows. Every section is read through its type, and one that does not
+    /// parse is shown as missing (a report shows what it can rather than fail on the document
+    /// it was asked to show).
+    struct Input {
+        error: Option<ErrorSection> = label_section,
+        report: Option<Report> = label_section,
+        job: Option<Job> = label_section,
+        resolve: Option<Resolve> = label_section,
+        ssh_host: Option<String> = label,
+        preflight: Option<Preflight> = label_section,
+        sync_tracked: Option<SyncTracked> = label_section,
+        sync_untracked: Option<SyncUntracked> = label_section,
+        build: Option<Build> = label_section,
+    }
 }
 
 /// The last `n` lines of an excerpt, indented.
@@ -80,14 +94,9 @@ fn excerpt(t: &mut String, title: &str, lines: &[String], n: usize) {
 }
 
 /// The first line (the error, the verdict, or how far the run got) and its rows: the exit code.
-fn headline(
-    t: &mut String,
-    doc: &shared::Document,
-    error: Option<&ErrorSection>,
-    report: Option<&Report>,
-) -> u8 {
+fn headline(t: &mut String, input: &Input) -> u8 {
     let code: u8;
-    if let Some(e) = error {
+    if let Some(e) = &input.error {
         t.push_str(&format!("FAILED in {}\n", e.tool));
         row(t, "error", e.message.clone());
         if let Some(f) = &e.field {
@@ -95,7 +104,7 @@ fn headline(
         }
         row(t, "what to do", e.hint.clone());
         code = e.exit_code;
-    } else if let Some(r) = report {
+    } else if let Some(r) = &input.report {
         t.push_str(&format!("{}  job {} ({})\n", r.status, r.job_id, r.kind));
         row(t, "summary", r.summary.clone());
         row(
@@ -109,13 +118,17 @@ fn headline(
             ),
         );
         code = u8::from(r.status != Status::Passed);
-    } else if let Some(j) = section::<Job>(doc, "job") {
+    } else if let Some(j) = &input.job {
         t.push_str(&format!(
             "SUBMITTED  job {} ({})\n",
             j.job_id.as_deref().unwrap_or("-"),
             j.kind
         ));
-        row(t, "command", j.command.unwrap_or_else(|| "-".into()));
+        row(
+            t,
+            "command",
+            j.command.clone().unwrap_or_else(|| "-".into()),
+        );
         code = 0;
     } else {
         t.push_str("NOT SUBMITTED YET\n");
@@ -125,26 +138,28 @@ fn headline(
 }
 
 /// Where it ran: the container, the cluster, the checkout, the build.
-fn where_rows(t: &mut String, doc: &shared::Document) {
-    if let Some(job) = section::<Job>(doc, "job").filter(|j| j.container_image.is_some()) {
-        let used = section::<Report>(doc, "report").and_then(|r| r.container);
-        row(t, "container", container_row(&job, used.as_ref()));
+fn where_rows(t: &mut String, input: &Input) {
+    if let Some(job) = input.job.as_ref().filter(|j| j.container_image.is_some()) {
+        let used = input.report.as_ref().and_then(|r| r.container.as_ref());
+        row(t, "container", container_row(job, used));
     }
-    if let Some(res) = section::<Resolve>(doc, "resolve") {
+    if let Some(res) = &input.resolve {
         row(
             t,
             "cluster",
             format!(
                 "{} via {} ({})",
                 res.cluster_name,
-                doc.str_opt("ssh_host").ok().flatten().unwrap_or("-"),
-                section::<Preflight>(doc, "preflight")
+                input.ssh_host.as_deref().unwrap_or("-"),
+                input
+                    .preflight
+                    .as_ref()
                     .map_or("no preflight".to_string(), |p| p.ssh_path.to_string())
             ),
         );
     }
-    if let Some(st) = section::<SyncTracked>(doc, "sync_tracked") {
-        let untracked = section::<SyncUntracked>(doc, "sync_untracked").map(|u| u.files);
+    if let Some(st) = &input.sync_tracked {
+        let untracked = input.sync_untracked.as_ref().map(|u| u.files);
         row(
             t,
             "checkout",
@@ -160,30 +175,30 @@ fn where_rows(t: &mut String, doc: &shared::Document) {
             ),
         );
     }
-    if let Some(b) = section::<Build>(doc, "build") {
+    if let Some(b) = &input.build {
         row(
             t,
             "build",
             format!(
                 "job {}: {}",
                 b.job.job_id.as_deref().unwrap_or("-"),
-                b.report.map_or("-".to_string(), |r| r.status.to_string())
+                b.report
+                    .as_ref()
+                    .map_or("-".to_string(), |r| r.status.to_string())
             ),
         );
     }
 }
 
 fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let doc = &ctx.doc;
-    let error = section::<ErrorSection>(doc, "error");
-    let report = section::<Report>(doc, "report");
+    let input = Input::read(&ctx.doc)?;
     let mut t = String::new();
-    let code = headline(&mut t, doc, error.as_ref(), report.as_ref());
-    where_rows(&mut t, doc);
-    if let Some(tasks) = report.as_ref().and_then(|r| r.tasks.as_ref()) {
+    let code = headline(&mut t, &input);
+    where_rows(&mut t, &input);
+    if let Some(tasks) = input.report.as_ref().and_then(|r| r.tasks.as_ref()) {
         task_table(&mut t, tasks);
     }
-    if let Some(r) = &report {
+    if let Some(r) = &input.report {
         row(&mut t, "remote log", r.remote_log.clone());
         if let Some(l) = &r.local_log {
             row(&mut t, "local copy", l.clone());
@@ -198,7 +213,7 @@ fn report(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     Ok(match code {
         0 => Outcome::Done,
         // The document carries an error: pass it on exactly as it came, with its code.
-        _ if error.is_some() => Outcome::Text(ctx.doc.to_line(), code),
+        _ if input.error.is_some() => Outcome::Text(ctx.doc.to_line(), code),
         _ => Outcome::JobNotPassed,
     })
 }

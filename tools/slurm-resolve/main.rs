@@ -22,9 +22,7 @@ use std::path::PathBuf;
 /// catalog's `prefer` list decides. Without a catalog, an explicit cluster resolves from the
 /// document alone.
 ///
-/// Reads: slurm_cluster, device_type, required_devices_per_node, total_required_devices,
-/// node_count, slurm_user, ssh_host, mfa_style, gpus_per_node, remote_cwd,
-/// default_user_root_dir, repo_url, work_dir, job_name.
+/// {reads}
 ///
 /// Fills when absent (never overwrites): slurm_cluster (auto), ssh_host (from the catalog's
 /// pattern), mfa_style, gpus_per_node, default_user_root_dir, default_models_repo, node_count
@@ -82,10 +80,67 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["resolve", "placement"];
+
+    fn reads() -> Vec<&'static str> {
+        let mut names = Input::reads();
+        for n in Sizing::reads()
+            .into_iter()
+            .chain(shared::slurm::SettingsInput::reads())
+        {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        names
+    }
 }
 
 pub fn main() -> std::process::ExitCode {
     shared::contract::driver::run::<Cli>("slurm-resolve", resolve)
+}
+
+shared::document_input! {
+    /// What slurm-resolve reads (once your defaults filled in the fields that choose the
+    /// cluster): what chooses the cluster, and what the derived fields are derived from.
+    struct Input {
+        slurm_cluster: Option<String> = string,
+        device_type: Option<String> = string,
+        required_devices_per_node: Option<i64> = int(1, 4096),
+        total_required_devices: Option<i64> = int(1, 10_000_000),
+        fill: Fill = part,
+        size_from_history: Option<bool> = flag,
+        /// With --place, each cluster is asked through its own master.
+        connection: shared::remote::ssh::Connection = part,
+    }
+}
+
+shared::document_input! {
+    /// The fields resolve fills when absent, and what it fills them from (read again for each
+    /// candidate document of --place).
+    struct Fill {
+        slurm_user: Option<String> = string,
+        ssh_host: Option<String> = string,
+        mfa_style: Option<bool> = mfa,
+        gpus_per_node: Option<i64> = int(1, 4096),
+        gres: Option<String> = string,
+        node_count: Option<i64> = int(1, 100_000),
+        default_models_repo: Option<String> = string,
+        /// The remote paths, by the contract's remote layout.
+        layout: shared::remote::layout::LayoutInput = part,
+    }
+}
+
+shared::document_input! {
+    /// What `size_from_history` reads, once the cluster's and your defaults are in.
+    struct Sizing {
+        job_name: Option<String> = string,
+        recipe: Option<String> = label,
+        /// Given at all (a value of yours stays; its type is slurm-submit's to check).
+        time_limit: Option<serde_json::Value> = value,
+        mem: Option<serde_json::Value> = value,
+        cluster: shared::state::ledger::ClusterName = part,
+        connection: shared::remote::ssh::Connection = part,
+    }
 }
 
 struct Wanted {
@@ -106,29 +161,16 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if let Some(u) = &user {
         from_defaults.extend(u.apply(&mut ctx.doc, true, &mut derived));
     }
-    let doc = &ctx.doc;
+    let input = Input::read(&ctx.doc)?;
     let wanted = Wanted {
-        cluster: doc.str_opt("slurm_cluster")?.map(str::to_string),
-        host: doc.str_opt("ssh_host")?.map(str::to_string),
-        device: doc.str_opt("device_type")?.map(str::to_string),
-        per_node: doc.int_opt("required_devices_per_node", 1, 4096)?,
-        total: doc.int_opt("total_required_devices", 1, 10_000_000)?,
+        cluster: input.slurm_cluster.clone(),
+        host: input.fill.ssh_host.clone(),
+        device: input.device_type.clone(),
+        per_node: input.required_devices_per_node,
+        total: input.total_required_devices,
     };
-    doc.int_opt("node_count", 1, 100_000)?;
-    doc.int_opt("gpus_per_node", 1, 4096)?;
-    doc.mfa_style()?;
-    if let Some(h) = doc.str_opt("ssh_host")? {
+    if let Some(h) = &input.fill.ssh_host {
         shared::remote::ssh::check_host(h)?;
-    }
-    for f in [
-        "slurm_user",
-        "remote_cwd",
-        "default_user_root_dir",
-        "repo_url",
-        "work_dir",
-        "job_name",
-    ] {
-        doc.str_opt(f)?;
     }
 
     let catalog = match catalog::locate(cli.catalog.as_deref())? {
@@ -137,7 +179,7 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
 
     let (entry, selected_by, candidates) = if cli.place {
-        placed(ctx, &wanted, catalog.as_ref(), cli.wait_login)?
+        placed(ctx, &input, &wanted, catalog.as_ref(), cli.wait_login)?
     } else {
         select(&wanted, catalog.as_ref(), cli.pick.as_deref())?
     };
@@ -173,7 +215,7 @@ fn resolve(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             "cluster {cluster_name} ({selected_by}); nothing to fill in"
         ));
     }
-    let sized_from_history = if ctx.doc.bool_opt("size_from_history")? == Some(true) {
+    let sized_from_history = if input.size_from_history == Some(true) {
         Some(size_from_history(ctx, &cluster_name, &mut derived)?)
     } else {
         None
@@ -203,13 +245,14 @@ fn size_from_history(
     derived: &mut Vec<String>,
 ) -> Result<shared::contract::schema::HistorySizing> {
     use shared::slurm::usage::{self, Answer};
-    let Some(name) = ctx.doc.str_opt("job_name")?.map(str::to_string) else {
+    let input = Sizing::read(&ctx.doc)?;
+    let Some(name) = input.job_name.clone() else {
         return Err(shared::contract::doc::missing(
             "job_name",
             "`size_from_history` finds past runs by their job name: set `job_name`",
         ));
     };
-    let ledger_cluster = shared::state::ledger::cluster_of(&ctx.doc);
+    let ledger_cluster = input.cluster.name();
     let mut sizing = shared::contract::schema::HistorySizing {
         job_name: name.clone(),
         cluster: ledger_cluster.clone(),
@@ -227,7 +270,7 @@ fn size_from_history(
     let answer = if ids.is_empty() {
         None
     } else {
-        let ssh = shared::remote::ssh::Ssh::for_preflight(&ctx.doc)?;
+        let ssh = shared::remote::ssh::Ssh::for_preflight(&input.connection)?;
         match ssh.run_script(
             &usage::query(&ids)?,
             None,
@@ -250,7 +293,7 @@ fn size_from_history(
         Some(Answer::Failed(why)) => {
             format!("{cluster} could not be asked for its accounting: {why}; nothing sized")
         }
-        Some(Answer::Jobs(jobs)) => sized(ctx, &jobs, &mut sizing, cluster, derived),
+        Some(Answer::Jobs(jobs)) => sized(ctx, &input, &jobs, &mut sizing, cluster, derived),
     };
     ctx.note(&sizing.note);
     Ok(sizing)
@@ -260,6 +303,7 @@ fn size_from_history(
 /// document does not give them: what was done, said.
 fn sized(
     ctx: &mut Context,
+    input: &Sizing,
     jobs: &[shared::slurm::usage::Usage],
     sizing: &mut shared::contract::schema::HistorySizing,
     cluster: &str,
@@ -267,13 +311,13 @@ fn sized(
 ) -> String {
     use shared::slurm::usage;
     let name = sizing.job_name.clone();
+    // The tasks per node the job's settings give (one when they cannot be read).
     let tasks = shared::slurm::Settings::from_doc(&ctx.doc)
         .ok()
         .zip(
-            ctx.doc
-                .str_opt("recipe")
-                .ok()
-                .flatten()
+            input
+                .recipe
+                .as_deref()
                 .map_or(
                     Ok(shared::contract::schema::Recipe::Single),
                     shared::contract::schema::Recipe::parse,
@@ -292,13 +336,17 @@ fn sized(
             sizing.peak_memory_p90_bytes = s.peak_memory_p90_bytes;
             sizing.time_limit = Some(s.time_limit.clone());
             sizing.mem = s.mem.clone();
-            for (field, value) in [
-                ("time_limit", sizing.time_limit.clone()),
-                ("mem", sizing.mem.clone()),
+            for (field, value, given) in [
+                (
+                    "time_limit",
+                    sizing.time_limit.clone(),
+                    input.time_limit.is_some(),
+                ),
+                ("mem", sizing.mem.clone(), input.mem.is_some()),
             ] {
                 // The document's own value stays; a catalog's or your defaults' gives way.
                 let from_defaults = derived.iter().any(|d| d == field);
-                if let (Some(v), true) = (value, !ctx.doc.has(field) || from_defaults) {
+                if let (Some(v), true) = (value, !given || from_defaults) {
                     ctx.doc.remove(field);
                     derived.retain(|d| d != field);
                     ctx.doc.derive(field, v.into(), derived);
@@ -348,11 +396,12 @@ fn past_runs(cluster: &str, name: &str) -> Vec<String> {
 /// (place.rs); the earliest wins. The `placement` section is written either way.
 fn placed<'c>(
     ctx: &mut Context,
+    input: &Input,
     w: &Wanted,
     catalog: Option<&'c Catalog>,
     wait_login: Option<u64>,
 ) -> Result<(Option<&'c Entry>, SelectedBy, Vec<Candidate>)> {
-    let cat = placement_catalog(ctx, w, catalog)?;
+    let cat = placement_catalog(input, w, catalog)?;
     let (entries, out) = place::static_candidates(cat, w.device.as_deref(), w.per_node, w.total);
     let mut report: Vec<Candidate> = out
         .iter()
@@ -410,7 +459,7 @@ fn placed<'c>(
 
 /// --place needs a catalog, no `slurm_cluster`, and a control path that differs per host.
 fn placement_catalog<'c>(
-    ctx: &Context,
+    input: &Input,
     w: &Wanted,
     catalog: Option<&'c Catalog>,
 ) -> Result<&'c Catalog> {
@@ -426,7 +475,7 @@ fn placement_catalog<'c>(
     };
     // Every cluster is asked through its own master: one literal path would be one socket for
     // all of them, and each would be asked through whichever master holds it.
-    let cp = shared::remote::ssh::requested_control_path(&ctx.doc)?;
+    let cp = input.connection.requested_control_path();
     if !cp.contains('%') {
         return Err(field_error(
             "control_path",
@@ -468,7 +517,9 @@ fn ask_each(
             }
             Err(err) => {
                 let mut c = place::probe_failed(&e.cluster_name, &err.message);
-                c.partition = d.str_opt("partition").ok().flatten().map(str::to_string);
+                c.partition = place::Request::read(&d)
+                    .ok()
+                    .and_then(|r| r.settings.partition);
                 c
             }
         };
@@ -681,13 +732,14 @@ fn host_of(entry: Option<&Entry>, user: Option<&str>, cluster: &str) -> Result<S
 /// per node, the site's defaults, the root and models directories from their patterns.
 fn from_entry(
     doc: &mut Document,
+    fill: &Fill,
     e: &Entry,
-    user: Option<&str>,
     cluster: &str,
     derived: &mut Vec<String>,
 ) -> Result<()> {
+    let user = fill.slurm_user.as_deref();
     if let Some(m) = e.mfa_style {
-        if !doc.has("mfa_style") && m.is_some() {
+        if fill.mfa_style.is_none() && m.is_some() {
             doc.derive("mfa_style", m.into(), derived);
         }
     }
@@ -698,21 +750,28 @@ fn from_entry(
             .get("gres")
             .and_then(serde_json::Value::as_str)
             .is_some_and(|g| g.split(',').any(|i| i.split(':').next() == Some("gpu")));
-        if !gres_gpu && !doc.has("gres") {
+        if !gres_gpu && fill.gres.is_none() {
             doc.derive("gpus_per_node", g.into(), derived);
         }
     }
-    // The site's defaults (qos, mem, account, ...), each only where the document is silent.
+    // The site's defaults (qos, mem, account, ...), each only where the document is silent
+    // (`derive` fills a field only when it is absent).
     for (field, v) in &e.defaults {
-        if !doc.has(field) {
-            doc.derive(field, v.clone(), derived);
-        }
+        doc.derive(field, v.clone(), derived);
     }
-    for (field, pattern) in [
-        ("default_user_root_dir", &e.default_user_root_dir),
-        ("default_models_repo", &e.default_models_repo),
+    for (field, pattern, given) in [
+        (
+            "default_user_root_dir",
+            &e.default_user_root_dir,
+            fill.layout.default_user_root_dir.is_some(),
+        ),
+        (
+            "default_models_repo",
+            &e.default_models_repo,
+            fill.default_models_repo.is_some(),
+        ),
     ] {
-        if let (false, Some(p)) = (doc.has(field), pattern) {
+        if let (false, Some(p)) = (given, pattern) {
             let v = apply_pattern(p, user, cluster).map_err(|missing| {
                 ToolError::field(
                     ErrorKind::NeedsPerson,
@@ -734,41 +793,42 @@ fn derive_fields(
     w: &Wanted,
     derived: &mut Vec<String>,
 ) -> Result<()> {
-    let user = doc.str_opt("slurm_user")?.map(str::to_string);
+    let fill = Fill::read(doc)?;
     if w.cluster.is_none() && entry.is_some() {
         doc.derive("slurm_cluster", cluster.into(), derived);
     }
     // ssh_host: supplied > catalog pattern > ask the person.
-    if !doc.has("ssh_host") {
-        let host = host_of(entry, user.as_deref(), cluster)?;
+    if fill.ssh_host.is_none() {
+        let host = host_of(entry, fill.slurm_user.as_deref(), cluster)?;
         doc.derive("ssh_host", host.into(), derived);
     }
     if let Some(e) = entry {
-        from_entry(doc, e, user.as_deref(), cluster, derived)?;
+        from_entry(doc, &fill, e, cluster, derived)?;
     }
     // docs/migrating.md, step 4a: without a root dir, the remote working directory is the root.
-    if !doc.has("default_user_root_dir") {
-        if let Some(cwd) = doc.str_opt("remote_cwd")?.map(str::to_string) {
-            doc.derive("default_user_root_dir", cwd.into(), derived);
-        }
+    if let Some(cwd) = &fill.layout.remote_cwd {
+        doc.derive("default_user_root_dir", cwd.clone().into(), derived);
     }
-    if !doc.has("node_count") {
+    if fill.node_count.is_none() {
         let n = match (w.total, w.per_node) {
             (Some(t), Some(p)) => ((t + p - 1) / p).max(1),
             _ => 1,
         };
         doc.derive("node_count", n.into(), derived);
     }
-    // docs/migrating.md, step 4b and 4f.1, by the one rule in shared::remote::layout. A root in the cluster home
-    // (`~/...`) waits for preflight, which learns the home.
-    let in_home = doc
-        .str_opt("default_user_root_dir")?
+    // docs/migrating.md, step 4b and 4f.1, by the one rule in shared::remote::layout, on the
+    // layout fields as filled in above. A root in the cluster home (`~/...`) waits for
+    // preflight, which learns the home.
+    let filled = shared::remote::layout::LayoutInput::read(doc)?;
+    let in_home = filled
+        .default_user_root_dir
+        .as_deref()
         .is_some_and(|r| r.starts_with('~'));
     if !in_home {
-        let layout = Layout::of(doc)?;
-        let repo = layout.repo_path(doc.str_opt("repo_url")?)?;
+        let layout = Layout::of(&filled);
+        let repo = layout.repo_path(filled.repo_url.as_deref())?;
         let work = match &repo {
-            Some(r) if !doc.has("remote_work_dir") => Some(layout.work_dir(&r.path)?),
+            Some(r) if filled.remote_work_dir.is_none() => Some(layout.work_dir(&r.path)?),
             _ => None,
         };
         if let Some(r) = repo.filter(|r| r.derived) {

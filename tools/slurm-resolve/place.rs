@@ -14,34 +14,40 @@ use shared::slurm::pending::Facts;
 use shared::{ErrorKind, Result, ToolError};
 use std::time::{Duration, Instant};
 
+shared::document_input! {
+    /// What a candidate's document asks of its cluster (by resolve's own rules): the request's
+    /// Slurm settings, and how to reach the cluster.
+    pub struct Request {
+        pub settings: shared::slurm::SettingsInput = part,
+        pub connection: shared::remote::ssh::Connection = part,
+    }
+}
+
 /// The sbatch arguments of the request a candidate's document makes: nodes, GPUs per node, time
 /// limit, account, partition and the site's options (qos, mem, ...).
-pub fn request_argv(doc: &Document) -> Result<Vec<String>> {
-    let mut argv = vec![format!(
-        "--nodes={}",
-        doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1)
-    )];
-    for (field, flag) in [("account", "--account"), ("partition", "--partition")] {
-        if let Some(v) = doc.str_opt(field)? {
+pub fn request_argv(r: &Request) -> Result<Vec<String>> {
+    let st = &r.settings;
+    let mut argv = vec![format!("--nodes={}", st.node_count.unwrap_or(1))];
+    for (v, flag) in [(&st.account, "--account"), (&st.partition, "--partition")] {
+        if let Some(v) = v {
             argv.push(format!("{flag}={v}"));
         }
     }
-    if let Some(g) = gpus_per_node(doc)? {
+    if let Some(g) = gpus_per_node(r) {
         argv.push(format!("--gpus-per-node={g}"));
     }
-    if let Some(t) = doc.str_opt("time_limit")? {
+    if let Some(t) = &st.time_limit {
         argv.push(format!("--time={}", shared::slurm::check_time_limit(t)?));
     }
-    shared::slurm::SiteOptions::from_doc(doc)?.push(&mut argv);
+    shared::slurm::SiteOptions::from_input(st)?.push(&mut argv);
     Ok(argv)
 }
 
 /// GPUs per node the request asks for: `required_devices_per_node`, else `gpus_per_node`.
-fn gpus_per_node(doc: &Document) -> Result<Option<i64>> {
-    Ok(match doc.int_opt("required_devices_per_node", 1, 4096)? {
-        Some(n) => Some(n),
-        None => doc.int_opt("gpus_per_node", 1, 4096)?,
-    })
+fn gpus_per_node(r: &Request) -> Option<i64> {
+    r.settings
+        .required_devices_per_node
+        .or(r.settings.gpus_per_node)
 }
 
 /// What one cluster answered (place-probe.sh's lines).
@@ -119,7 +125,7 @@ impl Answer {
     }
 
     /// A limit that keeps the request from starting there now, in words.
-    pub fn blocked_by(&self, doc: &Document) -> Result<Option<String>> {
+    pub fn blocked_by(&self, r: &Request) -> Result<Option<String>> {
         if let Some(r) = &self.refused {
             return Ok(Some(format!("Slurm refuses the request: {r}")));
         }
@@ -127,7 +133,9 @@ impl Answer {
             return Ok(Some(format!("the partition's State is {s}")));
         }
         let secs = |t: &str| shared::slurm::parse_time_limit(t);
-        if let (Some(asked), Some(max)) = (doc.str_opt("time_limit")?, self.max_time.as_deref()) {
+        if let (Some(asked), Some(max)) =
+            (r.settings.time_limit.as_deref(), self.max_time.as_deref())
+        {
             if let (Some(a), Some(m)) = (secs(asked), secs(max)) {
                 if a > m {
                     return Ok(Some(format!(
@@ -136,7 +144,7 @@ impl Answer {
                 }
             }
         }
-        let nodes = doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1);
+        let nodes = r.settings.node_count.unwrap_or(1);
         if let Some(max) = self
             .max_nodes
             .as_deref()
@@ -149,7 +157,7 @@ impl Answer {
             }
         }
         if let Some((cap, used, ids)) = self.facts.qos_gpu_cap() {
-            let asked = gpus_per_node(doc)?.unwrap_or(0).max(0) as u64 * nodes.max(1) as u64;
+            let asked = gpus_per_node(r).unwrap_or(0).max(0) as u64 * nodes.max(1) as u64;
             if asked > 0 && used + asked > cap {
                 let qos = self.facts.qos.as_ref().and_then(|q| q.first()).cloned();
                 return Ok(Some(format!(
@@ -166,9 +174,13 @@ impl Answer {
 /// Ask one cluster (its candidate document made by resolve's own rules).
 pub fn probe(name: &str, doc: &Document, asked_at: u64) -> PlacementCandidate {
     let started = Instant::now();
+    let r = match Request::read(doc) {
+        Ok(r) => r,
+        Err(e) => return probe_failed(name, &e.message),
+    };
     let mut c = probe_failed(name, "");
-    c.partition = doc.str_opt("partition").ok().flatten().map(str::to_string);
-    match ask(doc) {
+    c.partition = r.settings.partition.clone();
+    match ask(&r) {
         Ok(a) => {
             c.state = "answered".to_string();
             c.partition = a.partition.clone().or(c.partition);
@@ -180,7 +192,7 @@ pub fn probe(name: &str, doc: &Document, asked_at: u64) -> PlacementCandidate {
             c.your_pending_jobs = a.pending_mine;
             c.max_time = a.max_time.clone();
             c.max_nodes = a.max_nodes.clone();
-            c.blocked_by = a.blocked_by(doc).unwrap_or_else(|e| Some(e.message));
+            c.blocked_by = a.blocked_by(&r).unwrap_or_else(|e| Some(e.message));
         }
         Err((state, message, login)) => {
             c.state = state.to_string();
@@ -216,14 +228,16 @@ pub fn probe_failed(name: &str, why: &str) -> PlacementCandidate {
 
 type AskError = (&'static str, String, Option<String>);
 
-fn ask(doc: &Document) -> std::result::Result<Answer, AskError> {
+fn ask(r: &Request) -> std::result::Result<Answer, AskError> {
     let bad = |e: ToolError| ("unreachable", e.message.clone(), None);
-    let ssh = Ssh::for_preflight(doc).map_err(bad)?;
-    let argv = request_argv(doc).map_err(bad)?;
+    let ssh = Ssh::for_preflight(&r.connection).map_err(bad)?;
+    let argv = request_argv(r).map_err(bad)?;
     let mut s = Script::new();
-    for field in ["partition", "qos"] {
-        let v = doc.str_opt(field).map_err(bad)?.unwrap_or("");
-        s.assign(field, v).map_err(bad)?;
+    for (field, v) in [
+        ("partition", &r.settings.partition),
+        ("qos", &r.settings.qos),
+    ] {
+        s.assign(field, v.as_deref().unwrap_or("")).map_err(bad)?;
     }
     s.raw("set --");
     for w in &argv {
@@ -268,7 +282,9 @@ pub fn wait_for_logins(
         if c.state != "login_needed" {
             continue;
         }
-        let Ok(ssh) = Ssh::for_preflight(doc) else {
+        let Ok(ssh) =
+            shared::remote::ssh::Connection::read(doc).and_then(|c| Ssh::for_preflight(&c))
+        else {
             continue;
         };
         ctx.note(format!(
@@ -432,15 +448,20 @@ mod tests {
         assert_eq!(a.max_time.as_deref(), Some("04:00:00"));
         let d = doc(r#"{"time_limit":"06:00:00"}"#);
         assert_eq!(
-            a.blocked_by(&d).unwrap().as_deref(),
+            a.blocked_by(&Request::read(&d).unwrap())
+                .unwrap()
+                .as_deref(),
             Some("time_limit 06:00:00 is over the partition's MaxTime 04:00:00")
         );
-        assert_eq!(a.blocked_by(&doc("{}")).unwrap(), None);
+        assert_eq!(
+            a.blocked_by(&Request::read(&doc("{}")).unwrap()).unwrap(),
+            None
+        );
         let refused = Answer::parse(
             "TEST sbatch: error: Invalid account or account/partition combination specified \n",
         );
         assert!(refused
-            .blocked_by(&doc("{}"))
+            .blocked_by(&Request::read(&doc("{}")).unwrap())
             .unwrap()
             .unwrap()
             .starts_with("Slurm refuses the request: sbatch: error: Invalid account"));
@@ -455,7 +476,7 @@ mod tests {
         );
         let d = doc(r#"{"qos":"gpucap","required_devices_per_node":1}"#);
         assert_eq!(
-            a.blocked_by(&d).unwrap().as_deref(),
+            a.blocked_by(&Request::read(&d).unwrap()).unwrap().as_deref(),
             Some("your QOS gpucap allows 4 GPUs per user and your running jobs 12 use 4; this request asks for 1")
         );
     }
@@ -533,7 +554,7 @@ mod tests {
         let d = doc(
             r#"{"node_count":2,"required_devices_per_node":1,"gpus_per_node":4,"time_limit":"01:00:00","account":"acct","partition":"p","qos":"q","mem":"8G"}"#,
         );
-        let argv = request_argv(&d).unwrap();
+        let argv = request_argv(&Request::read(&d).unwrap()).unwrap();
         for w in [
             "--nodes=2",
             "--account=acct",

@@ -528,7 +528,7 @@ fn ask_each_cluster(
             .map(|r| r.job_id.clone())
             .filter(|id| shared::slurm::is_job_id(id))
             .collect();
-        let ssh = match Ssh::from_doc(&doc) {
+        let ssh = match shared::remote::ssh::Connection::read(&doc).and_then(|c| Ssh::connect(&c)) {
             Ok(s) => s,
             Err(e) => {
                 shared::support::ui::warn(TOOL, &format!("{cluster}: its saved document cannot be used to reach it ({}); its runs are shown as the ledger has them", e.message));
@@ -693,6 +693,13 @@ fn image_cell(r: &Run) -> String {
     }
 }
 
+shared::document_input! {
+    /// What a run's saved document shows: its verdict (not of its type: none).
+    struct SavedReport {
+        report: Option<shared::contract::schema::Report> = label_section,
+    }
+}
+
 /// A sweep's task rows from the run's saved (watched) document, when it has them.
 fn task_rows(r: &Run) -> Vec<[String; 9]> {
     let Some(doc) = r
@@ -702,10 +709,9 @@ fn task_rows(r: &Run) -> Vec<[String; 9]> {
     else {
         return Vec::new();
     };
-    let Some(tasks) = doc
-        .section_as::<shared::contract::schema::Report>("report")
+    let Some(tasks) = SavedReport::read(&doc)
         .ok()
-        .flatten()
+        .and_then(|s| s.report)
         .and_then(|rep| rep.tasks)
     else {
         return Vec::new();

@@ -35,9 +35,9 @@ use std::time::Duration;
 /// opts out (then each tool makes its own connection), and a live master of your own ssh
 /// config's is ridden instead.
 ///
-/// Reads: ssh_host, mfa_style, control_path, ssh_config_file, ssh_options, ssh_multiplex,
-/// remote_cwd (else default_user_root_dir), container_image, container_runtime, slurm_password
-/// (only with --establish).
+/// {reads}
+/// (remote_cwd, else default_user_root_dir, is the directory checked; slurm_password, a secret,
+/// only with --establish.)
 ///
 /// {adds}
 /// `control_path` is expanded, and every later tool uses it; `remote.home` is what later tools
@@ -78,6 +78,10 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["preflight"];
+
+    fn reads() -> Vec<&'static str> {
+        Input::reads()
+    }
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -96,20 +100,39 @@ struct Connection {
     discovered: bool,
 }
 
+shared::document_input! {
+    /// What slurm-ssh-preflight reads.
+    struct Input {
+        connection: shared::remote::ssh::Connection = part,
+        mfa_style: Option<bool> = mfa,
+        ssh_multiplex: Option<bool> = flag,
+        remote_cwd: Option<String> = string,
+        default_user_root_dir: Option<String> = string,
+        container_image: Option<String> = string,
+        container_runtime: Option<String> = string,
+        /// Checked against remote_cwd when a container runs.
+        mounts: Option<serde_json::Value> = value,
+    }
+}
+
 fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let doc = &ctx.doc;
-    let mfa_style = doc.mfa_style()?;
-    let multiplex = doc.bool_opt("ssh_multiplex")?.unwrap_or(true);
-    let Some((remote_cwd, _)) = shared::remote::layout::preflight_cwd(doc)? else {
+    let input = Input::read(&ctx.doc)?;
+    let mfa_style = input.mfa_style;
+    let multiplex = input.ssh_multiplex.unwrap_or(true);
+    let Some((remote_cwd, _)) = shared::remote::layout::preflight_cwd(
+        input.remote_cwd.as_deref(),
+        input.default_user_root_dir.as_deref(),
+    )?
+    else {
         return Err(shared::contract::doc::missing(
             "remote_cwd",
             "set `remote_cwd` (the remote working directory), or `default_user_root_dir`",
         ));
     };
-    let image = doc.str_opt("container_image")?.map(str::to_string);
+    let image = input.container_image.clone();
     let wants_container = image.is_some();
     // Preflight settles the control path itself: an earlier run's choice is not reused.
-    let mut ssh = Ssh::for_preflight(doc)?;
+    let mut ssh = Ssh::for_preflight(&input.connection)?;
     ssh.connect_timeout = 5;
     let script = remote_check::script(&remote_cwd)?;
 
@@ -135,7 +158,11 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     remote.require(&ssh.host)?;
     // The container runtime the job will use: one the cluster has, and an image form it runs.
     let runtime = match &image {
-        Some(image) => Some(runtime_for(&ctx.doc, image, &remote)?),
+        Some(image) => Some(runtime_for(
+            input.container_runtime.as_deref(),
+            image,
+            &remote,
+        )?),
         None => None,
     };
     let accounting = remote.accounting.unwrap_or(Accounting::Missing);
@@ -152,7 +179,7 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     ctx.note(ready_text(&ssh.host, &path, &remote, runtime));
     if wants_container {
         // The code lives under remote_cwd: inside the container it must be at the same path.
-        let mounts = shared::slurm::mounts(&ctx.doc)?;
+        let mounts = shared::slurm::mounts(input.mounts.as_ref())?;
         if let shared::slurm::pyxis::Visibility::Hidden
         | shared::slurm::pyxis::Visibility::Moved { .. } =
             shared::slurm::pyxis::visibility(cwd, remote.home.as_deref(), mounts.as_deref())
@@ -259,11 +286,11 @@ fn ready_text(
 
 /// The container runtime for `image` on this cluster, with an image form it runs.
 fn runtime_for(
-    doc: &shared::Document,
+    asked: Option<&str>,
     image: &str,
     remote: &shared::contract::schema::RemoteCheck,
 ) -> Result<container::Runtime> {
-    let r = container::runtime(doc.str_opt("container_runtime")?, image, Some(remote))?;
+    let r = container::runtime(asked, image, Some(remote))?;
     container::Image::parse(image).for_runtime(r, image)?;
     Ok(r)
 }

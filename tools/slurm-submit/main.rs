@@ -64,11 +64,10 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// tasks of a watched sweep that did not pass. `after` (job ids or saved documents) makes Slurm
 /// hold the job until they end (--dependency, afterok unless prefixed).
 ///
-/// Reads: recipe (default single), command or script_path (+ script_name), extra_files,
-/// job_name, account, partition, time_limit, node_count, required_devices_per_node,
-/// gpus_per_node, container_image, container_runtime, mounts (a string or a list), exclude_nodes,
-/// remote_repo_path, remote_work_dir, resolve.flags, sweep, after; with --build also build_project,
-/// build_command, device_type, default_user_root_dir (else remote_cwd).
+/// {reads}
+/// (recipe defaults to single; command, or script_path with script_name; mounts is a string or a
+/// list; resolve gives the catalog's flags; build_project, build_command and device_type are
+/// --build's; job and report are a watched build job's, sweep_done --only-failed's.)
 ///
 /// {adds}
 /// When a run job follows a watched build job, the build's job and report move to `build`.
@@ -127,6 +126,10 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["job", "build", "sync_tracked", "sync_untracked"];
+
+    fn reads() -> Vec<&'static str> {
+        Input::reads()
+    }
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -159,68 +162,117 @@ struct Plan {
     dependency: Option<String>,
 }
 
+shared::document_input! {
+    /// What slurm-submit reads (after --only-failed made the document ready).
+    struct Input {
+        settings: shared::slurm::SettingsInput = part,
+        recipe: Option<String> = string,
+        command: Option<String> = string,
+        script_path: Option<String> = string,
+        script_name: Option<String> = string,
+        extra_files: Option<Vec<String>> = strings,
+        sweep: Option<schema::Sweep> = section,
+        after: Option<schema::Mounts> = section,
+        /// A watched build job and its verdict, before the run job.
+        job: Option<Job> = section,
+        report: Option<Report> = section,
+        build_project: Option<bool> = flag,
+        build_command: Option<String> = string,
+        device_type: Option<String> = string,
+        /// Where --build looks for TensorRT-LLM's build script.
+        repo_root: Option<String> = string,
+        connection: shared::remote::ssh::Connection = part,
+    }
+}
+
+shared::document_input! {
+    /// What slurm-submit reads once --sync has run: the clone and the snapshot it decided.
+    struct Placed {
+        layout: shared::remote::layout::LayoutInput = part,
+        sync_tracked: Option<schema::SyncTracked> = section,
+    }
+}
+
+shared::document_input! {
+    /// What --only-failed reads: the watched sweep.
+    struct OnlyFailed {
+        sweep: Option<schema::Sweep> = section,
+        report: Option<Report> = section,
+        sweep_done: Option<Vec<schema::TaskReport>> = section,
+    }
+}
+
+/// The input, read once, and where the clone is, read once the (optional) sync ran.
+struct Given {
+    input: Input,
+    placed: Placed,
+}
+
 fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if cli.only_failed && !only_failed(ctx)? {
         return Ok(Outcome::Done);
     }
-    if let Some(status) = failed_build(&ctx.doc)? {
+    let input = Input::read(&ctx.doc)?;
+    if let Some(status) = failed_build(&input) {
         ctx.note(format!("the build job ended {status}; not submitting the run job (document passed on unchanged)"));
         return Ok(Outcome::JobNotPassed);
     }
-    let mut st = Settings::from_doc(&ctx.doc)?;
+    let mut st = Settings::from_input(&input.settings)?;
     // The input as read (secrets taken out): the record's key, and the document saved with it.
-    let input = ctx.doc.to_line();
-    // --sync: the snapshot made (nothing pushed yet), or both syncs done already.
-    let ready = if cli.sync {
-        sync_first(cli, ctx)?
-    } else {
+    let input_line = ctx.doc.to_line();
+    // A dry run reaches nothing (and --sync is not one).
+    let ssh = if cli.dry_run {
         None
+    } else {
+        Some(Ssh::connect(&input.connection)?)
     };
-    let repo = Layout::of(&ctx.doc)?.repo_path_req()?.path;
+    // --sync: the snapshot made (nothing pushed yet), or both syncs done already.
+    let ready = match (&ssh, cli.sync) {
+        (Some(ssh), true) => sync_first(cli, ctx, &input, ssh)?,
+        _ => None,
+    };
+    let given = Given {
+        placed: Placed::read(&ctx.doc)?,
+        input,
+    };
+    let repo = Layout::of(&given.placed.layout).repo_path_req()?.path;
     let synced = match &ready {
         Some(r) => Some(r.synced().clone()),
-        None => ctx
-            .doc
-            .section_as::<shared::contract::schema::SyncTracked>("sync_tracked")?,
+        None => given.placed.sync_tracked.clone(),
     };
     let journal = if cli.dry_run {
         None
     } else if cli.sync {
         // The same input with other code is another submission.
         let commit = synced.as_ref().map_or("", |t| t.commit.as_str());
-        open_journal(ctx, cli.build, &format!("{input}\nsynced {commit}"))
+        open_journal(ctx, cli.build, &format!("{input_line}\nsynced {commit}"))
     } else {
-        open_journal(ctx, cli.build, &input)
+        open_journal(ctx, cli.build, &input_line)
     };
     let token = journal
         .as_ref()
         .map_or_else(new_token, |entry| entry.tag.clone());
-    let build_skipped = cli.build && no_build_reason(ctx)?.is_some();
+    let build_skipped = cli.build && no_build_reason(ctx, &given.input)?.is_some();
     // On pyxis, a registry image is imported once per digest on the login node; the job runs
     // the file (see shared/src/remote/sh/pyxis-import.sh).
-    let container_use = if cli.dry_run || build_skipped {
-        None
-    } else {
-        shared::slurm::container::pyxis_cache(
+    let container_use = match &ssh {
+        Some(ssh) if !build_skipped => shared::slurm::container::pyxis_cache(
             ctx,
+            ssh,
             &mut st,
             &token,
             "the job starts",
             "nothing was submitted",
-        )?
+        )?,
+        _ => None,
     };
-    let Some(plan) = make_plan(ctx, cli, &st, &repo, &token, synced.as_ref())? else {
+    let Some(plan) = make_plan(ctx, cli, &given, &st, &repo, &token, synced.as_ref())? else {
         return Ok(Outcome::Done);
-    };
-    let ssh = if cli.dry_run {
-        None
-    } else {
-        Some(Ssh::from_doc(&ctx.doc)?)
     };
     // Built before anything is recorded or sent, so a value that cannot be quoted stops here.
     let resumed = journal.as_ref().is_some_and(|e| e.resumed);
     let script = remote_script(&plan, &repo, resumed)?;
-    let mut section = job_section(ctx, &st, &plan, &repo, &token, container_use)?;
+    let mut section = job_section(&st, &plan, &repo, &token, container_use)?;
     let command = section.command.clone().unwrap_or_default();
     if cli.dry_run {
         section.dry_run = Some(true);
@@ -228,7 +280,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         section.stderr_path = Some(plan.stderr_path.clone());
         section.remote_script = Some(script.as_str().to_string());
         ctx.note(format!("dry run: would run on the cluster: {command}"));
-        keep_build_record(&mut ctx.doc)?;
+        keep_build_record(&mut ctx.doc, &given.input);
         ctx.doc.set_section("job", &section);
         return Ok(Outcome::Done);
     }
@@ -239,7 +291,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     ));
     shared::support::testhook::pause("submit:before");
     if let Some(entry) = &journal {
-        record_input(ctx, entry, &input, cli.build);
+        record_input(ctx, entry, &input_line, cli.build);
     }
     let (job_id, said) = match ready {
         Some(ready) => submit_synced(ctx, &ssh, &plan, &repo, script, ready)?,
@@ -252,7 +304,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     note_accepted(ctx, &plan, &job_id);
     fill_accepted(&mut section, &plan, &token, job_id, trees_kb);
-    keep_build_record(&mut ctx.doc)?;
+    keep_build_record(&mut ctx.doc, &given.input);
     let id = section.job_id.clone().unwrap_or_default();
     ctx.doc.set_section("job", &section);
     shared::state::ledger::record_submission(ctx, plan.kind.name(), &id);
@@ -264,16 +316,18 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 fn make_plan(
     ctx: &mut Context,
     cli: &Cli,
+    given: &Given,
     st: &Settings,
     repo: &str,
     token: &str,
     synced: Option<&shared::contract::schema::SyncTracked>,
 ) -> Result<Option<Plan>> {
+    let layout = &given.placed.layout;
     if !cli.build {
-        let trees = Trees::of_synced(&ctx.doc, repo, token, cli.keep_trees, synced)?;
-        return run_plan(ctx, st, repo, token, trees).map(Some);
+        let trees = Trees::of(layout, repo, token, cli.keep_trees, synced)?;
+        return run_plan(ctx, given, st, repo, token, trees).map(Some);
     }
-    if let Some(reason) = no_build_reason(ctx)? {
+    if let Some(reason) = no_build_reason(ctx, &given.input)? {
         ctx.note(format!("no build job: {reason}"));
         ctx.doc.set_section(
             "job",
@@ -286,13 +340,12 @@ fn make_plan(
         );
         return Ok(None);
     }
-    let trees = Trees::of_synced(&ctx.doc, repo, token, cli.keep_trees, synced)?;
-    build_plan(ctx, st, token, trees).map(Some)
+    let trees = Trees::of(layout, repo, token, cli.keep_trees, synced)?;
+    build_plan(given, st, token, trees).map(Some)
 }
 
 /// The `job` section as far as it is known before the submission.
 fn job_section(
-    ctx: &Context,
     st: &Settings,
     plan: &Plan,
     repo: &str,
@@ -321,7 +374,7 @@ fn job_section(
         container_runtime: st.container_runtime.map(|r| r.name().to_string()),
         image_cache: (st.on_apptainer()
             || container_use.as_ref().is_some_and(|u| u.file.is_some()))
-        .then(|| shared::slurm::container::image_cache(&ctx.doc))
+        .then(|| shared::slurm::container::image_cache(&st.places))
         .transpose()?,
         container_use,
         container_launcher: plan.launcher.clone(),
@@ -422,34 +475,32 @@ fn srun_exit_file(state_dir: &str, token: &str) -> String {
 }
 
 /// A watched build job that did not pass: its status.
-fn failed_build(doc: &shared::Document) -> Result<Option<Status>> {
-    let Some(job) = doc.section_as::<Job>("job")? else {
-        return Ok(None);
-    };
+fn failed_build(input: &Input) -> Option<Status> {
+    let job = input.job.as_ref()?;
     if job.kind != JobKind::Build || job.skipped == Some(true) {
-        return Ok(None);
+        return None;
     }
-    Ok(doc
-        .section_as::<Report>("report")?
+    input
+        .report
+        .as_ref()
         .map(|r| r.status)
-        .filter(|s| *s != Status::Passed))
+        .filter(|s| *s != Status::Passed)
 }
 
 /// Before a run job replaces `job`, a watched build job and its report move to `build`.
-fn keep_build_record(doc: &mut shared::Document) -> Result<()> {
-    let Some(job) = doc.section_as::<Job>("job")? else {
-        return Ok(());
+fn keep_build_record(doc: &mut shared::Document, input: &Input) {
+    let Some(job) = input.job.clone() else {
+        return;
     };
     if job.kind != JobKind::Build {
-        return Ok(());
+        return;
     }
-    let report = doc.section_as::<Report>("report")?;
+    let report = input.report.clone();
     let had_report = report.is_some();
     doc.set_section("build", &schema::Build { job, report });
     if had_report {
         doc.remove("report");
     }
-    Ok(())
 }
 
 /// The submission record for this input (see shared::state::journal): a rerun of an interrupted
@@ -485,16 +536,15 @@ const TRTLLM_BUILD_SCRIPT: &str = "scripts/build_wheel.py";
 /// Why `--build` submits nothing, or `None` when a build was asked for: `build_project: false`;
 /// or no `build_command` and no TensorRT-LLM build script in the repository (a build is never
 /// assumed). `build_project: true` with nothing to build with is an error naming the field.
-fn no_build_reason(ctx: &Context) -> Result<Option<String>> {
-    let doc = &ctx.doc;
-    let asked = doc.bool_opt("build_project")?;
+fn no_build_reason(ctx: &Context, input: &Input) -> Result<Option<String>> {
+    let asked = input.build_project;
     if asked == Some(false) {
         return Ok(Some("build_project is false".into()));
     }
-    if doc.has("build_command") {
+    if input.build_command.is_some() {
         return Ok(None);
     }
-    let script = shared::repo::git::LocalRepo::open(doc)
+    let script = shared::repo::git::LocalRepo::open(input.repo_root.as_deref())
         .ok()
         .map(|r| r.root.join(TRTLLM_BUILD_SCRIPT))
         .filter(|p| p.is_file());
@@ -522,25 +572,19 @@ fn no_build_reason(ctx: &Context) -> Result<Option<String>> {
 /// (nothing to run; the document passes on unchanged).
 fn only_failed(ctx: &mut Context) -> Result<bool> {
     let hint = "give the document slurm-watch wrote for the sweep (e.g. `slurm-submit --only-failed report.json`)";
-    let sweep = ctx
-        .doc
-        .section_as::<shared::contract::schema::Sweep>("sweep")?
-        .ok_or_else(|| {
-            shared::contract::doc::missing(
-                "sweep",
-                &format!("--only-failed reruns a sweep's tasks; {hint}"),
-            )
-        })?;
-    let rows = ctx
-        .doc
-        .section_as::<Report>("report")?
-        .and_then(|r| r.tasks)
-        .ok_or_else(|| {
-            shared::contract::doc::missing(
-                "report",
-                &format!("--only-failed needs the sweep's verdicts per task; {hint}"),
-            )
-        })?;
+    let input = OnlyFailed::read(&ctx.doc)?;
+    let sweep = input.sweep.ok_or_else(|| {
+        shared::contract::doc::missing(
+            "sweep",
+            &format!("--only-failed reruns a sweep's tasks; {hint}"),
+        )
+    })?;
+    let rows = input.report.and_then(|r| r.tasks).ok_or_else(|| {
+        shared::contract::doc::missing(
+            "report",
+            &format!("--only-failed needs the sweep's verdicts per task; {hint}"),
+        )
+    })?;
     let (passed, failed): (Vec<_>, Vec<_>) =
         rows.into_iter().partition(|r| r.status == Status::Passed);
     if failed.is_empty() {
@@ -557,10 +601,7 @@ fn only_failed(ctx: &mut Context) -> Result<bool> {
         failed.iter().map(|r| format!("{} {}", r.index, r.status)).collect::<Vec<_>>().join(", "),
         passed.len()
     ));
-    let mut done = ctx
-        .doc
-        .section_as::<Vec<shared::contract::schema::TaskReport>>("sweep_done")?
-        .unwrap_or_default();
+    let mut done = input.sweep_done.unwrap_or_default();
     done.retain(|d| !passed.iter().any(|p| p.index == d.index) && !only.contains(&d.index));
     done.extend(passed);
     done.sort_by_key(|r| r.index);
@@ -580,8 +621,8 @@ fn only_failed(ctx: &mut Context) -> Result<bool> {
 
 /// `after`: the jobs this run waits for, as `--dependency` (a saved document gives its
 /// `job.job_id`).
-fn after(doc: &shared::Document) -> Result<Option<String>> {
-    let Some(after) = doc.section_as::<shared::contract::schema::Mounts>("after")? else {
+fn after(input: &Input) -> Result<Option<String>> {
+    let Some(after) = input.after.clone() else {
         return Ok(None);
     };
     let entries = match after {
@@ -627,22 +668,24 @@ fn local_file(field: &str, path: &str) -> Result<std::path::PathBuf> {
 
 fn run_plan(
     ctx: &mut Context,
+    given: &Given,
     st: &Settings,
     repo: &str,
     token: &str,
     tree: Trees,
 ) -> Result<Plan> {
-    let recipe = recipe_of(ctx)?;
-    let doc = &ctx.doc;
-    let work = Layout::of(doc)?.work_dir(repo)?.path;
+    let input = &given.input;
+    let recipe = recipe_of(ctx, input)?;
+    let layout = Layout::of(&given.placed.layout);
+    let work = layout.work_dir(repo)?.path;
     let state_dir = join(&work, ".slurm-tools");
     let mut items = Vec::new();
-    let command = job_files(doc, &work, &mut items)?;
-    let sweep = match doc.section_as::<shared::contract::schema::Sweep>("sweep")? {
-        Some(sw) => Some(shared::slurm::sweep::plan(&sw)?),
+    let command = job_files(input, &work, &mut items)?;
+    let sweep = match &input.sweep {
+        Some(sw) => Some(shared::slurm::sweep::plan(sw)?),
         None => None,
     };
-    let dependency = after(doc)?;
+    let dependency = after(input)?;
     let (stdout_path, stderr_path) = log_paths(st, &work, sweep.is_some());
     let cmd_name = format!(".slurm-tools/{token}.cmd.sh");
     let cmd = command_text(recipe, st, &command, &state_dir, token, sweep.as_ref())?;
@@ -650,7 +693,7 @@ fn run_plan(
     let cmd_path = join(&work, &cmd_name);
     // In a container, the job's code and files must be there at the same paths.
     st.check_container_sees(
-        Layout::of(doc)?.home(),
+        layout.home(),
         &[
             ("the job's code tree", tree.job.as_str()),
             ("the job's work dir", work.as_str()),
@@ -667,7 +710,7 @@ fn run_plan(
     );
     // On Apptainer every task runs the command through the launcher (the image cache, then
     // `apptainer exec`), in the job's own tree.
-    let launcher = launcher_item(doc, st, &tree, token, &work, &mut items)?;
+    let launcher = launcher_item(st, &tree, token, &work, &mut items)?;
     // A sweep of an srun recipe: each task's batch script runs the recipe's step.
     let array_script = match step {
         Some(step) => Some(array_item(
@@ -786,8 +829,8 @@ fn log_paths(st: &Settings, work: &str, sweep: bool) -> (String, String) {
 }
 
 /// The run job's recipe (single when none is given); mpi needs PMIx where preflight saw srun.
-fn recipe_of(ctx: &mut Context) -> Result<Recipe> {
-    let recipe = match ctx.doc.str_opt("recipe")? {
+fn recipe_of(ctx: &mut Context, input: &Input) -> Result<Recipe> {
+    let recipe = match &input.recipe {
         Some(r) => Recipe::parse(r)?,
         None => {
             ctx.note("no `recipe`: using single (one node, one task)");
@@ -795,10 +838,7 @@ fn recipe_of(ctx: &mut Context) -> Result<Recipe> {
         }
     };
     if recipe == Recipe::Mpi {
-        if let Some(p) = ctx
-            .doc
-            .section_as::<shared::contract::schema::Preflight>("preflight")?
-        {
+        if let Some(p) = &input.connection.preflight {
             p.remote
                 .require_pmix("recipe", "field `recipe` is \"mpi\", which")?;
         }
@@ -807,13 +847,13 @@ fn recipe_of(ctx: &mut Context) -> Result<Recipe> {
 }
 
 /// The job's own files to upload into `work` (its script, `extra_files`), and its command.
-fn job_files(doc: &shared::Document, work: &str, items: &mut Vec<Item>) -> Result<String> {
+fn job_files(input: &Input, work: &str, items: &mut Vec<Item>) -> Result<String> {
     // The uploaded job script, if any.
-    let script = match doc.str_opt("script_path")? {
+    let script = match &input.script_path {
         Some(p) => {
             let local = local_file("script_path", p)?;
-            let name = match doc.str_opt("script_name")? {
-                Some(n) => n.to_string(),
+            let name = match &input.script_name {
+                Some(n) => n.clone(),
                 None => layout::basename(p).unwrap_or_else(|| "job.sh".into()),
             };
             if name.contains('/') || name.starts_with('.') || name.starts_with('-') {
@@ -827,7 +867,7 @@ fn job_files(doc: &shared::Document, work: &str, items: &mut Vec<Item>) -> Resul
         }
         None => None,
     };
-    for f in doc.str_list_opt("extra_files")?.unwrap_or_default() {
+    for f in input.extra_files.clone().unwrap_or_default() {
         let local = local_file("extra_files", &f)?;
         let name = layout::basename(&f).ok_or_else(|| {
             shared::contract::doc::field_error(
@@ -837,8 +877,8 @@ fn job_files(doc: &shared::Document, work: &str, items: &mut Vec<Item>) -> Resul
         })?;
         items.push(Item::file(local, name));
     }
-    let command = match (doc.str_opt("command")?, &script) {
-        (Some(c), _) => c.to_string(),
+    let command = match (&input.command, &script) {
+        (Some(c), _) => c.clone(),
         (None, Some(s)) => format!("bash {}", quote(s)?),
         (None, None) => return Err(shared::contract::doc::missing(
             "command",
@@ -857,7 +897,6 @@ fn job_files(doc: &shared::Document, work: &str, items: &mut Vec<Item>) -> Resul
 /// On Apptainer every task runs the command through the launcher (the image cache, then
 /// `apptainer exec`), in the job's own tree: its path once uploaded.
 fn launcher_item(
-    doc: &shared::Document,
     st: &Settings,
     tree: &Trees,
     token: &str,
@@ -867,7 +906,7 @@ fn launcher_item(
     Ok(
         match st.apptainer_launcher(
             &tree.job,
-            &shared::slurm::container::image_cache(doc)?,
+            &shared::slurm::container::image_cache(&st.places)?,
             None,
             None,
             None,
@@ -936,9 +975,8 @@ fn tmux_wrapper(
     Ok(w)
 }
 
-fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Result<Plan> {
-    let doc = &ctx.doc;
-    let root = Layout::of(doc)?.root()?.ok_or_else(|| {
+fn build_plan(given: &Given, st: &Settings, token: &str, tree: Trees) -> Result<Plan> {
+    let root = Layout::of(&given.placed.layout).root()?.ok_or_else(|| {
         shared::contract::doc::missing(
             "default_user_root_dir",
             "set `default_user_root_dir` (slurm-resolve derives it) or `remote_cwd`",
@@ -958,7 +996,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
     ];
     let launcher = st.apptainer_launcher(
         &root,
-        &shared::slurm::container::image_cache(doc)?,
+        &shared::slurm::container::image_cache(&st.places)?,
         Some(&format!("{root}:{root}")),
         None,
         None,
@@ -985,7 +1023,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         tree.job.clone(),
         tree.commit.clone(),
     ]);
-    match doc.str_opt("build_command")? {
+    match &given.input.build_command {
         Some(c) => {
             let name = format!("build-command-{token}.sh");
             items.push(Item::bytes(
@@ -998,7 +1036,7 @@ fn build_plan(ctx: &mut Context, st: &Settings, token: &str, tree: Trees) -> Res
         }
         None => {
             tail.push("-a".into());
-            tail.push(shared::slurm::cuda_arch(doc.str_opt("device_type")?).into());
+            tail.push(shared::slurm::cuda_arch(given.input.device_type.as_deref()).into());
             tail.push("--nvtx".into());
         }
     }
@@ -1111,14 +1149,18 @@ fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::support::proc
 /// pushed (`Some`: [`submit_synced`] pushes and runs both syncs in the submission's execution),
 /// or both syncs run in executions of their own (`None`), as for a build there is nothing to
 /// submit for, or a repository whose sync needs executions of its own.
-fn sync_first(cli: &Cli, ctx: &mut Context) -> Result<Option<shared::sync::fused::Ready>> {
-    let ssh = Ssh::from_doc(&ctx.doc)?;
+fn sync_first(
+    cli: &Cli,
+    ctx: &mut Context,
+    input: &Input,
+    ssh: &Ssh,
+) -> Result<Option<shared::sync::fused::Ready>> {
     let lock_wait = cli
         .lock_wait
         .unwrap_or(shared::sync::tracked::LOCK_WAIT_SECS);
-    let ready = shared::sync::fused::prepare(ctx, &ssh, lock_wait)?;
+    let ready = shared::sync::fused::prepare(ctx, ssh, lock_wait)?;
     let why = match (cli.build, ready.not_fusable()) {
-        (true, _) if no_build_reason(ctx)?.is_some() => "no build job to submit",
+        (true, _) if no_build_reason(ctx, input)?.is_some() => "no build job to submit",
         (_, Some(why)) => why,
         (_, None) => return Ok(Some(ready)),
     };
@@ -1315,7 +1357,14 @@ mod tests {
                 launcher: None,
                 state_dir: state_dir.clone(),
                 token: token.into(),
-                tree: Trees::of(&doc, repo, token, 10).unwrap(),
+                tree: Trees::of(
+                    &shared::remote::layout::LayoutInput::read(&doc).unwrap(),
+                    repo,
+                    token,
+                    10,
+                    None,
+                )
+                .unwrap(),
                 sweep: None,
                 dependency: None,
             };

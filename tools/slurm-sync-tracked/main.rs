@@ -30,12 +30,13 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 /// of the local repository's remotes, and the remote clone's history must share a root commit
 /// with the local one (`--allow-unrelated` overrides both).
 ///
-/// Reads: repo_root (default: the repository around the current directory), repo_url (default:
-/// the origin remote's URL), remote_repo_path (default: <default_user_root_dir, else
-/// remote_cwd>/<repo name>), remote_work_dir (default: <remote_repo_path>/work_dirs/<work_dir's
-/// name, else job_name>), refresh_paths (paths whose cluster-side build output is wiped at each sync; default none),
-/// slurm_user, model_name, ssh_host and the connection fields. A remote path starting with `~/`
-/// is expanded against the cluster home preflight found.
+/// {reads}
+/// (repo_root defaults to the repository around the current directory; repo_url to the origin
+/// remote's URL; remote_repo_path to <default_user_root_dir, else remote_cwd>/<repo name>;
+/// remote_work_dir to <remote_repo_path>/work_dirs/<work_dir's name, else job_name>;
+/// refresh_paths, the paths whose cluster-side build output is wiped at each sync, to none;
+/// slurm_user and model_name name the temporary branch. A remote path starting with `~/` is
+/// expanded against the cluster home preflight found.)
 ///
 /// {adds}
 ///
@@ -93,6 +94,10 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["sync_tracked"];
+
+    fn reads() -> Vec<&'static str> {
+        shared::sync::tracked::Input::reads()
+    }
 }
 
 pub fn main() -> std::process::ExitCode {

@@ -22,8 +22,9 @@ use shared::{Context, InputArg, Outcome, Result, ToolCli};
 /// local stat. slurm-sync-tracked knows these files as ours: it never stashes them or calls
 /// them cluster-side changes. --full sends everything again.
 ///
-/// Reads: repo_root (default: the repository around the current directory), remote_repo_path
-/// (slurm-sync-tracked derives it), ssh_host and the connection fields.
+/// {reads}
+/// (repo_root defaults to the repository around the current directory; slurm-sync-tracked
+/// derives remote_repo_path and writes sync_tracked.)
 ///
 /// {adds}
 ///
@@ -63,6 +64,10 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["sync_untracked"];
+
+    fn reads() -> Vec<&'static str> {
+        shared::sync::untracked::Input::reads()
+    }
 }
 
 pub fn main() -> std::process::ExitCode {

@@ -66,11 +66,9 @@ use verdict::Verdict;
 /// it lost its link. If the MFA master died it exits 3 with the login command; rerunning
 /// slurm-watch on the same document resumes.
 ///
-/// Reads: job (from slurm-submit), monitor_timeout_seconds, poll_interval_seconds, hang_pattern,
-/// stall_seconds, collect_forensics, install_py_spy,
-/// failure_patterns, success_patterns, local_dir (local folder for a copy of the log; a relative
-/// work_dir puts it in the state directory, never in the repository), and the
-/// connection fields.
+/// {reads}
+/// (job from slurm-submit; local_dir is the local folder for a copy of the log: a relative
+/// work_dir puts it in the state directory, never in the repository.)
 ///
 /// {adds}
 /// The verdict is also added to the local run ledger (see slurm-runs), with the final document.
@@ -134,6 +132,16 @@ impl ToolCli for Cli {
         &self.input
     }
     const SECTIONS: &'static [&'static str] = &["report", "forensics", "race"];
+
+    fn reads() -> Vec<&'static str> {
+        let mut names = Input::reads();
+        for n in retry::RetryInput::reads() {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        names
+    }
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -153,8 +161,34 @@ struct Job {
     sweep_tasks: Option<Vec<schema::SweepTask>>,
 }
 
-fn job_of(ctx: &Context) -> Result<Option<Job>> {
-    let Some(job) = ctx.doc.section_as::<schema::Job>("job")? else {
+shared::document_input! {
+    /// What slurm-watch reads (again for each attempt of --retry).
+    struct Input {
+        job: Option<schema::Job> = section,
+        /// A verdict already given for this job is passed on.
+        report: Option<Report> = section,
+        /// An earlier job's forensics are dropped.
+        forensics: Option<schema::Forensics> = label_section,
+        monitor_timeout_seconds: Option<i64> = int(1, 365 * 86_400),
+        poll_interval_seconds: Option<i64> = int(1, 86_400),
+        hang_pattern: Option<String> = string,
+        stall_seconds: Option<i64> = int(10, 86_400),
+        collect_forensics: Option<bool> = flag,
+        install_py_spy: Option<bool> = flag,
+        failure_patterns: Option<Vec<String>> = strings,
+        success_patterns: Option<Vec<String>> = strings,
+        job_name: Option<String> = string,
+        /// A sweep's tasks an earlier attempt already judged.
+        sweep_done: Option<Vec<schema::TaskReport>> = section,
+        /// The local folder for a copy of the log and the forensics.
+        local: shared::state::local_dirs::LocalDirs = part,
+        cluster: shared::state::ledger::ClusterName = part,
+        connection: shared::remote::ssh::Connection = part,
+    }
+}
+
+fn job_of(job: Option<schema::Job>) -> Result<Option<Job>> {
+    let Some(job) = job else {
         return Err(shared::contract::doc::missing(
             "job",
             "run slurm-submit first: slurm-watch follows the job it submitted",
@@ -335,13 +369,14 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
 }
 
 fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    let Some(job) = job_of(ctx)? else {
+    let input = Input::read(&ctx.doc)?;
+    let Some(job) = job_of(input.job.clone())? else {
         ctx.note("the build job was skipped (build_project is false): nothing to watch");
         return Ok(Outcome::Done);
     };
     // A verdict for this very job is already in the document (a pipeline stage before us
     // stopped): pass it on rather than watch again.
-    if let Some(report) = ctx.doc.section_as::<Report>("report")? {
+    if let Some(report) = &input.report {
         if report.job_id == job.id {
             ctx.note(format!(
                 "job {} already has a verdict ({}); passing it on",
@@ -351,34 +386,28 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         }
     }
     // Forensics of an earlier job (a pipeline run again) would describe the wrong job.
-    if ctx
-        .doc
-        .section_as::<schema::Forensics>("forensics")
-        .ok()
-        .flatten()
-        .is_some_and(|f| f.job_id != job.id)
-    {
+    if input.forensics.as_ref().is_some_and(|f| f.job_id != job.id) {
         ctx.doc.remove("forensics");
     }
-    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let ssh = Ssh::connect(&input.connection)?;
     if cli.cancel {
         cancel(&ssh, &job)?;
-        record_cancel(ctx, &job.id);
+        record_cancel(ctx, &input, &job.id);
         ctx.note(format!(
             "cancelled job {} (--cancel); watching it end",
             job.id
         ));
     }
-    let set = settings(cli, &ctx.doc, &job)?;
+    let set = settings(cli, &input, &job)?;
     let mut events = Events {
         sink: cli
             .events
             .as_deref()
             .map(shared::contract::events::Sink::open)
             .transpose()?,
-        cluster: shared::state::ledger::cluster_of(&ctx.doc),
+        cluster: input.cluster.name(),
         job_id: job.id.clone(),
-        job_name: ctx.doc.str_opt("job_name")?.map(str::to_string),
+        job_name: input.job_name.clone(),
         document: None,
     };
     events.send("submitted", |_| {});
@@ -394,6 +423,7 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             max_interval: set.max_interval,
             outage_limit: cli.outage_limit,
             follow: cli.follow,
+            done: input.sweep_done.as_deref().unwrap_or_default(),
         };
         return array::watch(ctx, &ssh, &setup, &mut events);
     }
@@ -409,14 +439,14 @@ fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     if let Some(f) = &w.evidence {
         ctx.doc.set_section("forensics", f);
     }
-    let report = finish_report(ctx, &job, &w.st, verdict, w.started)?;
+    let report = finish_report(ctx, &set.save_to.dirs, &job, &w.st, verdict, w.started)?;
     Ok(publish(ctx, &mut w.events, &report))
 }
 
 /// What the document asks of the watch: its limits, poll interval, patterns (the workload's
 /// success and failure patterns do not judge a build job, which is judged by its exit and the
 /// hang pattern), stall and forensics.
-fn settings(cli: &Cli, doc: &shared::Document, job: &Job) -> Result<single::Settings> {
+fn settings(cli: &Cli, input: &Input, job: &Job) -> Result<single::Settings> {
     let max_interval = match cli.interval {
         Some(i) if i > 0.0 => i,
         Some(_) => {
@@ -424,40 +454,43 @@ fn settings(cli: &Cli, doc: &shared::Document, job: &Job) -> Result<single::Sett
                 "--interval must be more than 0 seconds",
             ))
         }
-        None => doc
-            .int_opt("poll_interval_seconds", 1, 86_400)?
-            .map_or(30.0, |i| i as f64),
+        None => input.poll_interval_seconds.map_or(30.0, |i| i as f64),
     };
-    let workload = |field: &str| -> Result<Vec<String>> {
-        let list = doc.str_list_opt(field)?.unwrap_or_default();
-        Ok(if job.kind == JobKind::Build {
+    let workload = |list: &Option<Vec<String>>| -> Vec<String> {
+        if job.kind == JobKind::Build {
             Vec::new()
         } else {
-            list.into_iter()
+            list.iter()
+                .flatten()
                 .map(|p| p.to_lowercase())
                 .filter(|p| !p.is_empty())
                 .collect()
-        })
+        }
     };
     Ok(single::Settings {
-        monitor_timeout: doc.int_opt("monitor_timeout_seconds", 1, 365 * 86_400)?,
+        monitor_timeout: input.monitor_timeout_seconds,
         max_interval,
         patterns: Patterns {
-            hang: doc
-                .str_opt("hang_pattern")?
+            hang: input
+                .hang_pattern
+                .as_deref()
                 .unwrap_or("hang detected")
                 .to_lowercase(),
-            failure: workload("failure_patterns")?,
-            success: workload("success_patterns")?,
+            failure: workload(&input.failure_patterns),
+            success: workload(&input.success_patterns),
         },
-        mfa: doc
-            .section_as::<schema::Preflight>("preflight")?
+        mfa: input
+            .connection
+            .preflight
+            .as_ref()
             .is_some_and(|p| p.ssh_path == schema::SshPath::Mfa),
-        stall: doc
-            .int_opt("stall_seconds", 10, 86_400)?
-            .map(|s| Duration::from_secs(s as u64)),
-        collect_forensics: doc.bool_opt("collect_forensics")?.unwrap_or(true),
-        install_py_spy: doc.bool_opt("install_py_spy")?.unwrap_or(false),
+        stall: input.stall_seconds.map(|s| Duration::from_secs(s as u64)),
+        collect_forensics: input.collect_forensics.unwrap_or(true),
+        install_py_spy: input.install_py_spy.unwrap_or(false),
+        save_to: forensics::SaveTo {
+            dirs: input.local.clone(),
+            cluster: input.cluster.name(),
+        },
     })
 }
 
@@ -528,20 +561,16 @@ fn from_scontrol(line: &str) -> Option<AccountingEntry> {
 }
 
 /// The ledger line for a cancel the person (or slurm-mcp's client) asked for.
-fn record_cancel(ctx: &Context, job_id: &str) {
+fn record_cancel(ctx: &Context, input: &Input, job_id: &str) {
     let by = std::env::var("SLURM_TOOLS_CANCELLED_BY")
         .ok()
         .filter(|b| !b.trim().is_empty())
         .unwrap_or_else(|| "slurm-watch --cancel".to_string());
     shared::state::ledger::record_cancel(
         ctx,
-        &shared::state::ledger::cluster_of(&ctx.doc),
+        &input.cluster.name(),
         job_id,
-        ctx.doc
-            .str_opt("job_name")
-            .ok()
-            .flatten()
-            .map(str::to_string),
+        input.job_name.clone(),
         by,
     );
 }
@@ -582,7 +611,7 @@ fn hang_detected(
         ));
         let f = forensics::gather(
             ssh,
-            &ctx.doc,
+            hang.save_to,
             &job.id,
             hang.reason,
             Some((hang.silent.clone(), hang.rank_output.clone())),
@@ -639,7 +668,9 @@ fn hang_detected(
 }
 
 /// A hang as decided: how, the line or the silence, the silent ranks, whether to collect.
-struct Hang {
+struct Hang<'a> {
+    /// Where the evidence is kept.
+    save_to: &'a forensics::SaveTo,
     reason: &'static str,
     what: String,
     silent: Vec<schema::SilentRank>,
@@ -697,6 +728,7 @@ fn monitor_timed_out(
 /// The whole report: the verdict, excerpts, the local copy, and the bookkeeping every report has.
 fn finish_report(
     ctx: &Context,
+    local: &shared::state::local_dirs::LocalDirs,
     job: &Job,
     st: &State,
     v: Verdict,
@@ -708,7 +740,7 @@ fn finish_report(
         Status::HangDetected => (200, 200),
         _ => (100, 50),
     };
-    let (local_log, local_log_complete) = local_copy(ctx, job, st)?;
+    let (local_log, local_log_complete) = local_copy(ctx, local, job, st)?;
     Ok(Report {
         status: v.status,
         job_id: job.id.clone(),
@@ -749,8 +781,13 @@ fn finish_report(
 
 /// The log, as streamed, into the local folder (`local_dir`, see shared::state::local_dirs; never the
 /// repository unless the person puts it there), whole when it fit in memory, else its tail.
-fn local_copy(ctx: &Context, job: &Job, st: &State) -> Result<(Option<String>, bool)> {
-    let Some(dir) = shared::state::local_dirs::local_dir(&ctx.doc)? else {
+fn local_copy(
+    ctx: &Context,
+    local: &shared::state::local_dirs::LocalDirs,
+    job: &Job,
+    st: &State,
+) -> Result<(Option<String>, bool)> {
+    let Some(dir) = shared::state::local_dirs::local_dir(local) else {
         return Ok((None, false));
     };
     let name =

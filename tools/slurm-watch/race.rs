@@ -14,6 +14,7 @@ struct Entrant {
     doc: Document,
     source: String,
     cluster: String,
+    job_name: Option<String>,
     job_id: String,
     ssh: Ssh,
     state: String,
@@ -28,8 +29,19 @@ fn started(state: &str) -> bool {
     ) && !state.starts_with("CANCELLED")
 }
 
+shared::document_input! {
+    /// What the race reads of each entrant's document.
+    struct EntrantInput {
+        job: Option<schema::Job> = section,
+        job_name: Option<String> = label,
+        cluster: shared::state::ledger::ClusterName = part,
+        connection: shared::remote::ssh::Connection = part,
+    }
+}
+
 fn entrant(doc: Document, source: &str) -> Result<Entrant> {
-    let job = doc.section_as::<schema::Job>("job")?.ok_or_else(|| {
+    let input = EntrantInput::read(&doc)?;
+    let job = input.job.ok_or_else(|| {
         ToolError::bad_input(format!(
             "--race: {source} has no `job` section (run slurm-submit on it first)"
         ))
@@ -42,9 +54,10 @@ fn entrant(doc: Document, source: &str) -> Result<Entrant> {
         .with_field("job"));
     };
     shared::slurm::check_job_id("job.job_id", &job_id)?;
-    let ssh = Ssh::from_doc(&doc)?;
+    let ssh = Ssh::connect(&input.connection)?;
     Ok(Entrant {
-        cluster: shared::state::ledger::cluster_of(&doc),
+        cluster: input.cluster.name(),
+        job_name: input.job_name,
         job_id,
         source: source.to_string(),
         ssh,
@@ -245,7 +258,7 @@ fn cancel_the_others(
             ctx,
             &e.cluster,
             &e.job_id,
-            e.doc.str_opt("job_name").ok().flatten().map(str::to_string),
+            e.job_name.clone(),
             format!("the race: {wc} job {wj} started first"),
         );
         ctx.note(format!(

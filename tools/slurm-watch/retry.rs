@@ -36,20 +36,35 @@ fn nodes_of(ssh: &Ssh, job: &str) -> Option<String> {
     (!n.is_empty() && n != "None assigned" && n != "(null)").then_some(n)
 }
 
+shared::document_input! {
+    /// What --retry reads of the watched document, once its verdict is in.
+    pub struct RetryInput {
+        pub report: Option<Report> = section,
+        /// This run's attempt number (the first run is 1).
+        pub attempt: Option<i64> = int(1, 1000),
+        pub attempts: Option<Vec<Attempt>> = section,
+        pub exclude_nodes: Option<Vec<String>> = strings,
+        pub retry_of: Option<String> = string,
+        pub sweep: Option<Sweep> = section,
+        pub connection: shared::remote::ssh::Connection = part,
+    }
+}
+
 pub fn after_verdict(ctx: &mut Context, max: u32) -> Result<Next> {
-    let Some(report) = ctx.doc.section_as::<Report>("report")? else {
+    let input = RetryInput::read(&ctx.doc)?;
+    let Some(report) = input.report.clone() else {
         return Ok(Next::Done);
     };
     if let Some(rows) = &report.tasks {
-        return after_sweep(ctx, max, &report, rows);
+        return after_sweep(ctx, &input, max, &report, rows);
     }
     if !is_infrastructure(&report.slurm_state) {
         return Ok(Next::Done);
     }
-    let Some(attempt) = attempt_left(ctx, max, &report.job_id, &report.slurm_state)? else {
+    let Some(attempt) = attempt_left(ctx, &input, max, &report.job_id, &report.slurm_state) else {
         return Ok(Next::Done);
     };
-    let ssh = Ssh::from_doc(&ctx.doc)?;
+    let ssh = Ssh::connect(&input.connection)?;
     let nodes = nodes_of(&ssh, &report.job_id);
     let attempt_record = Attempt {
         job_id: report.job_id.clone(),
@@ -59,7 +74,14 @@ pub fn after_verdict(ctx: &mut Context, max: u32) -> Result<Next> {
     };
     let failed: Vec<String> = nodes.iter().cloned().collect();
     let doc = ctx.doc.clone();
-    let (doc, exclude) = next_attempt(doc, attempt_record, &failed, attempt, &report.job_id)?;
+    let (doc, exclude) = next_attempt(
+        doc,
+        &input,
+        attempt_record,
+        &failed,
+        attempt,
+        &report.job_id,
+    );
     ctx.note(format!(
         "job {} ended {} ({}): not the code's fault, submitting attempt {} of at most {} with {} excluded",
         report.job_id,
@@ -73,52 +95,60 @@ pub fn after_verdict(ctx: &mut Context, max: u32) -> Result<Next> {
 }
 
 /// This run's attempt number, when another is allowed (said when not).
-fn attempt_left(ctx: &Context, max: u32, job: &str, state: &str) -> Result<Option<u32>> {
-    let attempt = ctx.doc.int_opt("attempt", 1, 1000)?.unwrap_or(1) as u32;
+fn attempt_left(
+    ctx: &Context,
+    input: &RetryInput,
+    max: u32,
+    job: &str,
+    state: &str,
+) -> Option<u32> {
+    let attempt = input.attempt.unwrap_or(1) as u32;
     if attempt > max {
         ctx.note(format!(
             "job {job} ended {state} and this was attempt {attempt}: no retries left (--retry {max})"
         ));
-        return Ok(None);
+        return None;
     }
-    Ok(Some(attempt))
+    Some(attempt)
 }
 
 /// The document of the next attempt: this one recorded in `attempts`, its failed nodes
 /// excluded, linked to the first; returns it and the nodes now excluded.
 fn next_attempt(
     mut doc: Document,
+    input: &RetryInput,
     record: Attempt,
     failed_nodes: &[String],
     attempt: u32,
     job_id: &str,
-) -> Result<(Document, Vec<String>)> {
-    let mut attempts = doc
-        .section_as::<Vec<Attempt>>("attempts")?
-        .unwrap_or_default();
+) -> (Document, Vec<String>) {
+    let mut attempts = input.attempts.clone().unwrap_or_default();
     attempts.push(record);
-    let mut exclude = doc.str_list_opt("exclude_nodes")?.unwrap_or_default();
+    let mut exclude = input.exclude_nodes.clone().unwrap_or_default();
     for n in failed_nodes {
         if !exclude.contains(n) {
             exclude.push(n.clone());
         }
     }
-    let first = doc
-        .str_opt("retry_of")?
-        .map(str::to_string)
-        .unwrap_or_else(|| job_id.to_string());
+    let first = input.retry_of.clone().unwrap_or_else(|| job_id.to_string());
     doc.remove("report");
     doc.remove("job");
     doc.set_section("attempts", &attempts);
     doc.set_section("exclude_nodes", &exclude);
     doc.set_section("retry_of", &first);
     doc.set_section("attempt", &(attempt + 1));
-    Ok((doc, exclude))
+    (doc, exclude)
 }
 
 /// A sweep: only the tasks that ended on an infrastructure failure are submitted again (an
 /// array of just those indexes, their nodes excluded); the others keep their verdicts.
-fn after_sweep(ctx: &mut Context, max: u32, report: &Report, rows: &[TaskReport]) -> Result<Next> {
+fn after_sweep(
+    ctx: &mut Context,
+    input: &RetryInput,
+    max: u32,
+    report: &Report,
+    rows: &[TaskReport],
+) -> Result<Next> {
     let (infra, rest): (Vec<&TaskReport>, Vec<&TaskReport>) =
         rows.iter().partition(|r| is_infrastructure(&r.slurm_state));
     if infra.is_empty() {
@@ -128,7 +158,7 @@ fn after_sweep(ctx: &mut Context, max: u32, report: &Report, rows: &[TaskReport]
         .iter()
         .map(|r| format!("task {} {}", r.index, r.slurm_state))
         .collect();
-    let Some(attempt) = attempt_left(ctx, max, &report.job_id, &states.join(", "))? else {
+    let Some(attempt) = attempt_left(ctx, input, max, &report.job_id, &states.join(", ")) else {
         return Ok(Next::Done);
     };
     let mut failed_nodes: Vec<String> = Vec::new();
@@ -144,7 +174,7 @@ fn after_sweep(ctx: &mut Context, max: u32, report: &Report, rows: &[TaskReport]
         nodes: (!failed_nodes.is_empty()).then(|| failed_nodes.join(",")),
     };
     let mut doc = ctx.doc.clone();
-    let sweep = doc.section_as::<Sweep>("sweep")?.unwrap_or_default();
+    let sweep = input.sweep.clone().unwrap_or_default();
     let only: Vec<u32> = infra.iter().map(|r| r.index).collect();
     doc.set_section(
         "sweep",
@@ -157,7 +187,7 @@ fn after_sweep(ctx: &mut Context, max: u32, report: &Report, rows: &[TaskReport]
         "sweep_done",
         &rest.into_iter().cloned().collect::<Vec<TaskReport>>(),
     );
-    let (doc, exclude) = next_attempt(doc, record, &failed_nodes, attempt, &report.job_id)?;
+    let (doc, exclude) = next_attempt(doc, input, record, &failed_nodes, attempt, &report.job_id);
     ctx.note(format!(
         "sweep {}: {} (not the code's fault): submitting only {} again as attempt {} of at most {}, with {} excluded; the other tasks keep their verdicts",
         report.job_id,

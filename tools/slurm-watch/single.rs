@@ -27,6 +27,8 @@ pub struct Settings {
     pub stall: Option<Duration>,
     pub collect_forensics: bool,
     pub install_py_spy: bool,
+    /// Where the forensics and the log's copy are kept.
+    pub save_to: forensics::SaveTo,
 }
 
 /// What one step of the watch came to: a verdict, or `None` (poll again).
@@ -262,6 +264,7 @@ impl<'a> Watch<'a> {
             &self.st,
             &mut self.events,
             Hang {
+                save_to: &self.set.save_to,
                 reason,
                 what,
                 silent,

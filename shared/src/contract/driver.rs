@@ -40,6 +40,13 @@ pub trait ToolCli: clap::Parser {
     /// types, so the help cannot drift from what the tool writes.
     const SECTIONS: &'static [&'static str] = &[];
 
+    /// The document fields and sections this tool reads: its input type's `reads()` (see
+    /// [`crate::contract::input`]). Its `--help` names them where its doc comment has the line
+    /// [`READS_MARKER`].
+    fn reads() -> Vec<&'static str> {
+        Vec::new()
+    }
+
     /// Where the document goes. Stdout, except for a tool that runs a person's command there
     /// (slurm-alloc exec, slurm-attach with a shell or `--command`): stdout is the command's.
     fn document_to(&self) -> DocumentTo {
@@ -61,7 +68,10 @@ pub enum DocumentTo {
 /// The line in a tool's doc comment that becomes its generated "Adds the `x` section: ..." text.
 pub const ADDS_MARKER: &str = "{adds}";
 
-/// The tool's clap command with the generated "Adds" text in its long help.
+/// The line in a tool's doc comment that becomes its generated "Reads: ..." text.
+pub const READS_MARKER: &str = "{reads}";
+
+/// The tool's clap command with the generated "Reads" and "Adds" text in its long help.
 pub fn command<C: ToolCli>() -> clap::Command {
     let cmd = C::command();
     let Some(about) = cmd.get_long_about().map(|a| a.to_string()) else {
@@ -71,17 +81,40 @@ pub fn command<C: ToolCli>() -> clap::Command {
         .iter()
         .map(|s| wrap(&crate::contract::schema::adds_text(s), 96))
         .collect();
-    cmd.long_about(about.replace(ADDS_MARKER, &adds.join("\n")))
+    let reads = wrap(&format!("Reads: {}.", C::reads().join(", ")), 96);
+    cmd.long_about(
+        about
+            .replace(ADDS_MARKER, &adds.join("\n"))
+            .replace(READS_MARKER, &reads),
+    )
 }
 
 /// For each tool's unit test: its long help has the generated "Adds" text for every section it
 /// writes, every field named, and no marker left. Panics with what is wrong.
 pub fn assert_help_names_its_sections<C: ToolCli>() {
     let help = command::<C>().render_long_help().to_string();
-    assert!(
-        !help.contains(ADDS_MARKER),
-        "the {ADDS_MARKER} marker was not replaced:\n{help}"
-    );
+    for marker in [ADDS_MARKER, READS_MARKER] {
+        assert!(
+            !help.contains(marker),
+            "the {marker} marker was not replaced:\n{help}"
+        );
+    }
+    if C::command()
+        .get_long_about()
+        .is_some_and(|a| a.to_string().contains(READS_MARKER))
+    {
+        assert!(
+            !C::reads().is_empty(),
+            "the help has {READS_MARKER}, and the tool reads nothing: give its ToolCli a `reads()`"
+        );
+    }
+    let known = crate::contract::schema::document_fields();
+    for field in C::reads() {
+        assert!(
+            known.contains(&field),
+            "the tool reads `{field}`, which the job document does not declare (shared::contract::schema::JobDocument)"
+        );
+    }
     let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
     for section in C::SECTIONS {
         let fields = crate::contract::schema::sections()

@@ -5,6 +5,7 @@
 //! - [`error`]: the error type and the contract's exit codes.
 //! - [`schema`]: every section as a Rust type, the only way a tool writes or reads one.
 //! - [`doc`]: the job document, round-trip safe, with typed field and section accessors.
+//! - [`input`]: a tool's input, the fields it reads, typed and checked once at the boundary.
 //! - [`events`]: the JSON-lines event stream of slurm-watch and slurm-runs.
 //! - [`driver`]: the process plumbing every tool's `main` delegates to.
 //!
@@ -15,5 +16,6 @@ pub mod doc;
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod input;
 pub mod schema;
 pub mod text;

@@ -1332,6 +1332,20 @@ pub fn section_fields<T: JsonSchema>() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Every top-level name of the job document: the input fields and the sections (what a tool's
+/// input may read).
+pub fn document_fields() -> Vec<&'static str> {
+    static FIELDS: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    FIELDS
+        .get_or_init(|| {
+            section_fields::<JobDocument>()
+                .into_iter()
+                .map(|f| &*Box::leak(f.into_boxed_str()))
+                .collect()
+        })
+        .clone()
+}
+
 /// The sections, by name, with their fields: what each tool adds.
 pub fn sections() -> Vec<(&'static str, Vec<String>)> {
     vec![

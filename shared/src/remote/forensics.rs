@@ -169,7 +169,7 @@ pub fn collect(
 /// collection that failed is said in `missing`, never an error (a hung job is cancelled anyway).
 pub fn gather(
     ssh: &Ssh,
-    doc: &crate::Document,
+    to: &SaveTo,
     job_id: &str,
     reason: &str,
     silence: Option<(Vec<SilentRank>, Vec<RankOutput>)>,
@@ -179,7 +179,7 @@ pub fn gather(
         Ok((text, secs)) => {
             let mut f = parse(job_id, reason, &text);
             f.collected_seconds = (secs * 10.0).round() / 10.0;
-            f.file = save(doc, job_id, &text);
+            f.file = save(to, job_id, &text);
             f
         }
         Err(e) => Forensics {
@@ -199,23 +199,25 @@ pub fn gather(
 
 /// The whole collection, as the nodes printed it, into the local folder (else the state
 /// directory's `forensics/`); its path (none when it cannot be written: said on stderr).
-pub fn save(doc: &crate::Document, job_id: &str, text: &str) -> Option<String> {
+/// Where the evidence is kept: the document's local folder, else the state directory's
+/// `forensics/<cluster>-<job>.txt`.
+pub struct SaveTo {
+    pub dirs: crate::state::local_dirs::LocalDirs,
+    pub cluster: String,
+}
+
+pub fn save(to: &SaveTo, job_id: &str, text: &str) -> Option<String> {
     // The document's local folder, else the state directory (as slurm-fetch's default), so a
     // document that names no folder still keeps the evidence.
-    let path = match crate::state::local_dirs::local_dir(doc).ok().flatten() {
+    let cluster = &to.cluster;
+    let path = match crate::state::local_dirs::local_dir(&to.dirs) {
         Some(dir) => dir.join(format!("forensics-{job_id}.txt")),
-        None => {
-            let cluster = ["slurm_cluster", "ssh_host"]
-                .iter()
-                .find_map(|k| doc.str_opt(k).ok().flatten())
-                .unwrap_or("cluster");
-            crate::state::journal::state_dir()?
-                .join("forensics")
-                .join(format!(
-                    "{}-{job_id}.txt",
-                    crate::remote::layout::sanitize(cluster, true)
-                ))
-        }
+        None => crate::state::journal::state_dir()?
+            .join("forensics")
+            .join(format!(
+                "{}-{job_id}.txt",
+                crate::remote::layout::sanitize(cluster, true)
+            )),
     };
     let dir = path.parent()?.to_path_buf();
     match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {

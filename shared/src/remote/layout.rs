@@ -11,7 +11,7 @@
 //! home slurm-ssh-preflight found (`preflight.remote.home`); before preflight has run it is
 //! refused with an error naming the field, never sent as a literal `~` directory.
 
-use crate::contract::doc::{field_error, Document};
+use crate::contract::doc::field_error;
 use crate::contract::error::Result;
 
 /// A remote path and whether it was derived (not given in the document).
@@ -21,19 +21,32 @@ pub struct Decided {
     pub derived: bool,
 }
 
+crate::document_input! {
+    /// The fields the remote layout is decided from.
+    pub struct LayoutInput {
+        pub default_user_root_dir: Option<String> = string,
+        pub remote_cwd: Option<String> = string,
+        pub remote_repo_path: Option<String> = string,
+        pub repo_url: Option<String> = string,
+        pub remote_work_dir: Option<String> = string,
+        pub work_dir: Option<String> = string,
+        pub job_name: Option<String> = string,
+        /// For the cluster home (`preflight.remote.home`).
+        pub preflight: Option<crate::contract::schema::Preflight> = section,
+    }
+}
+
 /// The remote layout of one document.
 pub struct Layout<'a> {
-    doc: &'a Document,
+    input: &'a LayoutInput,
     /// The cluster user's home, from `preflight.remote.home`.
     home: Option<String>,
 }
 
 impl<'a> Layout<'a> {
-    pub fn of(doc: &'a Document) -> Result<Layout<'a>> {
-        let home = doc
-            .section_as::<crate::contract::schema::Preflight>("preflight")?
-            .and_then(|p| p.remote.home);
-        Ok(Layout { doc, home })
+    pub fn of(input: &'a LayoutInput) -> Layout<'a> {
+        let home = input.preflight.as_ref().and_then(|p| p.remote.home.clone());
+        Layout { input, home }
     }
 
     /// The cluster user's home, when slurm-ssh-preflight has learned it.
@@ -74,8 +87,12 @@ impl<'a> Layout<'a> {
 
     /// The root clones go under: `default_user_root_dir`, else `remote_cwd`.
     pub fn root(&self) -> Result<Option<String>> {
-        for field in ["default_user_root_dir", "remote_cwd"] {
-            if let Some(v) = self.doc.str_opt(field)? {
+        let fields = [
+            ("default_user_root_dir", &self.input.default_user_root_dir),
+            ("remote_cwd", &self.input.remote_cwd),
+        ];
+        for (field, value) in fields {
+            if let Some(v) = value {
                 return self.absolute(field, v).map(Some);
             }
         }
@@ -84,7 +101,7 @@ impl<'a> Layout<'a> {
 
     /// `remote_repo_path`, else derived from the root and `url` (the repository's clone URL).
     pub fn repo_path(&self, url: Option<&str>) -> Result<Option<Decided>> {
-        if let Some(p) = self.doc.str_opt("remote_repo_path")? {
+        if let Some(p) = &self.input.remote_repo_path {
             return Ok(Some(Decided {
                 path: self.absolute("remote_repo_path", p)?,
                 derived: false,
@@ -108,7 +125,7 @@ impl<'a> Layout<'a> {
 
     /// `remote_repo_path`, required: given, or derived from `repo_url`.
     pub fn repo_path_req(&self) -> Result<Decided> {
-        self.repo_path(self.doc.str_opt("repo_url")?)?.ok_or_else(|| {
+        self.repo_path(self.input.repo_url.as_deref())?.ok_or_else(|| {
             crate::contract::doc::missing(
                 "remote_repo_path",
                 "set `remote_repo_path`, or `repo_url` and `default_user_root_dir`/`remote_cwd` to derive it (slurm-resolve and slurm-sync-tracked do)",
@@ -119,7 +136,7 @@ impl<'a> Layout<'a> {
     /// `remote_work_dir`, else `<repo>/work_dirs/<leaf>`. The job's logs go there through
     /// `--output`/`--error`, so it must hold no Slurm filename pattern ([`check_log_dir`]).
     pub fn work_dir(&self, repo: &str) -> Result<Decided> {
-        if let Some(w) = self.doc.str_opt("remote_work_dir")? {
+        if let Some(w) = &self.input.remote_work_dir {
             let path = self.absolute("remote_work_dir", w)?;
             check_log_dir("remote_work_dir", &path)?;
             return Ok(Decided {
@@ -127,13 +144,13 @@ impl<'a> Layout<'a> {
                 derived: false,
             });
         }
-        let leaf = self.doc.str_opt("work_dir")?;
+        let leaf = self.input.work_dir.as_deref();
         if let Some(l) = leaf.and_then(basename) {
             check_log_dir("work_dir", &l)?;
         }
         check_log_dir("remote_repo_path", repo)?;
         Ok(Decided {
-            path: work_dir(repo, leaf, self.doc.str_opt("job_name")?),
+            path: work_dir(repo, leaf, self.input.job_name.as_deref()),
             derived: true,
         })
     }
@@ -159,9 +176,16 @@ pub fn check_log_dir(field: &str, dir: &str) -> Result<()> {
 /// The working directory preflight checks and creates, as written (`remote_cwd`, else
 /// `default_user_root_dir`): preflight's remote check expands a leading `~/` itself, since it is
 /// the step that learns the home. Absolute or `~/` only.
-pub fn preflight_cwd(doc: &Document) -> Result<Option<(String, &'static str)>> {
-    for field in ["remote_cwd", "default_user_root_dir"] {
-        if let Some(v) = doc.str_opt(field)? {
+pub fn preflight_cwd(
+    remote_cwd: Option<&str>,
+    default_user_root_dir: Option<&str>,
+) -> Result<Option<(String, &'static str)>> {
+    let fields = [
+        ("remote_cwd", remote_cwd),
+        ("default_user_root_dir", default_user_root_dir),
+    ];
+    for (field, value) in fields {
+        if let Some(v) = value {
             if !(v.starts_with('/') || v.starts_with("~/") || v == "~") {
                 return Err(field_error(
                     field,
@@ -224,9 +248,10 @@ pub fn work_dir(repo: &str, work_dir: Option<&str>, job_name: Option<&str>) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::doc::Document;
 
-    fn doc(s: &str) -> Document {
-        Document::parse(s.as_bytes(), "test").unwrap()
+    fn doc(s: &str) -> LayoutInput {
+        LayoutInput::read(&Document::parse(s.as_bytes(), "test").unwrap()).unwrap()
     }
 
     const HOME: &str = r#""preflight":{"ssh_path":"direct","master":"none","control_path":null,"mfa_style":false,"mfa_style_discovered":false,"remote":{"remote_cwd":"/h/u","remote_cwd_exists":true,"remote_cwd_created":false,"remote_cwd_writable":true,"user":"u","home":"/h/u","login_host":null,"tmux":null,"slurm_version":null,"git":null,"tar":null,"accounting":null,"container_flags":false}}"#;
@@ -234,19 +259,19 @@ mod tests {
     #[test]
     fn slurm_filename_patterns_in_log_dirs_are_refused_naming_the_field() {
         let d = doc(r#"{"remote_work_dir":"/h/u/run-%u"}"#);
-        let e = Layout::of(&d).unwrap().work_dir("/h/u/repo").unwrap_err();
+        let e = Layout::of(&d).work_dir("/h/u/repo").unwrap_err();
         assert!(
             e.message.contains("remote_work_dir") && e.message.contains('%'),
             "{}",
             e.message
         );
         let d = doc(r#"{"work_dir":"a\\b"}"#);
-        let e = Layout::of(&d).unwrap().work_dir("/h/u/repo").unwrap_err();
+        let e = Layout::of(&d).work_dir("/h/u/repo").unwrap_err();
         assert!(e.message.contains("work_dir"), "{}", e.message);
         let d = doc(r#"{}"#);
-        let e = Layout::of(&d).unwrap().work_dir("/h/u/re%jpo").unwrap_err();
+        let e = Layout::of(&d).work_dir("/h/u/re%jpo").unwrap_err();
         assert!(e.message.contains("remote_repo_path"), "{}", e.message);
-        assert!(Layout::of(&d).unwrap().work_dir("/h/u/repo").is_ok());
+        assert!(Layout::of(&d).work_dir("/h/u/repo").is_ok());
     }
 
     #[test]
@@ -281,9 +306,9 @@ mod tests {
         ];
         for (d, root, repo, work) in table {
             let d = doc(d);
-            let l = Layout::of(&d).unwrap();
+            let l = Layout::of(&d);
             assert_eq!(l.root().unwrap().as_deref(), *root, "{d:?}");
-            let r = l.repo_path(d.str_opt("repo_url").unwrap()).unwrap();
+            let r = l.repo_path(d.repo_url.as_deref()).unwrap();
             assert_eq!(r.as_ref().map(|r| r.path.as_str()), *repo, "{d:?}");
             if let Some(r) = r {
                 assert_eq!(l.work_dir(&r.path).unwrap().path, *work, "{d:?}");
@@ -294,7 +319,7 @@ mod tests {
     #[test]
     fn tilde_paths_expand_against_the_remote_home_or_are_refused() {
         let d = doc(r#"{"default_user_root_dir":"~/work","repo_url":"h:o/p.git"}"#);
-        let e = Layout::of(&d).unwrap().root().unwrap_err();
+        let e = Layout::of(&d).root().unwrap_err();
         assert_eq!(e.field.as_deref(), Some("default_user_root_dir"));
         assert!(e.message.contains("home is not known"), "{}", e.message);
         assert!(e.hint.unwrap().contains("slurm-ssh-preflight"));
@@ -302,7 +327,7 @@ mod tests {
         let d = doc(&format!(
             r#"{{"default_user_root_dir":"~/work","repo_url":"h:o/p.git",{HOME}}}"#
         ));
-        let l = Layout::of(&d).unwrap();
+        let l = Layout::of(&d);
         let repo = l.repo_path_req().unwrap();
         assert_eq!(
             repo,
@@ -314,7 +339,7 @@ mod tests {
         let d = doc(&format!(
             r#"{{"remote_repo_path":"~","remote_work_dir":"~/w",{HOME}}}"#
         ));
-        let l = Layout::of(&d).unwrap();
+        let l = Layout::of(&d);
         assert_eq!(l.repo_path_req().unwrap().path, "/h/u");
         assert_eq!(l.work_dir("/h/u").unwrap().path, "/h/u/w");
     }
@@ -330,16 +355,16 @@ mod tests {
             ),
         ] {
             let d = doc(d);
-            let l = Layout::of(&d).unwrap();
+            let l = Layout::of(&d);
             let e = l
                 .repo_path_req()
                 .and_then(|r| l.work_dir(&r.path))
                 .unwrap_err();
             assert_eq!(e.field.as_deref(), Some(field));
         }
-        assert!(preflight_cwd(&doc(r#"{"remote_cwd":"rel"}"#)).is_err());
+        assert!(preflight_cwd(Some("rel"), None).is_err());
         assert_eq!(
-            preflight_cwd(&doc(r#"{"default_user_root_dir":"~/w"}"#)).unwrap(),
+            preflight_cwd(None, Some("~/w")).unwrap(),
             Some(("~/w".to_string(), "default_user_root_dir"))
         );
     }

@@ -9,7 +9,6 @@ use crate::remote::layout::Layout;
 use crate::remote::quote::Script;
 use crate::slurm;
 use crate::support::process::Output;
-use crate::Document;
 
 /// What to go into: the job id, its named container, the directory its code is in.
 #[derive(Debug, Clone)]
@@ -23,18 +22,28 @@ pub struct Target {
     pub dir: String,
 }
 
+crate::document_input! {
+    /// What names the job to reach: a held allocation or a submitted job, and where its code is.
+    pub struct TargetInput {
+        pub allocation: Option<Allocation> = section,
+        pub job: Option<Job> = section,
+        /// `remote_repo_path`, else `remote_cwd`, when the job names no tree.
+        pub layout: crate::remote::layout::LayoutInput = part,
+    }
+}
+
 /// The document's held allocation (`allocation`, not released) or, without one, its submitted
 /// job (`job`).
-pub fn target(doc: &Document) -> Result<Target> {
-    let layout = Layout::of(doc)?;
+pub fn target(input: &TargetInput) -> Result<Target> {
+    let layout = Layout::of(&input.layout);
     let fallback_dir = || -> Result<String> {
-        match (doc.str_opt("remote_repo_path")?, doc.str_opt("remote_cwd")?) {
+        match (&input.layout.remote_repo_path, &input.layout.remote_cwd) {
             (Some(d), _) => layout.absolute("remote_repo_path", d),
             (None, Some(d)) => layout.absolute("remote_cwd", d),
             (None, None) => Ok("~".to_string()),
         }
     };
-    if let Some(a) = doc.section_as::<Allocation>("allocation")? {
+    if let Some(a) = input.allocation.clone() {
         if a.state != Some(AllocationState::Released) {
             if let Some(id) = a.job_id {
                 slurm::check_job_id("allocation", &id)?;
@@ -47,7 +56,7 @@ pub fn target(doc: &Document) -> Result<Target> {
             }
         }
     }
-    if let Some(j) = doc.section_as::<Job>("job")? {
+    if let Some(j) = input.job.clone() {
         if let Some(id) = j.job_id {
             slurm::check_job_id("job", &id)?;
             let dir = match j.tree.or(j.remote_repo_path) {

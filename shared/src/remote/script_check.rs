@@ -64,8 +64,10 @@ mod tests {
             "test",
         )
         .unwrap();
+        let layout = crate::remote::layout::LayoutInput::read(&doc).unwrap();
         let trees =
-            crate::remote::trees::Trees::of(&doc, "/h/u/work/repo", "slurm-tools-abc", 10).unwrap();
+            crate::remote::trees::Trees::of(&layout, "/h/u/work/repo", "slurm-tools-abc", 10, None)
+                .unwrap();
         trees.assign(&mut s, true).unwrap();
         s.raw("make_tree && prune_trees\n");
         // The running-job check and node choice of slurm-attach and slurm-forward.

@@ -12,7 +12,6 @@
 //! ssh's exit code 255 means "ssh failed" (or, rarely, the remote shell died of a signal); our
 //! scripts never exit 255 on purpose, so 255 is classified from stderr into [`SshFailure`].
 
-use crate::contract::doc::Document;
 use crate::contract::error::{ErrorKind, Result, ToolError};
 use crate::remote::quote::{preview, Script};
 use crate::support::process::{Cmd, Input, Output, StreamWriter};
@@ -90,25 +89,39 @@ fn dump_for_static_checks(text: &[u8]) {
     }
 }
 
-/// The ControlPath every tool after preflight uses, decided here only: the one preflight settled
-/// on (`preflight.control_path`), else [`requested_control_path`]. To change it, rerun
-/// slurm-ssh-preflight: a `control_path` edited after preflight is not what the master listens on.
-pub fn control_path(doc: &Document) -> Result<String> {
-    let settled = doc
-        .section_as::<crate::contract::schema::Preflight>("preflight")?
-        .and_then(|p| p.control_path);
-    match settled {
-        Some(p) => Ok(p),
-        None => requested_control_path(doc),
+crate::document_input! {
+    /// How to reach the cluster, as the document says: what [`Ssh`] is made from.
+    pub struct Connection {
+        pub ssh_host: Option<String> = string,
+        pub ssh_config_file: Option<String> = string,
+        pub ssh_options: Option<Vec<String>> = strings,
+        pub control_path: Option<String> = string,
+        /// The control path preflight settled on (`preflight.control_path`).
+        pub preflight: Option<crate::contract::schema::Preflight> = section,
     }
 }
 
-/// The ControlPath the document asks for: `control_path`, else [`DEFAULT_CONTROL_PATH`].
-pub fn requested_control_path(doc: &Document) -> Result<String> {
-    Ok(doc
-        .str_opt("control_path")?
-        .unwrap_or(DEFAULT_CONTROL_PATH)
-        .to_string())
+impl Connection {
+    /// The ControlPath every tool after preflight uses, decided here only: the one preflight
+    /// settled on (`preflight.control_path`), else [`Connection::requested_control_path`]. To
+    /// change it, rerun slurm-ssh-preflight: a `control_path` edited after preflight is not what
+    /// the master listens on.
+    pub fn control_path(&self) -> String {
+        self.settled_control_path()
+            .unwrap_or_else(|| self.requested_control_path())
+    }
+
+    /// The control path preflight settled on, if it ran.
+    pub fn settled_control_path(&self) -> Option<String> {
+        self.preflight.as_ref().and_then(|p| p.control_path.clone())
+    }
+
+    /// The ControlPath the document asks for: `control_path`, else [`DEFAULT_CONTROL_PATH`].
+    pub fn requested_control_path(&self) -> String {
+        self.control_path
+            .clone()
+            .unwrap_or_else(|| DEFAULT_CONTROL_PATH.to_string())
+    }
 }
 
 /// The ssh program; `SLURM_TOOLS_SSH` overrides it (e.g. a wrapper that logs, in benchmarks).
@@ -175,51 +188,51 @@ pub struct Ssh {
 }
 
 impl Ssh {
-    /// From the document: `ssh_host`, `ssh_config_file`, `ssh_options`, and the control path
-    /// every tool after preflight uses ([`control_path`]).
+    /// From the connection fields: `ssh_host`, `ssh_config_file`, `ssh_options`, and the control
+    /// path every tool after preflight uses ([`Connection::control_path`]).
     ///
     /// The socket preflight settled on (`preflight.control_path`, expanded) is checked again
     /// here, before any ssh uses it (one `lstat` or two): still a socket, ours, not a symlink, in a
     /// directory others cannot write. After a master exits another local user could otherwise
     /// bind a socket at the same path and receive every later tool's scripts and forwards.
-    pub fn from_doc(doc: &Document) -> Result<Ssh> {
-        // The path [`control_path`] decides, read once: preflight's (expanded) is checked; the
+    pub fn connect(conn: &Connection) -> Result<Ssh> {
+        // The path [`Connection::control_path`] decides: preflight's (expanded) is checked; the
         // requested pattern is checked by preflight itself once it has expanded it.
-        let path = match doc
-            .section_as::<crate::contract::schema::Preflight>("preflight")?
-            .and_then(|p| p.control_path)
-        {
+        let path = match conn.settled_control_path() {
             Some(settled) => {
                 crate::remote::control_socket::check(&settled)?;
                 settled
             }
-            None => requested_control_path(doc)?,
+            None => conn.requested_control_path(),
         };
-        Self::with_control_path(doc, path)
+        Self::with_control_path(conn, path)
     }
 
     /// For slurm-ssh-preflight, which settles the control path itself: the one the document asks
-    /// for ([`requested_control_path`]), never an earlier preflight's choice.
-    pub fn for_preflight(doc: &Document) -> Result<Ssh> {
-        Self::with_control_path(doc, requested_control_path(doc)?)
+    /// for ([`Connection::requested_control_path`]), never an earlier preflight's choice.
+    pub fn for_preflight(conn: &Connection) -> Result<Ssh> {
+        Self::with_control_path(conn, conn.requested_control_path())
     }
 
-    fn with_control_path(doc: &Document, control_path: String) -> Result<Ssh> {
-        let host = doc
-            .str_req(
-                "ssh_host",
-                "set `ssh_host` to the login host (an alias from your ssh config works), \
-                 or run slurm-resolve with a catalog that has an ssh_host pattern",
-            )?
-            .to_string();
+    fn with_control_path(conn: &Connection, control_path: String) -> Result<Ssh> {
+        let hint = "set `ssh_host` to the login host (an alias from your ssh config works), \
+                    or run slurm-resolve with a catalog that has an ssh_host pattern";
+        let host = match conn.ssh_host.as_deref() {
+            Some("") => {
+                return Err(
+                    crate::contract::doc::field_error("ssh_host", "is empty").with_hint(hint)
+                )
+            }
+            Some(h) => h.to_string(),
+            None => return Err(crate::contract::doc::missing("ssh_host", hint)),
+        };
         check_host(&host)?;
-        let config_file = doc.str_opt("ssh_config_file")?.map(str::to_string);
-        let options = doc.str_list_opt("ssh_options")?.unwrap_or_default();
+        let options = conn.ssh_options.clone().unwrap_or_default();
         check_options(&options)?;
         Ok(Ssh {
             host,
             control_path: Some(control_path),
-            config_file,
+            config_file: conn.ssh_config_file.clone(),
             options,
             connect_timeout: 10,
         })
@@ -820,11 +833,11 @@ pub fn spawn_error(program: &str, e: std::io::Error) -> ToolError {
 mod tests {
     use super::*;
 
-    fn doc_with_socket(path: &str) -> Document {
+    fn conn_with_socket(path: &str) -> Connection {
         let text = format!(
             r#"{{"ssh_host":"h","preflight":{{"ssh_path":"mfa","master":"managed","control_path":{path:?},"mfa_style":true,"mfa_style_discovered":false,"remote":{{"remote_cwd":"/h/u","remote_cwd_exists":true,"remote_cwd_created":false,"remote_cwd_writable":true,"user":"u","home":"/h/u","login_host":null,"tmux":null,"slurm_version":null,"git":null,"tar":null,"accounting":null,"container_flags":false}}}}}}"#
         );
-        Document::parse(text.as_bytes(), "test").unwrap()
+        Connection::read(&crate::Document::parse(text.as_bytes(), "test").unwrap()).unwrap()
     }
 
     #[test]
@@ -863,22 +876,22 @@ mod tests {
         let sock = dir.join("s");
         let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
         let p = sock.to_str().unwrap();
-        assert!(Ssh::from_doc(&doc_with_socket(p)).is_ok());
+        assert!(Ssh::connect(&conn_with_socket(p)).is_ok());
         // Taken over by another uid (as root, where the test can chown).
         if crate::remote::control_socket::Platform::this_machine().uid == 0 {
             std::os::unix::fs::chown(&sock, Some(65534), None).unwrap();
-            let e = Ssh::from_doc(&doc_with_socket(p)).unwrap_err();
+            let e = Ssh::connect(&conn_with_socket(p)).unwrap_err();
             assert!(e.message.contains("belongs to uid 65534"), "{}", e.message);
             std::os::unix::fs::chown(&sock, Some(0), None).unwrap();
         }
         // A symlink in its place.
         let link = dir.join("l");
         std::os::unix::fs::symlink(&sock, &link).unwrap();
-        let e = Ssh::from_doc(&doc_with_socket(link.to_str().unwrap())).unwrap_err();
+        let e = Ssh::connect(&conn_with_socket(link.to_str().unwrap())).unwrap_err();
         assert!(e.message.contains("symbolic link"), "{}", e.message);
         // Its directory opened to others.
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = Ssh::from_doc(&doc_with_socket(p)).unwrap_err();
+        let e = Ssh::connect(&conn_with_socket(p)).unwrap_err();
         assert!(e.message.contains("writable by others"), "{}", e.message);
         assert_eq!(e.field.as_deref(), Some("control_path"));
     }

@@ -4,7 +4,7 @@
 
 use crate::remote::layout::{self, join, Layout};
 use crate::remote::quote::Script;
-use crate::{Context, Document, Result};
+use crate::{Context, Result};
 
 /// Where each job's own code lives (see [`TREE`]).
 pub struct Trees {
@@ -22,21 +22,17 @@ pub struct Trees {
 }
 
 impl Trees {
-    pub fn of(doc: &Document, repo: &str, token: &str, keep: u32) -> Result<Trees> {
-        let synced = doc.section_as::<crate::contract::schema::SyncTracked>("sync_tracked")?;
-        Trees::of_synced(doc, repo, token, keep, synced.as_ref())
-    }
-
-    /// As [`Trees::of`], for the tracked sync `synced` (one not yet in the document: a sync that
-    /// runs in the same ssh execution as the job's submission).
-    pub fn of_synced(
-        doc: &Document,
+    /// The trees beside the work directory `layout` decides for the clone `repo`, for the
+    /// tracked sync `synced` (the document's `sync_tracked`, or one not yet in the document: a
+    /// sync that runs in the same ssh execution as the job's submission).
+    pub fn of(
+        layout: &layout::LayoutInput,
         repo: &str,
         token: &str,
         keep: u32,
         synced: Option<&crate::contract::schema::SyncTracked>,
     ) -> Result<Trees> {
-        let work = Layout::of(doc)?.work_dir(repo)?.path;
+        let work = Layout::of(layout).work_dir(repo)?.path;
         let parent = work
             .trim_end_matches('/')
             .rsplit_once('/')

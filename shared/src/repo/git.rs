@@ -4,7 +4,6 @@
 //! Nothing here writes to HEAD, the refs, the index file, the working tree or the stash: the
 //! promise that local work is never lost (docs/reliability.md 1) starts with this module only reading.
 
-use crate::contract::doc::Document;
 use crate::contract::error::{ErrorKind, Result, ToolError};
 use crate::support::process::{Cmd, Output};
 use std::path::{Path, PathBuf};
@@ -59,9 +58,9 @@ fn scan_index(b: &[u8]) -> Option<IndexNotes> {
 }
 
 impl LocalRepo {
-    /// `repo_root` from the document, else the repository around the current directory.
-    pub fn open(doc: &Document) -> Result<LocalRepo> {
-        let start = match doc.str_opt("repo_root")? {
+    /// `repo_root` (the document's), else the repository around the current directory.
+    pub fn open(repo_root: Option<&str>) -> Result<LocalRepo> {
+        let start = match repo_root {
             Some(p) => PathBuf::from(p),
             None => std::env::current_dir().map_err(|e| {
                 ToolError::bad_input(format!("cannot read the current directory: {e}"))

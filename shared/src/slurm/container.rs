@@ -215,9 +215,18 @@ pub fn runtime(
     }
 }
 
+crate::document_input! {
+    /// Where the container files go on the cluster: the image cache and an allocation's files.
+    pub struct Places {
+        pub image_cache_dir: Option<String> = string,
+        /// The user's root (`default_user_root_dir`, `remote_cwd`, the home preflight found).
+        pub layout: crate::remote::layout::LayoutInput = part,
+    }
+}
+
 /// The user's root on the cluster (`default_user_root_dir`, else `remote_cwd`, else the home).
-fn user_root(doc: &crate::Document) -> Result<String> {
-    let layout = crate::remote::layout::Layout::of(doc)?;
+fn user_root(places: &Places) -> Result<String> {
+    let layout = crate::remote::layout::Layout::of(&places.layout);
     match layout.root()? {
         Some(r) => Ok(r),
         None => layout.home().map(str::to_string).ok_or_else(|| {
@@ -231,10 +240,11 @@ fn user_root(doc: &crate::Document) -> Result<String> {
 
 /// Where a registry image is kept once per content digest (Apptainer's SIF files):
 /// `image_cache_dir`, else beside the job trees, under the user's root on the shared filesystem.
-pub fn image_cache(doc: &crate::Document) -> Result<String> {
-    if let Some(dir) = doc.str_opt("image_cache_dir")? {
+pub fn image_cache(places: &Places) -> Result<String> {
+    if let Some(dir) = &places.image_cache_dir {
         super::check_slurm_value("image_cache_dir", dir)?;
-        let dir = crate::remote::layout::Layout::of(doc)?.absolute("image_cache_dir", dir)?;
+        let dir =
+            crate::remote::layout::Layout::of(&places.layout).absolute("image_cache_dir", dir)?;
         if !dir.starts_with('/') {
             return Err(field_error(
                 "image_cache_dir",
@@ -245,21 +255,16 @@ pub fn image_cache(doc: &crate::Document) -> Result<String> {
         return Ok(dir.trim_end_matches('/').to_string());
     }
     Ok(crate::remote::layout::join(
-        &user_root(doc)?,
+        &user_root(places)?,
         "slurm-tools-images",
     ))
 }
 
-/// `image_cache_keep`: how many images the cache keeps (default 8; 0: no cache).
-pub fn image_cache_keep(doc: &crate::Document) -> Result<i64> {
-    Ok(doc.int_opt("image_cache_keep", 0, 10_000)?.unwrap_or(8))
-}
-
 /// An allocation's container files on Apptainer (its launcher and its `packages`), removed by
 /// `slurm-alloc down`.
-pub fn allocation_dir(doc: &crate::Document, job: &str) -> Result<String> {
+pub fn allocation_dir(places: &Places, job: &str) -> Result<String> {
     Ok(crate::remote::layout::join(
-        &crate::remote::layout::join(&user_root(doc)?, "slurm-tools-alloc"),
+        &crate::remote::layout::join(&user_root(places)?, "slurm-tools-alloc"),
         job,
     ))
 }
@@ -315,13 +320,13 @@ pub fn import_line(line: &str) -> Option<Option<(String, String)>> {
 /// starts"), `nothing` what a failed import leaves ("nothing was submitted").
 pub fn pyxis_cache(
     ctx: &crate::Context,
+    ssh: &crate::remote::ssh::Ssh,
     st: &mut crate::slurm::Settings,
     token: &str,
     starts: &str,
     nothing: &str,
 ) -> Result<Option<crate::contract::schema::ContainerUse>> {
     use crate::remote::quote::Script;
-    use crate::remote::ssh::Ssh;
     use std::time::Duration;
     let (Some(Runtime::Pyxis), Some(written)) = (st.container_runtime, st.container_image.clone())
     else {
@@ -334,8 +339,7 @@ pub fn pyxis_cache(
     if st.image_cache_keep == 0 || !image.cacheable() {
         return Ok(None);
     }
-    let ssh = Ssh::from_doc(&ctx.doc)?;
-    let cache = image_cache(&ctx.doc)?;
+    let cache = image_cache(&st.places)?;
     let mut s = Script::new();
     s.assign("image", reference)?;
     s.assign("cache", &cache)?;

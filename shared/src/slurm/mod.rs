@@ -9,7 +9,7 @@ mod settings;
 pub mod sweep;
 pub mod usage;
 pub use pyxis::enroot_image;
-pub use settings::{mounts, Settings, SiteOptions, DISTRIBUTED_ENV};
+pub use settings::{mounts, Settings, SettingsInput, SiteOptions, DISTRIBUTED_ENV};
 
 use crate::contract::doc::field_error;
 use crate::contract::error::{ErrorKind, Result, ToolError};

@@ -11,8 +11,39 @@ use crate::contract::schema::{Recipe, Resolve};
 use crate::{Document, Result};
 use serde_json::Value;
 
+crate::document_input! {
+    /// The document fields the Slurm settings are made from.
+    pub struct SettingsInput {
+        pub job_name: Option<String> = string,
+        pub account: Option<String> = string,
+        pub partition: Option<String> = string,
+        pub time_limit: Option<String> = string,
+        pub node_count: Option<i64> = int(1, 100_000),
+        pub required_devices_per_node: Option<i64> = int(1, 4096),
+        pub gpus_per_node: Option<i64> = int(1, 4096),
+        pub container_image: Option<String> = string,
+        pub container_runtime: Option<String> = string,
+        pub image_cache_keep: Option<i64> = int(0, 10_000),
+        /// A string or a list of strings ([`mounts`]).
+        pub mounts: Option<Value> = value,
+        pub exclude_nodes: Option<Vec<String>> = strings,
+        pub qos: Option<String> = string,
+        pub mem: Option<String> = string,
+        pub mem_per_gpu: Option<String> = string,
+        pub cpus_per_task: Option<i64> = int(1, 4096),
+        pub gres: Option<String> = string,
+        pub reservation: Option<String> = string,
+        pub exclusive: Option<bool> = flag,
+        pub slurm_options: Option<Vec<String>> = strings,
+        /// The catalog's cluster flags (`resolve.flags`).
+        pub resolve: Option<Resolve> = section,
+        /// Where the image cache and an allocation's container files go.
+        pub places: container::Places = part,
+    }
+}
+
 /// The Slurm settings shared by every job, read and checked from the document.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default)]
 pub struct Settings {
     pub job_name: Option<String>,
     pub account: Option<String>,
@@ -43,6 +74,8 @@ pub struct Settings {
     /// A site's own options: `qos`, `mem`, `mem_per_gpu`, `cpus_per_task`, `gres`,
     /// `reservation`, `exclusive`, and `slurm_options` (further long options, exact words).
     pub site: SiteOptions,
+    /// Where the container files go on the cluster ([`Settings::image_cache`]).
+    pub places: container::Places,
 }
 
 /// The Slurm options a site may require, as the argv words they become (every allocating
@@ -166,9 +199,14 @@ fn check_option(i: usize, o: &str) -> Result<()> {
 }
 
 impl SiteOptions {
+    /// The site's options from the document (slurm-resolve's placement probe asks with them).
     pub fn from_doc(doc: &Document) -> Result<SiteOptions> {
-        let s = |k: &str| -> Result<Option<String>> {
-            let v = doc.str_opt(k)?.map(str::to_string);
+        Self::from_input(&SettingsInput::read(doc)?)
+    }
+
+    pub fn from_input(input: &SettingsInput) -> Result<SiteOptions> {
+        let s = |k: &str, v: &Option<String>| -> Result<Option<String>> {
+            let v = v.clone();
             if let Some(v) = &v {
                 check_slurm_value(k, v)?;
                 if v.contains([' ', '\t']) {
@@ -180,8 +218,8 @@ impl SiteOptions {
             }
             Ok(v)
         };
-        let mem = s("mem")?;
-        let mem_per_gpu = s("mem_per_gpu")?;
+        let mem = s("mem", &input.mem)?;
+        let mem_per_gpu = s("mem_per_gpu", &input.mem_per_gpu)?;
         for (f, v) in [("mem", &mem), ("mem_per_gpu", &mem_per_gpu)] {
             if let Some(v) = v {
                 check_memory(f, v)?;
@@ -194,7 +232,7 @@ impl SiteOptions {
             )
             .with_hint("keep one: `mem` per node, or `mem_per_gpu`"));
         }
-        let gres = s("gres")?;
+        let gres = s("gres", &input.gres)?;
         if let Some(g) = &gres {
             let ok = g.split(',').all(|item| {
                 let parts: Vec<&str> = item.split(':').collect();
@@ -216,7 +254,8 @@ impl SiteOptions {
                 )
                 .with_hint("give name[:type][:count], comma-separated, e.g. \"gpu:a100:2\""));
             }
-            if g.split(',').any(|i| i.split(':').next() == Some("gpu")) && doc.has("gpus_per_node")
+            if g.split(',').any(|i| i.split(':').next() == Some("gpu"))
+                && input.gpus_per_node.is_some()
             {
                 return Err(field_error(
                     "gres",
@@ -225,22 +264,18 @@ impl SiteOptions {
                 .with_hint("keep one: `gres` (with a GPU type, e.g. \"gpu:a100:2\") or `gpus_per_node`"));
             }
         }
-        let extra = doc.str_list_opt("slurm_options")?.unwrap_or_default();
+        let extra = input.slurm_options.clone().unwrap_or_default();
         for (i, o) in extra.iter().enumerate() {
             check_option(i, o)?;
         }
         Ok(SiteOptions {
-            qos: s("qos")?,
+            qos: s("qos", &input.qos)?,
             mem,
             mem_per_gpu,
-            cpus_per_task: doc.int_opt("cpus_per_task", 1, 4096)?,
+            cpus_per_task: input.cpus_per_task,
             gres,
-            reservation: s("reservation")?,
-            exclusive: match doc.get("exclusive") {
-                None => false,
-                Some(Value::Bool(b)) => *b,
-                Some(other) => return Err(wrong_type("exclusive", "true or false", other)),
-            },
+            reservation: s("reservation", &input.reservation)?,
+            exclusive: input.exclusive.unwrap_or(false),
             extra,
         })
     }
@@ -279,8 +314,8 @@ fn parent_mount(path: &str) -> String {
 }
 
 /// `exclude_nodes`: node names or Slurm host lists (`mn[1-2]`), joined with `,`.
-pub fn exclude_nodes(doc: &Document) -> Result<Option<String>> {
-    let Some(list) = doc.str_list_opt("exclude_nodes")? else {
+pub fn exclude_nodes(list: Option<&[String]>) -> Result<Option<String>> {
+    let Some(list) = list else {
         return Ok(None);
     };
     for (i, n) in list.iter().enumerate() {
@@ -304,12 +339,21 @@ pub fn exclude_nodes(doc: &Document) -> Result<Option<String>> {
 }
 
 /// `mounts`: a string or a list of strings, each checked; `None` when absent.
-pub fn mounts(doc: &Document) -> Result<Option<String>> {
-    let m = match doc.get("mounts") {
-        None => return Ok(None),
+pub fn mounts(value: Option<&Value>) -> Result<Option<String>> {
+    let m = match value {
+        None | Some(Value::Null) => return Ok(None),
         Some(Value::String(m)) => m.clone(),
-        Some(Value::Array(_)) => {
-            let list = doc.str_list_opt("mounts")?.unwrap_or_default();
+        Some(Value::Array(items)) => {
+            let mut list = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Value::String(s) => list.push(s.clone()),
+                    other => {
+                        return Err(wrong_type(&format!("mounts[{i}]"), "a string", other)
+                            .with_field("mounts"))
+                    }
+                }
+            }
             for (i, item) in list.iter().enumerate() {
                 if item.is_empty() || item.contains(',') {
                     return Err(field_error(
@@ -331,20 +375,23 @@ pub fn mounts(doc: &Document) -> Result<Option<String>> {
 }
 
 impl Settings {
+    /// The settings of a document: its [`SettingsInput`], read and checked once.
     pub fn from_doc(doc: &Document) -> Result<Settings> {
-        let s = |k: &str| -> Result<Option<String>> {
-            let v = doc.str_opt(k)?.map(str::to_string);
-            if let Some(v) = &v {
+        Self::from_input(&SettingsInput::read(doc)?)
+    }
+
+    pub fn from_input(input: &SettingsInput) -> Result<Settings> {
+        let s = |k: &str, v: &Option<String>| -> Result<Option<String>> {
+            if let Some(v) = v {
                 check_slurm_value(k, v)?;
             }
-            Ok(v)
+            Ok(v.clone())
         };
-        let time_limit = match doc.str_opt("time_limit")? {
+        let time_limit = match &input.time_limit {
             Some(t) => Some(check_time_limit(t)?.to_string()),
             None => None,
         };
-        let resolve = doc.section_as::<Resolve>("resolve")?;
-        let flags = resolve.as_ref().map(|r| &r.flags);
+        let flags = input.resolve.as_ref().map(|r| &r.flags);
         let flag = |k: &str| -> Result<Option<String>> {
             let v = match flags.and_then(|f| f.get(k)) {
                 None | Some(Value::Null) | Some(Value::Bool(false)) => None,
@@ -359,15 +406,14 @@ impl Settings {
             }
             Ok(v)
         };
-        let container_image = s("container_image")?;
+        let container_image = s("container_image", &input.container_image)?;
         let (container_runtime, container_ref) = match &container_image {
             Some(image) => {
-                let preflight =
-                    doc.section_as::<crate::contract::schema::Preflight>("preflight")?;
+                let preflight = input.places.layout.preflight.as_ref();
                 let runtime = container::runtime(
-                    doc.str_opt("container_runtime")?,
+                    input.container_runtime.as_deref(),
                     image,
-                    preflight.as_ref().map(|p| &p.remote),
+                    preflight.map(|p| &p.remote),
                 )?;
                 let form = container::Image::parse(image).for_runtime(runtime, image)?;
                 (Some(runtime), Some(form))
@@ -375,24 +421,25 @@ impl Settings {
             None => (None, None),
         };
         Ok(Settings {
-            job_name: s("job_name")?,
-            account: s("account")?,
-            partition: s("partition")?,
+            job_name: s("job_name", &input.job_name)?,
+            account: s("account", &input.account)?,
+            partition: s("partition", &input.partition)?,
             time_limit,
-            nodes: doc.int_opt("node_count", 1, 100_000)?.unwrap_or(1),
-            per_node: doc.int_opt("required_devices_per_node", 1, 4096)?,
-            gpus_per_node: doc.int_opt("gpus_per_node", 1, 4096)?,
+            nodes: input.node_count.unwrap_or(1),
+            per_node: input.required_devices_per_node,
+            gpus_per_node: input.gpus_per_node,
             container_image,
             container_runtime,
             container_ref,
-            image_cache_keep: container::image_cache_keep(doc)?,
-            mounts: mounts(doc)?,
+            image_cache_keep: input.image_cache_keep.unwrap_or(8),
+            mounts: mounts(input.mounts.as_ref())?,
             network: flag("network")?.or(flag("sharp")?),
             constraint: flag("constraint")?,
             comment: flag("comment")?,
             gpu_clocks: flag("gpu_clocks")?,
-            exclude: exclude_nodes(doc)?,
-            site: SiteOptions::from_doc(doc)?,
+            exclude: exclude_nodes(input.exclude_nodes.as_deref())?,
+            site: SiteOptions::from_input(input)?,
+            places: input.places.clone(),
         })
     }
 
@@ -558,7 +605,7 @@ mod tests {
     fn mounts_as_string_or_list_give_the_same_flag() {
         let a = settings(r#"{"container_image":"r/i:1","mounts":"/a:/a,/b:/b"}"#).unwrap();
         let b = settings(r#"{"container_image":"r/i:1","mounts":["/a:/a","/b:/b"]}"#).unwrap();
-        assert_eq!(a, b);
+        assert_eq!(a.mounts, b.mounts);
         let mut argv = vec![];
         a.container(&mut argv, "/w");
         assert_eq!(

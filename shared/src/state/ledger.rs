@@ -239,14 +239,55 @@ pub fn fold(entries: &[Entry]) -> Vec<Run> {
     runs
 }
 
+crate::document_input! {
+    /// What the ledger takes from a run's document: labels, never a reason to fail a step (a
+    /// field not of its type is no label).
+    pub struct RunLabels {
+        pub cluster: ClusterName = part,
+        pub job_name: Option<String> = label,
+        pub retry_of: Option<String> = label,
+        pub attempt: Option<i64> = label_int,
+        pub job: Option<Job> = label_section,
+        pub allocation: Option<crate::contract::schema::Allocation> = label_section,
+        pub sync_tracked: Option<crate::contract::schema::SyncTracked> = label_section,
+    }
+}
+
+crate::document_input! {
+    /// The name of the cluster a run belongs to, as a label: its catalog entry, else its ssh
+    /// host.
+    pub struct ClusterName {
+        pub slurm_cluster: Option<String> = label,
+        pub ssh_host: Option<String> = label,
+    }
+}
+
+impl ClusterName {
+    /// The catalog entry, else the ssh host, else `unknown`.
+    pub fn name(&self) -> String {
+        self.slurm_cluster
+            .as_deref()
+            .or(self.ssh_host.as_deref())
+            .unwrap_or("unknown")
+            .to_string()
+    }
+}
+
+impl RunLabels {
+    /// The labels of `doc` (every reader is lenient: this never fails).
+    pub fn of(doc: &Document) -> RunLabels {
+        RunLabels::read(doc).unwrap_or_default()
+    }
+
+    /// The cluster the run belongs to: its catalog entry, else its ssh host.
+    pub fn cluster(&self) -> String {
+        self.cluster.name()
+    }
+}
+
 /// The cluster a document's run belongs to: its catalog entry, else its ssh host.
 pub fn cluster_of(doc: &Document) -> String {
-    doc.str_opt("slurm_cluster")
-        .ok()
-        .flatten()
-        .or_else(|| doc.str_opt("ssh_host").ok().flatten())
-        .unwrap_or("unknown")
-        .to_string()
+    ClusterName::read(doc).unwrap_or_default().name()
 }
 
 /// A file-name-safe form of `s`.
@@ -324,15 +365,12 @@ pub fn record_submission(ctx: &crate::Context, kind: &str, job_id: &str) {
         return;
     };
     let doc = &ctx.doc;
-    let cluster = cluster_of(doc);
-    let job = doc.section_as::<Job>("job").ok().flatten();
+    let labels = RunLabels::of(doc);
+    let cluster = labels.cluster();
+    let job = labels.job;
     // The image the run started from: the job's, or the held allocation's.
     let container = match kind {
-        "allocation" => doc
-            .section_as::<crate::contract::schema::Allocation>("allocation")
-            .ok()
-            .flatten()
-            .and_then(|a| a.container_use),
+        "allocation" => labels.allocation.and_then(|a| a.container_use),
         _ => job.as_ref().and_then(|j| j.container_use.clone()),
     };
     let mut saved = doc.clone();
@@ -346,7 +384,7 @@ pub fn record_submission(ctx: &crate::Context, kind: &str, job_id: &str) {
         at: crate::support::clock::unix_now(),
         cluster,
         job_id: job_id.to_string(),
-        job_name: doc.str_opt("job_name").ok().flatten().map(str::to_string),
+        job_name: labels.job_name,
         kind: Some(kind.to_string()),
         recipe: job
             .as_ref()
@@ -355,26 +393,15 @@ pub fn record_submission(ctx: &crate::Context, kind: &str, job_id: &str) {
         snapshot: job
             .as_ref()
             .and_then(|j| j.tree_commit.clone())
-            .or_else(|| {
-                doc.section("sync_tracked")
-                    .and_then(|s| s.get("commit"))
-                    .and_then(|v| v.as_str())
-                    .map(str::to_string)
-            }),
+            .or_else(|| labels.sync_tracked.map(|s| s.commit)),
         submitted_at: Some(
             job.as_ref()
                 .and_then(|j| j.submitted_at)
                 .unwrap_or_else(crate::support::clock::unix_now),
         ),
         document,
-        retry_of: doc
-            .get("retry_of")
-            .and_then(|v| v.as_str())
-            .map(str::to_string),
-        attempt: doc
-            .get("attempt")
-            .and_then(|v| v.as_u64())
-            .map(|a| a as u32),
+        retry_of: labels.retry_of,
+        attempt: labels.attempt.and_then(|a| u32::try_from(a).ok()),
         image: container.as_ref().map(|c| c.image.clone()),
         image_digest: container.and_then(|c| c.digest),
         array: job.as_ref().and_then(|j| j.array.clone()),

@@ -11,8 +11,16 @@
 //! - A folder the person does put inside the repository is left out of the untracked sync
 //!   ([`inside_repository`]), and the tools say so.
 
-use crate::{Document, Result};
 use std::path::{Path, PathBuf};
+
+crate::document_input! {
+    /// The fields that name where local copies go.
+    pub struct LocalDirs {
+        pub local_dir: Option<String> = string,
+        /// An absolute one is the older spelling of `local_dir`.
+        pub work_dir: Option<String> = string,
+    }
+}
 
 /// The tools' configuration folder: `$XDG_CONFIG_HOME/slurm-tools`, else
 /// `$HOME/.config/slurm-tools`; `None` when neither is set (never the current directory).
@@ -28,34 +36,31 @@ pub fn config_dir() -> Option<PathBuf> {
 }
 
 /// The folder for local copies of what a job produced, when the document asks for any.
-pub fn local_dir(doc: &Document) -> Result<Option<PathBuf>> {
-    if let Some(d) = doc.str_opt("local_dir")? {
-        return Ok(Some(PathBuf::from(d)));
+pub fn local_dir(dirs: &LocalDirs) -> Option<PathBuf> {
+    if let Some(d) = &dirs.local_dir {
+        return Some(PathBuf::from(d));
     }
-    let Some(w) = doc.str_opt("work_dir")? else {
-        return Ok(None);
-    };
-    let w = Path::new(w);
+    let w = Path::new(dirs.work_dir.as_deref()?);
     if w.is_absolute() {
-        return Ok(Some(w.to_path_buf()));
+        return Some(w.to_path_buf());
     }
-    Ok(crate::state::journal::state_dir().map(|s| s.join("logs").join(w)))
+    crate::state::journal::state_dir().map(|s| s.join("logs").join(w))
 }
 
 /// Where slurm-fetch puts a job's files by default: `<local_dir>/fetched/<id>`, else the state
 /// directory's `fetched/<cluster>-<id>` (never the current directory, which is often the
 /// repository), else `./fetched/<id>` when there is no state directory at all.
-pub fn fetch_dir(doc: &Document, cluster: &str, id: &str) -> Result<PathBuf> {
-    if let Some(d) = local_dir(doc)? {
-        return Ok(d.join("fetched").join(id));
+pub fn fetch_dir(dirs: &LocalDirs, cluster: &str, id: &str) -> PathBuf {
+    if let Some(d) = local_dir(dirs) {
+        return d.join("fetched").join(id);
     }
-    Ok(match crate::state::journal::state_dir() {
+    match crate::state::journal::state_dir() {
         Some(s) => s.join("fetched").join(format!(
             "{}-{id}",
             crate::remote::layout::sanitize(cluster, true)
         )),
         None => PathBuf::from("fetched").join(id),
-    })
+    }
 }
 
 /// `dir`'s path relative to the repository root when it lies inside it (`None`: outside, or no
@@ -93,24 +98,22 @@ pub fn inside_repository(root: &Path, dir: &Path) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    fn doc(s: &str) -> Document {
-        Document::parse(s.as_bytes(), "test").unwrap()
+    fn doc(s: &str) -> LocalDirs {
+        LocalDirs::read(&crate::Document::parse(s.as_bytes(), "test").unwrap()).unwrap()
     }
 
     #[test]
     fn a_relative_work_dir_never_lands_in_the_repository() {
-        let d = local_dir(&doc(r#"{"work_dir":"sample-run"}"#))
-            .unwrap()
-            .unwrap();
+        let d = local_dir(&doc(r#"{"work_dir":"sample-run"}"#)).unwrap();
         if let Some(state) = crate::state::journal::state_dir() {
             assert_eq!(d, state.join("logs/sample-run"));
         }
-        let d = local_dir(&doc(r#"{"work_dir":"/abs/logs"}"#)).unwrap();
+        let d = local_dir(&doc(r#"{"work_dir":"/abs/logs"}"#));
         assert_eq!(d, Some(PathBuf::from("/abs/logs")));
-        let d = local_dir(&doc(r#"{"work_dir":"x","local_dir":"out"}"#)).unwrap();
+        let d = local_dir(&doc(r#"{"work_dir":"x","local_dir":"out"}"#));
         assert_eq!(d, Some(PathBuf::from("out")));
-        assert_eq!(local_dir(&doc("{}")).unwrap(), None);
-        let f = fetch_dir(&doc(r#"{"local_dir":"/r"}"#), "c", "42").unwrap();
+        assert_eq!(local_dir(&doc("{}")), None);
+        let f = fetch_dir(&doc(r#"{"local_dir":"/r"}"#), "c", "42");
         assert_eq!(f, PathBuf::from("/r/fetched/42"));
     }
 

@@ -42,6 +42,7 @@ pub enum Start {
 pub struct Fused {
     started: Instant,
     tracked: tracked::Prepared,
+    untracked: untracked::Input,
     tracked_script: Script,
     conversation: Conversation,
     lock_wait: u64,
@@ -125,6 +126,7 @@ pub fn start(ctx: &mut Context, ssh: &Ssh, lock_wait: u64) -> Result<Start> {
 pub struct Ready {
     started: Instant,
     tracked: tracked::Prepared,
+    untracked: untracked::Input,
     conversation: Option<Conversation>,
     lock_wait: u64,
 }
@@ -141,7 +143,8 @@ pub fn prepare(ctx: &mut Context, ssh: &Ssh, lock_wait: u64) -> Result<Ready> {
     };
     // The conversation opens while the snapshot is made, when the document already names the
     // remote clone (as it does from the second run on).
-    let early = crate::remote::layout::Layout::of(&ctx.doc)?
+    let layout = crate::remote::layout::LayoutInput::read(&ctx.doc)?;
+    let early = crate::remote::layout::Layout::of(&layout)
         .repo_path(None)?
         .map(|d| d.path);
     let mut conversation = match &early {
@@ -149,6 +152,9 @@ pub fn prepare(ctx: &mut Context, ssh: &Ssh, lock_wait: u64) -> Result<Ready> {
         None => None,
     };
     let prepared = tracked::prepare(&opts, ctx)?;
+    // The untracked part's input, read once the tracked part derived the layout into the
+    // document.
+    let untracked = untracked::Input::read(&ctx.doc)?;
     let conversation = match conversation.take() {
         _ if prepared.not_fusable().is_some() => None,
         Some(c) if c.repo == prepared.remote_repo_path() => Some(c),
@@ -157,6 +163,7 @@ pub fn prepare(ctx: &mut Context, ssh: &Ssh, lock_wait: u64) -> Result<Ready> {
     Ok(Ready {
         started,
         tracked: prepared,
+        untracked,
         conversation,
         lock_wait,
     })
@@ -195,6 +202,7 @@ impl Ready {
         Ok(Fused {
             started: self.started,
             tracked: self.tracked,
+            untracked: self.untracked,
             tracked_script,
             conversation,
             lock_wait: self.lock_wait,
@@ -222,6 +230,7 @@ impl Fused {
         let Fused {
             started,
             tracked: prepared,
+            untracked,
             tracked_script,
             conversation,
             lock_wait,
@@ -233,6 +242,7 @@ impl Fused {
             command: &command,
             prepared: &prepared,
             tracked_script: &tracked_script,
+            untracked: &untracked,
             started,
             deadline,
             lock_wait,
@@ -270,6 +280,7 @@ struct Parts<'a> {
     command: &'a Command<'a>,
     prepared: &'a tracked::Prepared,
     tracked_script: &'a Script,
+    untracked: &'a untracked::Input,
     started: Instant,
     deadline: Duration,
     lock_wait: u64,
@@ -287,7 +298,8 @@ impl Parts<'_> {
                 (r, m, None)
             }
         };
-        let local = untracked::Local::of(ctx)?.with_snapshot(self.prepared.snapshot());
+        let local =
+            untracked::Local::of(ctx, self.untracked)?.with_snapshot(self.prepared.snapshot());
         let plan = untracked::Plan::make(
             &untracked_options(self.lock_wait),
             ctx,

@@ -161,12 +161,7 @@ mod tests {
         for b in ["live", "dead", "old"] {
             git(&work, &["push", "-q", url, &format!("HEAD:refs/heads/{b}")]);
         }
-        let doc = crate::Document::parse(
-            format!(r#"{{"repo_root":{:?}}}"#, work.display()).as_bytes(),
-            "t",
-        )
-        .unwrap();
-        let local = LocalRepo::open(&doc).unwrap();
+        let local = LocalRepo::open(work.to_str()).unwrap();
         // A run still going (this process), one that died, one from an older version (no pid).
         let dead = std::process::Command::new("true").spawn().unwrap();
         let dead_pid = dead.id().to_string();

@@ -16,6 +16,21 @@ use std::time::{Duration, Instant};
 /// What the tool's flags decide.
 pub use super::tracked_remote::LOCK_WAIT_SECS;
 
+crate::document_input! {
+    /// What slurm-sync-tracked reads.
+    pub struct Input {
+        pub connection: crate::remote::ssh::Connection = part,
+        pub repo_root: Option<String> = string,
+        pub repo_url: Option<String> = string,
+        /// The remote clone and work directory, decided in crate::remote::layout.
+        pub layout: crate::remote::layout::LayoutInput = part,
+        pub refresh_paths: Option<Vec<String>> = strings,
+        /// With `model_name`, names the temporary branch.
+        pub slurm_user: Option<String> = string,
+        pub model_name: Option<String> = string,
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
     pub via: Via,
@@ -114,9 +129,14 @@ impl Prepared {
 }
 
 /// `repo_url`, else the local repository's origin (derived); never an option's look-alike.
-fn repo_url(ctx: &mut Context, local: &LocalRepo, derived: &mut Vec<String>) -> Result<String> {
-    let url = match ctx.doc.str_opt("repo_url")? {
-        Some(u) => u.to_string(),
+fn repo_url(
+    ctx: &mut Context,
+    input: &Input,
+    local: &LocalRepo,
+    derived: &mut Vec<String>,
+) -> Result<String> {
+    let url = match &input.repo_url {
+        Some(u) => u.clone(),
         None => {
             let u = local.origin_url().ok_or_else(|| {
                 ToolError::field(ErrorKind::BadInput, "repo_url", "no `repo_url` in the document and the local repository has no `origin` remote")
@@ -139,10 +159,11 @@ fn repo_url(ctx: &mut Context, local: &LocalRepo, derived: &mut Vec<String>) -> 
 /// every tool), derived into the document where it did not name them.
 fn remote_dirs(
     ctx: &mut Context,
+    input: &Input,
     url: &str,
     derived: &mut Vec<String>,
 ) -> Result<(String, String)> {
-    let remote = Layout::of(&ctx.doc)?;
+    let remote = Layout::of(&input.layout);
     let repo = remote.repo_path(Some(url))?.ok_or_else(|| {
         crate::contract::doc::missing(
             "remote_repo_path",
@@ -150,16 +171,16 @@ fn remote_dirs(
         )
     })?;
     let work = remote.work_dir(&repo.path)?;
-    let (repo_path, work) = (repo.path, work.path);
+    let repo_path = repo.path;
     if repo.derived {
         ctx.doc
             .derive("remote_repo_path", repo_path.clone().into(), derived);
     }
-    if !ctx.doc.has("remote_work_dir") {
+    if work.derived {
         ctx.doc
-            .derive("remote_work_dir", work.clone().into(), derived);
+            .derive("remote_work_dir", work.path.clone().into(), derived);
     }
-    Ok((repo_path, work))
+    Ok((repo_path, work.path))
 }
 
 /// Local state worth a word: a detached HEAD, a held index lock, skip-worktree and
@@ -225,6 +246,7 @@ fn lfs_of(
 /// what its parent's snapshot records), then the repository's own, on `head`.
 fn snapshot_all(
     ctx: &mut Context,
+    input: &Input,
     local: &LocalRepo,
     head: &str,
     temp: &str,
@@ -241,7 +263,8 @@ fn snapshot_all(
     // Submodules first, innermost first: each one's snapshot (its HEAD when clean) is what its
     // parent's snapshot records.
     let subs = crate::repo::submodules::all(local);
-    let synced_subs = snapshot_submodules(ctx, &subs, temp, warnings)?;
+    let repo_label = input.repo_root.as_deref().unwrap_or("the repository");
+    let synced_subs = snapshot_submodules(ctx, repo_label, &subs, temp, warnings)?;
     let top_links: Vec<(String, String)> = subs
         .iter()
         .zip(&synced_subs)
@@ -257,27 +280,23 @@ fn snapshot_all(
 pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
     let started = Instant::now();
     // Everything is checked before anything leaves the machine.
-    let ssh = Ssh::from_doc(&ctx.doc)?;
-    let local = LocalRepo::open(&ctx.doc)?;
+    let input = Input::read(&ctx.doc)?;
+    let ssh = Ssh::connect(&input.connection)?;
+    let local = LocalRepo::open(input.repo_root.as_deref())?;
     let head = local.head()?;
     let mut derived = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
 
-    let url = repo_url(ctx, &local, &mut derived)?;
+    let url = repo_url(ctx, &input, &local, &mut derived)?;
     if !cli.allow_unrelated {
         check_repo_url(&local, &url, !cli.dry_run)?;
     }
-    let (repo_path, work) = remote_dirs(ctx, &url, &mut derived)?;
+    let (repo_path, work) = remote_dirs(ctx, &input, &url, &mut derived)?;
     // None unless the document names them: no repository layout is assumed.
-    let refresh = match ctx.doc.str_list_opt("refresh_paths")? {
-        Some(list) => {
-            for p in &list {
-                check_refresh_path(p)?;
-            }
-            list
-        }
-        None => Vec::new(),
-    };
+    let refresh = input.refresh_paths.clone().unwrap_or_default();
+    for p in &refresh {
+        check_refresh_path(p)?;
+    }
     local_notes(
         ctx,
         &local,
@@ -285,8 +304,9 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
         &head.commit,
         &mut warnings,
     );
-    let temp = temp_branch(ctx)?;
-    let (subs, synced_subs, snap) = snapshot_all(ctx, &local, &head.commit, &temp, &mut warnings)?;
+    let temp = temp_branch(&input);
+    let (subs, synced_subs, snap) =
+        snapshot_all(ctx, &input, &local, &head.commit, &temp, &mut warnings)?;
     crate::support::testhook::pause("sync-tracked:snapshot");
     let changed = local.changed_paths(&head.commit, &snap.commit);
     let (lfs_files, lfs_oids) = lfs_of(ctx, &local, &snap.commit, &mut warnings);
@@ -524,13 +544,13 @@ pub fn finish_fused(
     code: Option<i32>,
     stdout: &str,
 ) -> Result<Deleting> {
-    let deleting = Deleting::start(&p.local, &p.url, &p.temp);
+    let mut deleting = Deleting::start(&p.local, &p.url, &p.temp);
     let report = remote::parse(stdout);
     if code != Some(0) {
         deleting.wait(ctx);
         return Err(remote::failure(code, &report, &p.ssh.host, &p.repo_path));
     }
-    finish(p, ctx, report, None)?;
+    deleting.section = Some(finish(p, ctx, report, None)?);
     Ok(deleting)
 }
 
@@ -540,6 +560,8 @@ pub struct Deleting {
     handle: Option<std::thread::JoinHandle<bool>>,
     url: String,
     temp: String,
+    /// The section [`finish_fused`] wrote, to be completed.
+    section: Option<SyncTracked>,
 }
 
 impl Deleting {
@@ -550,6 +572,7 @@ impl Deleting {
             handle: Some(std::thread::spawn(move || at.delete(&u, &t))),
             url: url.to_string(),
             temp: temp.to_string(),
+            section: None,
         }
     }
 
@@ -566,9 +589,10 @@ impl Deleting {
     }
 
     /// Wait for the deletion and record it in the `sync_tracked` section [`finish_fused`] wrote.
-    pub fn settle(self, ctx: &mut Context) -> Result<()> {
+    pub fn settle(mut self, ctx: &mut Context) -> Result<()> {
+        let section = self.section.take();
         let gone = self.wait(ctx);
-        if let Some(mut section) = ctx.doc.section_as::<SyncTracked>("sync_tracked")? {
+        if let Some(mut section) = section {
             section.temp_ref_deleted = Some(Some(gone));
             ctx.doc.set_section("sync_tracked", &section);
         }
@@ -590,7 +614,7 @@ fn finish(
     ctx: &mut Context,
     report: remote::Report,
     temp_ref_deleted: Option<bool>,
-) -> Result<()> {
+) -> Result<SyncTracked> {
     let Prepared {
         started,
         ssh,
@@ -678,7 +702,7 @@ fn finish(
     section.derived = derived;
     section.seconds = seconds(started);
     ctx.doc.set_section("sync_tracked", &section);
-    Ok(())
+    Ok(section)
 }
 
 fn seconds(started: Instant) -> f64 {
@@ -700,6 +724,7 @@ fn warn_and_record(ctx: &Context, warnings: &mut Vec<String>, w: String) {
 /// the zero-disturbance way); returned in [`crate::repo::submodules::all`]'s order.
 fn snapshot_submodules(
     ctx: &Context,
+    repo_label: &str,
     subs: &[crate::repo::submodules::Submodule],
     temp: &str,
     warnings: &mut Vec<String>,
@@ -764,8 +789,7 @@ fn snapshot_submodules(
                 };
                 let w = format!(
                     "the submodule {} is not checked out locally, so it is not checked out in the remote clone either (`{fix}` in {}, then sync again, if the job needs it)",
-                    m.path,
-                    ctx.doc.str_opt("repo_root").ok().flatten().unwrap_or("the repository")
+                    m.path, repo_label
                 );
                 // Recorded every time; said on stderr once per repository and state.
                 if crate::state::journal::first_time(&format!("{}\n{w}", m.path)) {
@@ -1087,13 +1111,13 @@ fn check_refresh_path(p: &str) -> Result<()> {
 /// suffix makes it unique per sync: concurrent pipelines (two checkouts, a worktree, the same
 /// checkout twice) in the same second push different snapshots, and a shared name made the second
 /// push a non-fast-forward rejection.
-fn temp_branch(ctx: &Context) -> Result<String> {
-    let user = match ctx.doc.str_opt("slurm_user")? {
-        Some(u) => u.to_string(),
+fn temp_branch(input: &Input) -> String {
+    let user = match &input.slurm_user {
+        Some(u) => u.clone(),
         None => std::env::var("USER").unwrap_or_else(|_| "user".into()),
     };
-    let model = match ctx.doc.str_opt("model_name")? {
-        Some(m) => m.to_string(),
+    let model = match &input.model_name {
+        Some(m) => m.clone(),
         None => std::env::current_dir()
             .ok()
             .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -1108,13 +1132,13 @@ fn temp_branch(ctx: &Context) -> Result<String> {
             .map(|d| d.as_nanos())
             .unwrap_or(0),
     );
-    Ok(format!(
+    format!(
         "{}_{}_{}_{:08x}",
         layout::sanitize(&user, false),
         layout::sanitize(&model, false),
         crate::support::clock::utc_stamp(crate::support::clock::unix_now()),
         h.finish() as u32
-    ))
+    )
 }
 
 fn run_remote(

@@ -40,12 +40,27 @@ impl Default for Options {
     }
 }
 
+crate::document_input! {
+    /// What slurm-sync-untracked reads.
+    pub struct Input {
+        pub connection: crate::remote::ssh::Connection = part,
+        pub repo_root: Option<String> = string,
+        /// The remote clone (`remote_repo_path`, or derived as slurm-sync-tracked does).
+        pub layout: crate::remote::layout::LayoutInput = part,
+        /// The snapshot the tracked sync checked out (`sync_tracked.commit`).
+        pub sync_tracked: Option<SyncTracked> = section,
+        /// The local folder for log copies, left out when it is inside the repository.
+        pub local: crate::state::local_dirs::LocalDirs = part,
+    }
+}
+
 /// The sync: one ssh execution, two parts: the remote side first says what the last sync sent,
 /// then (only when there is something to do) takes the deletions and the tar stream.
 pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
     let started = Instant::now();
-    let ssh = Ssh::from_doc(&ctx.doc)?;
-    let local = Local::of(ctx)?;
+    let input = Input::read(&ctx.doc)?;
+    let ssh = Ssh::connect(&input.connection)?;
+    let local = Local::of(ctx, &input)?;
     if cli.dry_run {
         local.say_dry_run(ctx, &ssh.host);
         return Ok(Outcome::Done);
@@ -94,19 +109,16 @@ pub struct Local {
 impl Local {
     /// The remote checkout, the tracked sync's snapshot (from the document), and the untracked
     /// files to consider.
-    pub fn of(ctx: &Context) -> Result<Local> {
-        let repo_path = crate::remote::layout::Layout::of(&ctx.doc)?
+    pub fn of(ctx: &Context, input: &Input) -> Result<Local> {
+        let repo_path = crate::remote::layout::Layout::of(&input.layout)
             .repo_path_req()?
             .path;
-        let snapshot = ctx
-            .doc
-            .section_as::<SyncTracked>("sync_tracked")?
-            .map(|t| t.commit);
-        let local = LocalRepo::open(&ctx.doc)?;
+        let snapshot = input.sync_tracked.as_ref().map(|t| t.commit.clone());
+        let local = LocalRepo::open(input.repo_root.as_deref())?;
         let (mut items, unopened) = untracked(&local)?;
         // The tools' own local folder (log copies, fetched files), when the person put it inside
         // the repository: never uploaded back to the cluster.
-        if let Some(rel) = crate::state::local_dirs::local_dir(&ctx.doc)?
+        if let Some(rel) = crate::state::local_dirs::local_dir(&input.local)
             .and_then(|d| crate::state::local_dirs::inside_repository(&local.root, &d))
         {
             use std::os::unix::ffi::OsStrExt;
