@@ -32,7 +32,7 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     d["control_path"] = json!(cp);
     let up = alloc(&["up"], &d);
     assert_eq!(up.code, 0, "{}", up.stderr);
-    let job = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    let job = up.allocation().job_id.unwrap();
     let nodes = testbed().info["nodes"].clone();
 
     let a = attach(
@@ -71,11 +71,11 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
         "on a compute node: {}",
         a.stderr
     );
-    let s = &a.doc["attach"];
-    assert_eq!(s["job_id"], job.as_str());
-    assert_eq!(s["container"], format!("slurm-tools-{job}"));
-    assert_eq!(s["exit_code"], 7);
-    assert_eq!(s["interactive"], false);
+    let s = a.attach_section();
+    assert_eq!(s.job_id, job);
+    assert_eq!(s.container, Some(format!("slurm-tools-{job}")));
+    assert_eq!(s.exit_code, 7);
+    assert!(!s.interactive);
     assert_schema(&a.doc);
 
     // An interactive shell, with a terminal (script(1) gives it one).
@@ -112,15 +112,13 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     let e = attach(&["--ssh-config", &cfg.display().to_string()], &up.doc);
     assert_eq!(e.code, 0, "{}", e.stderr);
     // The alias names the cluster as well as the job.
-    let cluster = up.doc["slurm_cluster"]
-        .as_str()
-        .or(up.doc["ssh_host"].as_str())
-        .unwrap();
+    let held = up.typed();
+    let cluster = held.slurm_cluster.or(held.ssh_host).unwrap();
     let alias = format!(
         "slurm-{}-{job}",
-        shared::remote::layout::sanitize(cluster, false)
+        shared::remote::layout::sanitize(&cluster, false)
     );
-    assert_eq!(e.doc["attach"]["ssh_alias"], alias.as_str());
+    assert_eq!(e.attach_section().ssh_alias, Some(alias.clone()));
     let bytes = std::fs::read(&cfg).unwrap();
     assert!(bytes.starts_with(own), "the person's bytes are kept");
     let written = String::from_utf8_lossy(&bytes).into_owned();
@@ -135,7 +133,7 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
             .count(),
         1
     );
-    let node = e.doc["attach"]["node"].as_str().unwrap().to_string();
+    let node = e.attach_section().node.unwrap();
     let via = Command::new("ssh")
         .args(["-F", &cfg.display().to_string(), &alias, "hostname; id -un"])
         .env("HOME", test_home())
@@ -189,10 +187,11 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     sd["command"] = json!("echo job started; sleep 120");
     let sub = run("slurm-submit", &[], &sd);
     assert_eq!(sub.code, 0, "{}", sub.stderr);
-    let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
-    let tree = sub.doc["job"]["tree"].as_str().unwrap().to_string();
+    let submitted = sub.job();
+    let jid = submitted.job_id.clone().unwrap();
+    let tree = submitted.tree.clone().unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    while !std::fs::read_to_string(sub.doc["job"]["stdout_path"].as_str().unwrap_or_default())
+    while !std::fs::read_to_string(submitted.stdout_path.as_deref().unwrap_or_default())
         .unwrap_or_default()
         .contains("job started")
     {
@@ -222,7 +221,8 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     );
     assert!(j.stdout.contains(&format!("job={jid}")), "{}", j.stderr);
     assert_eq!(
-        j.doc["attach"]["container"], sub.doc["job"]["container_name"],
+        j.attach_section().container,
+        submitted.container_name,
         "the job's named container"
     );
     let _ = Command::new("scancel").arg(&jid).status();
@@ -240,9 +240,7 @@ fn attach_goes_into_an_allocation_and_a_running_job_in_their_container_and_code(
     assert_eq!(pend.code, 0, "{}", pend.stderr);
     let p = attach(&["--command", "true"], &pend.doc);
     let _ = Command::new("scancel").arg(&filler).status();
-    let _ = Command::new("scancel")
-        .arg(pend.doc["job"]["job_id"].as_str().unwrap())
-        .status();
+    let _ = Command::new("scancel").arg(pend.job_id()).status();
     assert_eq!(p.code, 3, "{}", p.stderr);
     assert!(p.stderr.contains("still pending"), "{}", p.stderr);
 

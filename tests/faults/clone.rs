@@ -30,11 +30,11 @@ fn a_queued_job_runs_the_code_it_was_submitted_with_not_a_later_syncs() {
         assert_eq!(u.code, 0, "{}", u.stderr);
         let s = run("slurm-submit", &[], &u.doc);
         assert_eq!(s.code, 0, "{}", s.stderr);
-        s.doc["job"].clone()
+        s.job()
     };
     let filler = fill_node();
     let a = submit_version("v1");
-    let a_id = a["job_id"].as_str().unwrap().to_string();
+    let a_id = a.job_id.clone().unwrap();
     let sq = Command::new("squeue")
         .args(["-h", "-j", &a_id, "-o", "%T"])
         .output()
@@ -46,12 +46,13 @@ fn a_queued_job_runs_the_code_it_was_submitted_with_not_a_later_syncs() {
     );
     // The person edits, syncs and submits again while A still waits.
     let b = submit_version("v2");
-    assert_ne!(a["tree"], b["tree"], "each job has its own tree");
+    assert_ne!(a.tree, b.tree, "each job has its own tree");
     let _ = Command::new("scancel").arg(&filler).status();
-    let b_id = b["job_id"].as_str().unwrap().to_string();
+    let b_id = b.job_id.clone().unwrap();
     assert_eq!(wait_done(&a_id, 120).0, "COMPLETED");
     assert_eq!(wait_done(&b_id, 120).0, "COMPLETED");
-    let out = |job: &serde_json::Value| fixture::read(job["stdout_path"].as_str().unwrap());
+    let out =
+        |job: &shared::contract::schema::Job| fixture::read(job.stdout_path.as_deref().unwrap());
     assert_eq!(
         out(&a),
         "tracked v1\nuntracked v1\n",
@@ -79,13 +80,10 @@ fn an_index_lock_in_the_remote_clone_is_a_clear_error_and_nothing_is_lost() {
     let before = fixture::local_state(&fx.local);
     let t = run("slurm-sync-tracked", &[], &fx.doc());
     assert_eq!(t.code, 4, "{}", t.stderr);
+    let e = t.error();
     assert!(
-        t.doc["error"]["command"]["stderr"]
-            .as_str()
-            .unwrap()
-            .contains("index.lock"),
-        "{}",
-        t.doc["error"]
+        e.command.as_ref().unwrap().stderr.contains("index.lock"),
+        "{e:?}"
     );
     assert_eq!(fixture::local_state(&fx.local), before);
     assert_eq!(
@@ -131,10 +129,12 @@ fn a_full_remote_disk_during_extraction_is_reported_and_a_rerun_after_cleanup_wo
     let u = run("slurm-sync-untracked", &[], &t.doc);
     let after = fixture::local_state(&fx.local);
     let msg = u.error_message();
-    let stderr = u.doc["error"]["command"]["stderr"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
+    let stderr = u
+        .typed()
+        .error
+        .and_then(|e| e.command)
+        .map(|c| c.stderr)
+        .unwrap_or_default();
     std::fs::remove_file(fx.local.join("big.bin")).unwrap();
     let u2 = run("slurm-sync-untracked", &[], &t.doc);
     unmount();

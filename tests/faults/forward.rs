@@ -27,19 +27,19 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
     d["ssh_host"] = json!(testbed().s("mfa_host"));
     d["control_path"] = json!(cp);
     let (port_file, sub) = serving_job(d, "forward");
-    let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let jid = sub.job_id();
     let mut f = forward_when_served(&sub.doc, &port_file);
-    let sec = f.doc["forward"].clone();
-    let lp = sec["local_port"].as_u64().unwrap() as u16;
-    assert_eq!(sec["local_url"], format!("http://127.0.0.1:{lp}/"));
-    assert_eq!(sec["state"], "active");
+    let sec = f.forward();
+    let lp = sec.local_port;
+    assert_eq!(sec.local_url, format!("http://127.0.0.1:{lp}/"));
+    assert_eq!(sec.state, "active");
     assert!(
         testbed().info["nodes"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|n| *n == sec["node"]),
-        "{sec}"
+            .any(|n| *n == sec.node.as_str()),
+        "{sec:?}"
     );
     let body = http_get(lp).expect("the forward answers");
     assert!(body.contains("hello-from-the-job"), "{body}");
@@ -58,8 +58,9 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
         &["--port-file", &port_file, "--local-port", &busy_port],
         &sub.doc,
     );
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("cannot be used"), "{}", r.stderr);
+    r.assert()
+        .code(2)
+        .stderr(predicates::str::contains("cannot be used"));
     drop(busy);
 
     // A port nothing answers on, on the job's node: said, nothing forwarded.
@@ -68,17 +69,14 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
         &["--port", "1", "--local-port", "0"],
         &sub.doc,
     );
-    assert_eq!(dead.code, 4, "{}", dead.stderr);
-    assert!(
-        dead.stderr.contains("nothing answers on"),
-        "{}",
-        dead.stderr
-    );
-    assert!(dead.doc.get("forward").is_none());
+    dead.assert()
+        .code(4)
+        .stderr(predicates::str::contains("nothing answers on"));
+    assert!(dead.typed().forward.is_none());
 
     let c = run("slurm-forward", &["--cancel"], &f.doc);
     assert_eq!(c.code, 0, "{}", c.stderr);
-    assert_eq!(c.doc["forward"]["state"], "cancelled");
+    assert_eq!(c.forward().state, "cancelled");
     assert!(http_get(lp).is_none(), "gone after --cancel");
 
     // Again, then the job ends: the forward goes with it.
@@ -88,7 +86,7 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
         &sub.doc,
     );
     assert_eq!(f.code, 0, "{}", f.stderr);
-    let lp = f.doc["forward"]["local_port"].as_u64().unwrap() as u16;
+    let lp = f.forward().local_port;
     assert!(http_get(lp).is_some());
     let _ = Command::new("scancel").arg(&jid).status();
     wait_done(&jid, 60);
@@ -105,8 +103,10 @@ fn forward_reaches_a_jobs_server_on_loopback_and_ends_with_cancel_and_with_the_j
         std::thread::sleep(Duration::from_secs(1));
     }
     let ended = run("slurm-forward", &["--port-file", &port_file], &sub.doc);
-    assert_eq!(ended.code, 4, "{}", ended.stderr);
-    assert!(ended.stderr.contains("has ended"), "{}", ended.stderr);
+    ended
+        .assert()
+        .code(4)
+        .stderr(predicates::str::contains("has ended"));
     let _ = std::fs::remove_file(&port_file);
     mfa_logout(&cp);
     assert_eq!(
@@ -171,7 +171,7 @@ fn kill_master_leaving_its_socket(host: &str, cp: &str) {
 /// A forward's local port answers with the job's page; then it is cancelled.
 fn answers_then_cancel(f: &Run) {
     assert_eq!(f.code, 0, "{}", f.stderr);
-    let lp = f.doc["forward"]["local_port"].as_u64().unwrap() as u16;
+    let lp = f.forward().local_port;
     let body = http_get(lp).expect("the forward answers");
     assert!(body.contains("hello-from-the-job"), "{body}");
     let c = run("slurm-forward", &["--cancel"], &f.doc);
@@ -194,9 +194,12 @@ fn a_forward_on_a_key_login_cluster_opens_its_master_over_a_stale_socket_and_bes
     d["control_path"] = json!(cp);
     let p = run("slurm-ssh-preflight", &[], &d);
     assert_eq!(p.code, 0, "{}", p.stderr);
-    assert_eq!(p.doc["preflight"]["ssh_path"], "direct");
+    assert_eq!(
+        p.preflight().ssh_path,
+        shared::contract::schema::SshPath::Direct
+    );
     let (port_file, sub) = serving_job(p.doc, "fwd-direct");
-    let jid = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let jid = sub.job_id();
     answers_then_cancel(&forward_when_served(&sub.doc, &port_file));
 
     // The master killed: its socket file left behind. One forward, once.

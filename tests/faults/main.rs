@@ -137,6 +137,11 @@ fn fault_at(
     Run {
         code: status.code().unwrap_or(-1),
         doc: serde_json::from_str(&stdout).unwrap_or(serde_json::Value::Null),
+        output: std::process::Output {
+            status,
+            stdout: stdout.clone().into_bytes(),
+            stderr: stderr.clone().into_bytes(),
+        },
         stdout,
         stderr,
     }

@@ -81,18 +81,20 @@ fn a_node_lost_on_the_modern_site_is_retried_on_the_other_node() {
     d["command"] = json!(format!(
         "if [ -e \"$HOME/{mark}\" ]; then echo second attempt; else touch \"$HOME/{mark}\"; echo first attempt; sleep 300; fi"
     ));
-    let mut c = tool("slurm-submit");
-    c.env("SLURM_TOOLS_STATE_DIR", &state);
-    let s = run_raw(c, d.to_string().as_bytes());
+    let s = ToolRun::new("slurm-submit")
+        .env("SLURM_TOOLS_STATE_DIR", &state)
+        .doc(&d)
+        .run();
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
-    let input = s.doc.to_string();
+    let id = s.job_id();
+    let submitted = s.doc.clone();
     let st = state.clone();
     let watcher = std::thread::spawn(move || {
-        let mut cmd = tool("slurm-watch");
-        cmd.env("SLURM_TOOLS_STATE_DIR", &st)
-            .args(["--interval", "1", "--retry", "2"]);
-        run_raw(cmd, input.as_bytes())
+        ToolRun::new("slurm-watch")
+            .env("SLURM_TOOLS_STATE_DIR", &st)
+            .args(&["--interval", "1", "--retry", "2"])
+            .doc(&submitted)
+            .run()
     });
     let deadline = Instant::now() + Duration::from_secs(60);
     let node = loop {
@@ -125,15 +127,16 @@ fn a_node_lost_on_the_modern_site_is_retried_on_the_other_node() {
         .args(["-O", "exit", &testbed().s("modern_host")])
         .output();
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let doc = &w.doc;
-    assert_eq!(doc["report"]["status"], "PASSED", "{}", w.stderr);
-    assert_eq!(doc["attempt"], 2, "{}", w.stderr);
-    assert_eq!(doc["retry_of"], id.as_str());
-    assert_eq!(doc["attempts"][0]["slurm_state"], "NODE_FAIL", "{doc}");
-    assert_eq!(doc["attempts"][0]["status"], "ERROR");
-    assert_eq!(doc["exclude_nodes"], json!([node.clone()]));
-    assert!(doc["report"]["excerpt"]
-        .to_string()
-        .contains("second attempt"));
-    assert_eq!(doc["report"]["source"], "scontrol", "no accounting here");
+    use shared::contract::schema::{Source, Status};
+    let doc = w.typed();
+    let report = w.report();
+    assert_eq!(report.status, Status::Passed, "{}", w.stderr);
+    assert_eq!(doc.attempt, Some(2), "{}", w.stderr);
+    assert_eq!(doc.retry_of.as_deref(), Some(id.as_str()));
+    let attempts = doc.attempts.clone().unwrap_or_default();
+    assert_eq!(attempts[0].slurm_state, "NODE_FAIL", "{attempts:?}");
+    assert_eq!(attempts[0].status, Status::Error);
+    assert_eq!(doc.exclude_nodes, Some(vec![node.clone()]));
+    assert!(report.excerpt.iter().any(|l| l.contains("second attempt")));
+    assert_eq!(report.source, Source::Scontrol, "no accounting here");
 }

@@ -11,7 +11,7 @@ fn minimal() -> Value {
 #[test]
 fn unknown_fields_round_trip_byte_for_byte() {
     let input = r#"{"slurm_cluster":"c1","ssh_host":"h","zeta":{"deep":[1,{"x":null}],"e":1.25},"big":123456789012345678901234567890,"neg":-0.0,"text":"ü\n\"q\"\u0007","empty":{},"list":[]}"#;
-    let r = run_raw(tool("slurm-resolve"), input.as_bytes());
+    let r = ToolRun::new("slurm-resolve").stdin(input.as_bytes()).run();
     assert_eq!(r.code, 0, "{}", r.stderr);
     // Every input field comes out with exactly its input text, in order, before the new section.
     let expected_prefix = &input[..input.len() - 1];
@@ -21,13 +21,13 @@ fn unknown_fields_round_trip_byte_for_byte() {
         r.stdout,
         input
     );
-    assert!(r.doc["resolve"].is_object());
+    // (Its 30-digit integer is more than the whole document's type holds: the section alone.)
+    let _: shared::contract::schema::Resolve = r.decoded("resolve");
 
     // Exponent forms keep their value (serde_json may write `1e5` as `1e+5`).
-    let r = run_raw(
-        tool("slurm-resolve"),
-        br#"{"slurm_cluster":"c1","ssh_host":"h","e":1e5,"f":-2.5E-3}"#,
-    );
+    let r = ToolRun::new("slurm-resolve")
+        .stdin(br#"{"slurm_cluster":"c1","ssh_host":"h","e":1e5,"f":-2.5E-3}"#)
+        .run();
     assert_eq!(r.doc["e"].as_f64(), Some(1e5));
     assert_eq!(r.doc["f"].as_f64(), Some(-2.5e-3));
 }
@@ -88,10 +88,11 @@ fn secrets_are_dropped_from_error_documents_too() {
 }
 
 fn assert_bad_input(input: &[u8], needles: &[&str]) {
-    let r = run_raw(tool("slurm-resolve"), input);
+    let r = ToolRun::new("slurm-resolve").stdin(input).run();
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert_eq!(r.doc["error"]["exit_code"], 2);
-    assert_eq!(r.doc["error"]["kind"], "bad_input");
+    let e = r.error();
+    assert_eq!(e.exit_code, 2);
+    assert_eq!(e.kind, shared::ErrorKind::BadInput);
     let msg = r.error_message();
     for n in needles {
         assert!(msg.contains(n), "`{n}` not in: {msg}");
@@ -138,13 +139,12 @@ fn invalid_json_exits_2_with_line_and_column() {
 
 #[test]
 fn empty_stdin_exits_2_and_says_the_previous_tool_printed_nothing() {
-    let r = run_raw(tool("slurm-resolve"), b"");
-    assert_eq!(r.code, 2);
+    let r = ToolRun::new("slurm-resolve").run();
+    r.assert()
+        .code(2)
+        .stderr(predicates::str::contains("empty"));
     assert!(r.error_message().contains("empty"));
-    assert!(r.doc["error"]["hint"]
-        .as_str()
-        .unwrap()
-        .contains("printed nothing"));
+    assert!(r.error().hint.contains("printed nothing"));
 }
 
 #[test]
@@ -166,18 +166,20 @@ fn the_document_can_come_from_a_file_argument_or_dash() {
     let dir = tempdir();
     let path = dir.path().join("job.json");
     write(&path, &minimal().to_string());
-    let mut cmd = tool("slurm-resolve");
-    cmd.arg(&path);
-    let r = run_raw(cmd, b"");
+    let r = ToolRun::new("slurm-resolve")
+        .args(&[path.to_str().unwrap()])
+        .run();
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["slurm_cluster"], "c1");
-    let mut cmd = tool("slurm-resolve");
-    cmd.arg("-");
-    let r = run_raw(cmd, minimal().to_string().as_bytes());
+    assert_eq!(r.typed().slurm_cluster.as_deref(), Some("c1"));
+    let r = ToolRun::new("slurm-resolve")
+        .args(&["-"])
+        .doc(&minimal())
+        .run();
     assert_eq!(r.code, 0);
-    let mut cmd = tool("slurm-resolve");
-    cmd.arg(dir.path().join("missing.json"));
-    let r = run_raw(cmd, b"");
+    let missing = dir.path().join("missing.json");
+    let r = ToolRun::new("slurm-resolve")
+        .args(&[missing.to_str().unwrap()])
+        .run();
     assert_eq!(r.code, 2);
     assert!(r.error_message().contains("missing.json"));
 }
@@ -239,6 +241,6 @@ fn a_nul_in_a_field_is_refused_naming_the_field() {
         &json!({"slurm_cluster": "c1", "ssh_host": "a\u{0}b"}),
     );
     assert_eq!(r.code, 2);
-    assert_eq!(r.doc["error"]["field"], "ssh_host");
+    assert_eq!(r.error().field.as_deref(), Some("ssh_host"));
     assert!(r.error_message().contains("NUL"));
 }

@@ -191,9 +191,144 @@ pub struct Run {
     pub doc: Value,
     pub stdout: String,
     pub stderr: String,
+    /// The process's output as it came, for assert_cmd's assertions ([`Run::assert`]).
+    pub output: Output,
+}
+
+/// One run of a tool, set up the way a test reads (just's `Test`, jj's `TestEnvironment`): the
+/// tool in its hermetic environment ([`tool`]), then its flags, environment and input document,
+/// then [`ToolRun::run`].
+///
+/// ```ignore
+/// let w = ToolRun::new("slurm-watch").args(&["--interval", "2"]).doc(&submitted).run();
+/// w.assert().code(0).stderr(predicates::str::contains("PASSED"));
+/// assert_eq!(w.report().status, Status::Passed);
+/// ```
+pub struct ToolRun {
+    cmd: Command,
+    input: Vec<u8>,
+}
+
+impl ToolRun {
+    pub fn new(tool_name: &str) -> ToolRun {
+        ToolRun {
+            cmd: tool(tool_name),
+            input: Vec::new(),
+        }
+    }
+
+    pub fn args(mut self, args: &[&str]) -> ToolRun {
+        self.cmd.args(args);
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> ToolRun {
+        self.cmd.env(key, value);
+        self
+    }
+
+    /// The job document on stdin.
+    pub fn doc(mut self, doc: &Value) -> ToolRun {
+        self.input = doc.to_string().into_bytes();
+        self
+    }
+
+    /// Bytes on stdin as they are (a document that is not JSON, say).
+    pub fn stdin(mut self, bytes: &[u8]) -> ToolRun {
+        self.input = bytes.to_vec();
+        self
+    }
+
+    /// Run it: stdout must be one JSON object and a newline, every section the tool wrote of its
+    /// schema type ([`run_raw`]).
+    pub fn run(self) -> Run {
+        run_raw(self.cmd, &self.input)
+    }
 }
 
 impl Run {
+    /// assert_cmd's assertions on the run (exit code, stdout, stderr with `predicates`).
+    pub fn assert(&self) -> assert_cmd::assert::Assert {
+        use assert_cmd::assert::OutputAssertExt;
+        self.output.clone().assert()
+    }
+
+    /// The output document decoded into the schema's types (every section typed, unknown fields
+    /// refused): what the assertions read instead of indexing JSON by hand. Panics (the test
+    /// fails) naming what does not decode, with the tool's stderr.
+    pub fn typed(&self) -> shared::contract::schema::JobDocument {
+        shared::contract::schema::check(&self.doc).unwrap_or_else(|e| {
+            panic!(
+                "the output is not a job document as shared::contract::schema types it: {e}\n{:#}\nstderr:\n{}",
+                self.doc, self.stderr
+            )
+        })
+    }
+
+    /// One section decoded into its type alone, for an output whose other fields the whole
+    /// document's type cannot hold (an integer wider than 64 bits, kept byte for byte).
+    pub fn decoded<T: serde::de::DeserializeOwned>(&self, name: &str) -> T {
+        serde_json::from_value(self.doc[name].clone()).unwrap_or_else(|e| {
+            panic!("the `{name}` section does not decode: {e}\nstderr:\n{}", self.stderr)
+        })
+    }
+
+    /// A section the run must have written, typed; the test fails naming it when it is absent.
+    pub fn section<T>(
+        &self,
+        name: &str,
+        pick: impl FnOnce(shared::contract::schema::JobDocument) -> Option<T>,
+    ) -> T {
+        pick(self.typed()).unwrap_or_else(|| {
+            panic!(
+                "no `{name}` section in the output\nstderr:\n{}",
+                self.stderr
+            )
+        })
+    }
+
+    /// The `report` section (slurm-watch's verdict).
+    pub fn report(&self) -> shared::contract::schema::Report {
+        self.section("report", |d| d.report)
+    }
+
+    /// The `job` section (slurm-submit's).
+    pub fn job(&self) -> shared::contract::schema::Job {
+        self.section("job", |d| d.job)
+    }
+
+    /// The `allocation` section (slurm-alloc's).
+    pub fn allocation(&self) -> shared::contract::schema::Allocation {
+        self.section("allocation", |d| d.allocation)
+    }
+
+    /// The `attach` section (slurm-attach's).
+    pub fn attach_section(&self) -> shared::contract::schema::Attach {
+        self.section("attach", |d| d.attach)
+    }
+
+    /// The `forward` section (slurm-forward's).
+    pub fn forward(&self) -> shared::contract::schema::Forward {
+        self.section("forward", |d| d.forward)
+    }
+
+    /// The `preflight` section (slurm-ssh-preflight's).
+    pub fn preflight(&self) -> shared::contract::schema::Preflight {
+        self.section("preflight", |d| d.preflight)
+    }
+
+    /// The submitted job's id (`job.job_id`).
+    pub fn job_id(&self) -> String {
+        self.job()
+            .job_id
+            .unwrap_or_else(|| panic!("the job section has no job_id\nstderr:\n{}", self.stderr))
+    }
+
+    /// The `error` section (a tool that failed).
+    pub fn error(&self) -> shared::contract::schema::ErrorSection {
+        self.section("error", |d| d.error)
+    }
+
     pub fn error_message(&self) -> String {
         self.doc["error"]["message"]
             .as_str()
@@ -221,7 +356,7 @@ pub fn run_raw(cmd: Command, input: &[u8]) -> Run {
     }
     let mut cmd = cmd;
     let out = pipe(&mut cmd, input);
-    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+    let stdout = String::from_utf8(out.stdout.clone()).expect("stdout is UTF-8");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let doc = one_document(input, &stdout, "stdout", &stderr);
     Run {
@@ -229,6 +364,7 @@ pub fn run_raw(cmd: Command, input: &[u8]) -> Run {
         doc,
         stdout,
         stderr,
+        output: out,
     }
 }
 
@@ -309,13 +445,12 @@ pub fn run_with_doc_file(mut cmd: Command, input: &[u8], doc_file: &Path) -> Run
         doc,
         stdout,
         stderr,
+        output: out,
     }
 }
 
 pub fn run(tool_name: &str, args: &[&str], input: &Value) -> Run {
-    let mut cmd = tool(tool_name);
-    cmd.args(args);
-    run_raw(cmd, input.to_string().as_bytes())
+    ToolRun::new(tool_name).args(args).doc(input).run()
 }
 
 pub fn pipe(cmd: &mut Command, input: &[u8]) -> Output {

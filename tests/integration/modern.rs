@@ -559,11 +559,7 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
     a["job_name"] = json!(format!("st-modern-alloc-{}", std::process::id()));
     a["node_count"] = json!(2);
     let up = step(&j.state, "slurm-alloc", &["up", "--wait"], &a);
-    assert!(
-        up.doc["allocation"]["job_id"].as_str().is_some(),
-        "{}",
-        up.doc
-    );
+    assert!(up.allocation().job_id.is_some(), "{}", up.doc);
     let ex = step(
         &j.state,
         "slurm-alloc",
@@ -588,11 +584,9 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
         &sx.doc,
     );
     assert!(at.stdout.contains("attached-on-gn"), "{}", at.stderr);
+    assert_eq!(at.attach_section().exit_code, 0, "{}", at.stderr);
     let down = step(&j.state, "slurm-alloc", &["down"], &at.doc);
-    let id = down.doc["allocation"]["job_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = down.allocation().job_id.unwrap();
     let state = on_modern("modern-login", &format!("squeue -h -j {id} -o %T"));
     assert!(
         !state.contains("RUNNING"),
@@ -639,7 +633,7 @@ fn forward_reaches_a_jobs_server_on_the_modern_site_through_the_one_login() {
     ));
     let sub = step(&j.state, "slurm-submit", &[], &d);
     let f = forward_when_served(&sub.doc, &port_file);
-    let lp = f.doc["forward"]["local_port"].as_u64().unwrap() as u16;
+    let lp = f.forward().local_port;
     let body = http_get(lp).expect("the forward answers");
     assert!(body.contains("hello-from-the-modern-job"), "{body}");
     let c = run("slurm-forward", &["--cancel"], &f.doc);

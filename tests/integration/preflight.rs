@@ -20,20 +20,23 @@ fn the_direct_host_passes_and_reports_the_remote() {
     let d = with(doc_for("direct_host"), "mfa_style", json!(false));
     let r = preflight(d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let p = &r.doc["preflight"];
-    assert_eq!(p["ssh_path"], "direct");
-    let remote = &p["remote"];
-    assert_eq!(remote["user"], testbed().s("cluster_user"));
-    assert!(remote["tmux"].as_str().unwrap().starts_with("tmux"));
-    assert!(remote["slurm_version"].as_str().unwrap().contains("22.05"));
-    assert_eq!(remote["accounting"], "enabled");
-    assert_eq!(remote["container_flags"], true);
+    let p = r.preflight();
+    assert_eq!(p.ssh_path.to_string(), "direct");
+    let remote = &p.remote;
+    assert_eq!(remote.user, Some(testbed().s("cluster_user")));
+    assert!(remote.tmux.as_deref().unwrap().starts_with("tmux"));
+    assert!(remote.slurm_version.as_deref().unwrap().contains("22.05"));
+    assert_eq!(
+        remote.accounting.map(|a| a.to_string()).as_deref(),
+        Some("enabled")
+    );
+    assert!(remote.container_flags);
     // The real stack's versions, as the testbed built them.
-    assert_eq!(remote["pyxis"], testbed().s("pyxis_version").as_str());
-    assert_eq!(remote["enroot"], testbed().s("enroot_version").as_str());
-    assert_eq!(remote["container_writable"], true);
-    assert!(remote["git"].as_str().unwrap().starts_with("git version"));
-    assert!(remote["tar"].as_str().unwrap().contains("tar"));
+    assert_eq!(remote.pyxis, Some(testbed().s("pyxis_version")));
+    assert_eq!(remote.enroot, Some(testbed().s("enroot_version")));
+    assert_eq!(remote.container_writable, Some(true));
+    assert!(remote.git.as_deref().unwrap().starts_with("git version"));
+    assert!(remote.tar.as_deref().unwrap().contains("tar"));
 }
 
 #[test]
@@ -52,7 +55,7 @@ fn a_missing_remote_cwd_is_created() {
     );
     let r = preflight(d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["preflight"]["remote"]["remote_cwd_created"], true);
+    assert!(r.preflight().remote.remote_cwd_created);
     assert!(std::path::Path::new(&dir).is_dir());
     let _ = std::fs::remove_dir(&dir);
 }
@@ -77,8 +80,8 @@ fn a_remote_cwd_that_used_to_escape_its_quotes_is_one_literal_directory() {
     );
     let r = preflight(d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["preflight"]["remote"]["remote_cwd"], dir.as_str());
-    assert_eq!(r.doc["preflight"]["remote"]["remote_cwd_created"], true);
+    assert_eq!(r.preflight().remote.remote_cwd, dir.as_str());
+    assert!(r.preflight().remote.remote_cwd_created);
     // The directory exists with exactly that name: the value arrived as one word.
     assert!(
         std::path::Path::new(&dir).is_dir(),
@@ -185,9 +188,9 @@ fn the_mfa_host_without_a_master_exits_3_with_the_command_then_passes_after_logi
     cmd.env("SLURM_TOOLS_TRACE", &trace_file);
     let r = run_raw(cmd, d.to_string().as_bytes());
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["preflight"]["ssh_path"], "mfa");
-    assert_eq!(r.doc["preflight"]["master"], "managed");
-    assert_eq!(r.doc["preflight"]["control_path"], expanded_cp);
+    assert_eq!(r.preflight().ssh_path.to_string(), "mfa");
+    assert_eq!(r.preflight().master.to_string(), "managed");
+    assert_eq!(r.preflight().control_path.unwrap_or_default(), expanded_cp);
     let after = log_count(&log, "Accepted keyboard-interactive");
     assert_eq!(after, before, "no authentication beyond the master's");
     let ssh_runs = connecting_ssh(&trace_lines(&trace_file));
@@ -213,9 +216,9 @@ fn mfa_style_null_takes_the_mfa_path_on_the_mfa_host_and_records_it() {
     let r = preflight(d, &[]);
     mfa_logout(&cp);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["preflight"]["ssh_path"], "mfa");
-    assert_eq!(r.doc["preflight"]["mfa_style"], true);
-    assert_eq!(r.doc["preflight"]["mfa_style_discovered"], true);
+    assert_eq!(r.preflight().ssh_path.to_string(), "mfa");
+    assert!(r.preflight().mfa_style);
+    assert!(r.preflight().mfa_style_discovered);
     assert!(r.stderr.contains("\"mfa_style\": true"), "{}", r.stderr);
 }
 
@@ -225,9 +228,9 @@ fn mfa_style_null_takes_the_direct_path_on_the_direct_host() {
     crate::needs_cluster!();
     let r = preflight(doc_for("direct_host"), &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["preflight"]["ssh_path"], "direct");
-    assert_eq!(r.doc["preflight"]["mfa_style"], false);
-    assert_eq!(r.doc["preflight"]["mfa_style_discovered"], true);
+    assert_eq!(r.preflight().ssh_path.to_string(), "direct");
+    assert!(!r.preflight().mfa_style);
+    assert!(r.preflight().mfa_style_discovered);
     assert!(r.stderr.contains("\"mfa_style\": false"), "{}", r.stderr);
 }
 
@@ -331,7 +334,7 @@ fn establish_opens_the_master_with_the_password_through_askpass_never_argv() {
     let r = run_raw(cmd, d.to_string().as_bytes());
     mfa_logout(&cp);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["preflight"]["master"], "managed");
+    assert_eq!(r.preflight().master.to_string(), "managed");
     let trace_text = std::fs::read_to_string(&trace_file).unwrap();
     let ssh = connecting_ssh(&trace_lines(&trace_file));
     assert_eq!(
@@ -451,7 +454,7 @@ fn a_container_image_needs_container_flags_on_srun_which_the_testbed_has() {
     );
     let r = preflight(d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["preflight"]["remote"]["container_flags"], true);
+    assert!(r.preflight().remote.container_flags);
 }
 
 #[test]
@@ -466,7 +469,7 @@ fn resolve_then_preflight_on_the_sample_job() {
     let r2 = run("slurm-ssh-preflight", &[], &r.doc);
     assert_eq!(r2.code, 0, "{}", r2.stderr);
     assert_eq!(r2.doc["resolve"], r.doc["resolve"]);
-    assert_eq!(r2.doc["preflight"]["ssh_path"], "direct");
+    assert_eq!(r2.preflight().ssh_path.to_string(), "direct");
     assert_schema(&r2.doc);
 }
 
@@ -590,18 +593,18 @@ fn a_direct_host_gets_one_master_that_every_later_tool_rides_unless_opted_out() 
         let logins = sshd.logins() - before;
         let label = format!("mfa_style {mfa_style}, ssh_multiplex {multiplex:?}");
         if multiplex == Some(false) {
-            assert_eq!(p.doc["preflight"]["master"], "none", "{label}");
+            assert_eq!(p.preflight().master.to_string(), "none", "{label}");
             assert!(!Path::new(&expanded).exists(), "{label}: a socket appeared");
             assert!(logins >= 3, "{label}: each tool logs in itself: {logins}");
         } else {
-            assert_eq!(p.doc["preflight"]["master"], "managed", "{label}");
+            assert_eq!(p.preflight().master.to_string(), "managed", "{label}");
             assert!(p.stderr.contains("opened a ControlMaster"), "{}", p.stderr);
             assert!(Path::new(&expanded).exists(), "{label}");
             assert_eq!(logins, 1, "{label}: one login for preflight and both syncs");
             // A second preflight rides it (no new login).
             let again = run("slurm-ssh-preflight", &[], &d);
             assert_eq!(again.code, 0, "{}", again.stderr);
-            assert_eq!(again.doc["preflight"]["master"], "managed");
+            assert_eq!(again.preflight().master.to_string(), "managed");
             // With mfa_style null the probe logs in itself again: behind a master it could not
             // tell a key login from an MFA one.
             if mfa_style == json!(false) {
@@ -669,7 +672,7 @@ fn two_runs_needing_one_login_at_once_log_in_once_and_never_prompt_together() {
     mfa_logout(&cp);
     for r in &runs {
         assert_eq!(r.code, 0, "{}", r.stderr);
-        assert_eq!(r.doc["preflight"]["master"], "managed");
+        assert_eq!(r.preflight().master.to_string(), "managed");
     }
     assert_eq!(
         log_count(&log, "Accepted keyboard-interactive") - before,

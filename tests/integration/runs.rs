@@ -17,9 +17,11 @@ fn tool_in(state: &Path, name: &str) -> Command {
 }
 
 fn run_in(state: &Path, name: &str, args: &[&str], input: &Value) -> Run {
-    let mut c = tool_in(state, name);
-    c.args(args);
-    run_raw(c, input.to_string().as_bytes())
+    ToolRun::new(name)
+        .env("SLURM_TOOLS_STATE_DIR", state)
+        .args(args)
+        .doc(input)
+        .run()
 }
 
 /// slurm-runs' output (stdout, stderr, exit code).

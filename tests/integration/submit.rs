@@ -965,7 +965,7 @@ fn a_sites_qos_memory_cpus_and_own_options_reach_slurm_for_srun_sbatch_and_sallo
     a["job_name"] = json!(format!("st-site-alloc-{}", std::process::id()));
     let up = run("slurm-alloc", &["up"], &a);
     assert_eq!(up.code, 0, "{}", up.stderr);
-    let id = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    let id = up.allocation().job_id.unwrap();
     check(&id, "salloc");
     let down = run("slurm-alloc", &["down"], &up.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);

@@ -28,10 +28,6 @@ pub fn submit_and_watch(
     run("slurm-watch", &args, &s.doc)
 }
 
-fn report(r: &Run) -> &Value {
-    &r.doc["report"]
-}
-
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
@@ -49,18 +45,18 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
         &[],
     );
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let r = report(&w);
-    assert_eq!(r["status"], "PASSED");
-    assert_eq!(r["slurm_state"], "COMPLETED");
-    assert_eq!(r["exit_code"], "0:0");
-    assert_eq!(r["source"], "sacct");
-    assert_eq!(r["excerpt"], json!(["one", "two"]));
+    let r = w.report();
+    assert_eq!(r.status.name(), "PASSED");
+    assert_eq!(r.slurm_state, "COMPLETED");
+    assert_eq!(r.exit_code.as_deref().unwrap_or_default(), "0:0");
+    assert_eq!(shared::contract::doc::enum_name(&r.source), "sacct");
+    assert_eq!(r.excerpt, ["one", "two"]);
     assert_eq!(
-        r["excerpt_err"],
-        json!(["a-warning"]),
+        r.excerpt_err,
+        ["a-warning"],
         "a passed job's stderr is shown too"
     );
-    let local = r["local_log"].as_str().unwrap();
+    let local = r.local_log.as_deref().unwrap();
     // A relative work_dir is the remote work directory's name: the local copy goes to the state
     // directory, never into the repository (where the next untracked sync would upload it).
     assert!(
@@ -76,9 +72,9 @@ fn a_passing_job_is_passed_with_a_local_copy_of_its_log() {
         "the person's repository is as it was"
     );
     assert_eq!(std::fs::read_to_string(local).unwrap(), "one\ntwo\n");
-    assert_eq!(r["local_log_complete"], true);
+    assert!(r.local_log_complete);
     assert_eq!(
-        r["bytes_scanned"], 18,
+        r.bytes_scanned, 18,
         "each byte of both logs read once (8 + 10)"
     );
     assert_schema(&w.doc);
@@ -97,13 +93,13 @@ fn a_failing_job_is_failed_with_its_exit_code_and_excerpts() {
         &[],
     );
     assert_eq!(w.code, 1);
-    let r = report(&w);
-    assert_eq!(r["status"], "FAILED");
-    assert_eq!(r["exit_code"], "3:0");
-    let ex = r["excerpt"].as_array().unwrap();
+    let r = w.report();
+    assert_eq!(r.status.name(), "FAILED");
+    assert_eq!(r.exit_code.as_deref().unwrap_or_default(), "3:0");
+    let ex = &r.excerpt;
     assert_eq!(ex.len(), 100, "the last 100 lines of .out");
     assert_eq!(ex[99], "line 150");
-    assert_eq!(r["excerpt_err"], json!(["oops"]));
+    assert_eq!(r.excerpt_err, ["oops"]);
 }
 
 #[test]
@@ -119,8 +115,8 @@ fn the_walltime_ends_in_timeout() {
         &[],
     );
     assert_eq!(w.code, 1);
-    assert_eq!(report(&w)["status"], "TIMEOUT");
-    assert_eq!(report(&w)["slurm_state"], "TIMEOUT");
+    assert_eq!(w.report().status.name(), "TIMEOUT");
+    assert_eq!(w.report().slurm_state, "TIMEOUT");
 }
 
 #[test]
@@ -136,10 +132,10 @@ fn monitor_timeout_cancels_the_job_unless_told_to_keep_it() {
         &[],
     );
     assert_eq!(w.code, 1);
-    let r = report(&w);
-    assert_eq!(r["status"], "TIMEOUT");
-    assert!(r["summary"].as_str().unwrap().contains("cancelled"));
-    let id = r["job_id"].as_str().unwrap();
+    let r = w.report();
+    assert_eq!(r.status.name(), "TIMEOUT");
+    assert!(r.summary.as_str().contains("cancelled"));
+    let id = r.job_id.as_str();
     assert_eq!(wait_done(id, 240).0, "CANCELLED");
 
     let w = submit_and_watch(
@@ -149,8 +145,8 @@ fn monitor_timeout_cancels_the_job_unless_told_to_keep_it() {
         &[("monitor_timeout_seconds", json!(3))],
         &["--keep-on-timeout"],
     );
-    let id = report(&w)["job_id"].as_str().unwrap().to_string();
-    assert_eq!(report(&w)["status"], "TIMEOUT");
+    let id = w.report().job_id.as_str().to_string();
+    assert_eq!(w.report().status.name(), "TIMEOUT");
     let sq = std::process::Command::new("squeue")
         .args(["-h", "-j", &id, "-o", "%T"])
         .output()
@@ -171,7 +167,7 @@ fn a_job_cancelled_from_outside_is_cancelled_and_says_by_whom() {
     d["recipe"] = json!("batch");
     d["command"] = json!("sleep 120");
     let s = run("slurm-submit", &[], &d);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let user = testbed().s("cluster_user");
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(4));
@@ -183,9 +179,13 @@ fn a_job_cancelled_from_outside_is_cancelled_and_says_by_whom() {
     let w = run("slurm-watch", &["--interval", "2"], &s.doc);
     killer.join().unwrap();
     assert_eq!(w.code, 1);
-    let r = report(&w);
-    assert_eq!(r["status"], "CANCELLED");
-    assert_eq!(r["cancelled_by"], testbed().s("cluster_user"), "{r}");
+    let r = w.report();
+    assert_eq!(r.status.name(), "CANCELLED");
+    assert_eq!(
+        r.cancelled_by.clone().unwrap_or_default(),
+        testbed().s("cluster_user"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -201,14 +201,14 @@ fn watch_cancel_cancels_the_job_then_reports_it_cancelled_and_the_ledger_says_by
     cmd.env("SLURM_TOOLS_STATE_DIR", state.path());
     let s = run_raw(cmd, d.to_string().as_bytes());
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let mut cmd = tool("slurm-watch");
     cmd.env("SLURM_TOOLS_STATE_DIR", state.path())
         .env("SLURM_TOOLS_CANCELLED_BY", "the test")
         .args(["--cancel", "--interval", "2"]);
     let w = run_raw(cmd, s.doc.to_string().as_bytes());
     assert_eq!(w.code, 1, "{}", w.stderr);
-    assert_eq!(report(&w)["status"], "CANCELLED", "{}", w.stderr);
+    assert_eq!(w.report().status.name(), "CANCELLED", "{}", w.stderr);
     assert!(
         w.stderr.contains(&format!("cancelled job {id}")),
         "{}",
@@ -246,14 +246,14 @@ fn a_hang_is_detected_within_one_interval_and_the_job_is_cancelled() {
         &[],
     );
     assert_eq!(w.code, 1);
-    let r = report(&w);
-    assert_eq!(r["status"], "HANG_DETECTED");
-    assert!(r["hang_line"].as_str().unwrap().contains("Hang Detected"));
+    let r = w.report();
+    assert_eq!(r.status.name(), "HANG_DETECTED");
+    assert!(r.hang_line.as_deref().unwrap().contains("Hang Detected"));
     assert!(
         started.elapsed() < Duration::from_secs(30),
         "found within a poll interval or so"
     );
-    let id = r["job_id"].as_str().unwrap();
+    let id = r.job_id.as_str();
     assert_eq!(
         wait_done(id, 240).0,
         "CANCELLED",
@@ -276,11 +276,14 @@ fn a_hang_pattern_in_err_only_and_split_across_polls_is_found() {
         &["--interval", "1"],
     );
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let r = report(&w);
-    assert_eq!(r["status"], "HANG_DETECTED");
-    assert_eq!(r["hang_line"], "custom stall here now");
+    let r = w.report();
+    assert_eq!(r.status.name(), "HANG_DETECTED");
+    assert_eq!(
+        r.hang_line.as_deref().unwrap_or_default(),
+        "custom stall here now"
+    );
     assert_schema(&w.doc);
-    assert!(r["polls"].as_u64().unwrap() >= 2);
+    assert!(r.polls >= 2);
 }
 
 #[test]
@@ -295,8 +298,8 @@ fn failure_and_success_patterns_refine_a_passing_job() {
         &[("failure_patterns", json!(["traceback"]))],
         &[],
     );
-    assert_eq!(report(&w)["status"], "FAILED");
-    assert_eq!(report(&w)["failure_patterns_found"], json!(["traceback"]));
+    assert_eq!(w.report().status.name(), "FAILED");
+    assert_eq!(w.report().failure_patterns_found, ["traceback"]);
     let w = submit_and_watch(
         &base,
         "single",
@@ -304,8 +307,14 @@ fn failure_and_success_patterns_refine_a_passing_job() {
         &[("success_patterns", json!(["ALL GOOD", "accuracy"]))],
         &[],
     );
-    assert_eq!(report(&w)["status"], "FAILED");
-    assert_eq!(report(&w)["success_patterns_missing"], json!(["accuracy"]));
+    assert_eq!(w.report().status.name(), "FAILED");
+    assert_eq!(
+        w.report()
+            .success_patterns_missing
+            .clone()
+            .unwrap_or_default(),
+        ["accuracy"]
+    );
     let w = submit_and_watch(
         &base,
         "single",
@@ -313,7 +322,7 @@ fn failure_and_success_patterns_refine_a_passing_job() {
         &[("success_patterns", json!(["ALL GOOD", "accuracy"]))],
         &[],
     );
-    assert_eq!(report(&w)["status"], "PASSED");
+    assert_eq!(w.report().status.name(), "PASSED");
     assert_eq!(w.code, 0);
 }
 
@@ -328,7 +337,7 @@ fn a_failed_build_is_build_failed_and_stops_the_flow() {
     assert_eq!(s.code, 0, "{}", s.stderr);
     let w = run("slurm-watch", &["--interval", "2"], &s.doc);
     assert_eq!(w.code, 1);
-    assert_eq!(report(&w)["status"], "BUILD_FAILED");
+    assert_eq!(w.report().status.name(), "BUILD_FAILED");
     let mut next = w.doc.clone();
     next["command"] = json!("echo never");
     let s2 = run("slurm-submit", &[], &next);
@@ -348,18 +357,20 @@ fn the_whole_flow_build_watch_submit_watch_passes() {
     base["success_patterns"] = json!(["run after build"]);
     let s = run("slurm-submit", &["--build"], &base);
     let w = run("slurm-watch", &["--interval", "2"], &s.doc);
-    assert_eq!(report(&w)["status"], "PASSED", "{}", w.stderr);
+    assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
     let s2 = run("slurm-submit", &[], &w.doc);
     assert_eq!(s2.code, 0, "{}", s2.stderr);
+    let kept = s2.typed();
     assert_eq!(
-        s2.doc["build"]["report"]["status"], "PASSED",
+        kept.build.and_then(|b| b.report).map(|r| r.status.name()),
+        Some("PASSED"),
         "the build's record is kept"
     );
-    assert!(s2.doc.get("report").is_none());
+    assert!(kept.report.is_none());
     let w2 = run("slurm-watch", &["--interval", "2"], &s2.doc);
     assert_eq!(w2.code, 0, "{}", w2.stderr);
-    assert_eq!(report(&w2)["kind"], "run");
-    assert_eq!(report(&w2)["excerpt"], json!(["run after build"]));
+    assert_eq!(w2.report().kind.name(), "run");
+    assert_eq!(w2.report().excerpt, ["run after build"]);
     assert_schema(&w2.doc);
     // Watching the finished document again passes the verdict on without polling.
     let again = run("slurm-watch", &[], &w2.doc);
@@ -387,7 +398,7 @@ fn one_ssh_execution_for_the_whole_watch_and_a_trace_event_per_poll() {
     let lines = trace_lines(&file);
     let ssh = connecting_ssh(&lines);
     assert_eq!(ssh.len(), 1, "one ssh session serves every poll: {ssh:?}");
-    let polls = report(&w)["polls"].as_u64().unwrap();
+    let polls = w.report().polls;
     assert!(polls >= 3, "a 5 s job polled at a 1 s interval: {polls}");
     let events = lines.iter().filter(|l| l["event"] == "poll").count() as u64;
     assert_eq!(events, polls, "one trace event per poll");
@@ -417,15 +428,15 @@ fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
         ],
         &["--interval", "1"],
     );
-    let r = &w.doc["report"];
-    assert_eq!(r["status"], "FAILED", "{r}");
+    let r = w.report();
+    assert_eq!(r.status.name(), "FAILED", "{r:?}");
+    assert_eq!(r.failure_patterns_found, [sub.to_lowercase()], "{r:?}");
     assert_eq!(
-        r["failure_patterns_found"],
-        json!([sub.to_lowercase()]),
-        "{r}"
+        r.success_patterns_missing.clone().unwrap_or_default(),
+        Vec::<String>::new(),
+        "{r:?}"
     );
-    assert_eq!(r["success_patterns_missing"], json!([]), "{r}");
-    let local = r["local_log"].as_str().unwrap();
+    let local = r.local_log.as_deref().unwrap();
     assert!(
         local.starts_with(&work_dir.display().to_string()),
         "the log copy is in the literal folder: {local}"
@@ -440,11 +451,8 @@ fn hostile_patterns_and_work_dir_are_taken_literally_and_no_canary_fires() {
         &[("hang_pattern", json!(hang))],
         &["--interval", "1"],
     );
-    assert_eq!(
-        w.doc["report"]["status"], "HANG_DETECTED",
-        "{}",
-        w.doc["report"]
-    );
+    let r = w.report();
+    assert_eq!(r.status.name(), "HANG_DETECTED", "{r:?}");
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
 }
 
@@ -466,7 +474,7 @@ fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_f
     assert_eq!(s.code, 0, "{}", s.stderr);
     let w = run("slurm-watch", &["--interval", "1"], &s.doc);
     assert_eq!(w.code, 0, "{}", w.stderr);
-    assert_eq!(report(&w)["status"], "PASSED");
+    assert_eq!(w.report().status.name(), "PASSED");
     assert!(
         w.stderr.contains(&format!(
             "pyxis is importing the container image {}",
@@ -488,9 +496,9 @@ fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_f
     assert_eq!(s.code, 0, "{}", s.stderr);
     let w = run("slurm-watch", &["--interval", "1"], &s.doc);
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let r = report(&w);
-    assert_eq!(r["status"], "FAILED");
-    let summary = r["summary"].as_str().unwrap();
+    let r = w.report();
+    assert_eq!(r.status.name(), "FAILED");
+    let summary = r.summary.as_str();
     assert!(
         summary.contains(&format!(
             "the container image {}#testbed/nonexistent:1 could not be imported",
@@ -506,7 +514,7 @@ fn the_watch_says_when_the_image_is_imported_and_names_the_image_or_mount_that_f
     assert_eq!(s.code, 0, "{}", s.stderr);
     let w = run("slurm-watch", &["--interval", "1"], &s.doc);
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let summary = report(&w)["summary"].as_str().unwrap().to_string();
+    let summary = w.report().summary.as_str().to_string();
     assert!(
         summary
             .contains("the `mounts` source /nonexistent-mount-source does not exist on the node"),
@@ -524,18 +532,18 @@ fn a_repository_without_a_build_runs_the_whole_flow_without_a_build_job() {
     base["recipe"] = json!("single");
     let s = run("slurm-submit", &["--build"], &base);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    assert_eq!(s.doc["job"]["skipped"], true);
+    assert_eq!(s.job().skipped, Some(true));
     assert!(s.stderr.contains("no build job"), "{}", s.stderr);
     let w = run("slurm-watch", &["--interval", "1"], &s.doc);
     assert_eq!(w.code, 0, "{}", w.stderr);
     let s2 = run("slurm-submit", &[], &w.doc);
     assert_eq!(s2.code, 0, "{}", s2.stderr);
     let w2 = run("slurm-watch", &["--interval", "1"], &s2.doc);
-    assert_eq!(report(&w2)["status"], "PASSED", "{}", w2.stderr);
+    assert_eq!(w2.report().status.name(), "PASSED", "{}", w2.stderr);
     // Asking for a build with nothing to build with is said, naming the field.
     let mut asked = base.clone();
     asked["build_project"] = json!(true);
     let r = run("slurm-submit", &["--build"], &asked);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert_eq!(r.doc["error"]["field"], "build_project");
+    assert_eq!(r.error().field.as_deref(), Some("build_project"));
 }
