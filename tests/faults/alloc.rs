@@ -87,7 +87,7 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     );
     assert_eq!(e1.doc["sync_tracked"]["created"], true, "{}", e1.doc);
     assert_eq!(e1.doc["sync_tracked"]["temp_ref_deleted"], true);
-    assert!(e1.doc["sync_untracked"]["files"].as_u64().unwrap() >= 2);
+    assert!(e1.typed().sync_untracked.unwrap().files >= 2);
     assert_eq!(e1.doc["allocation"]["last_exec"]["exit_code"], 0);
     assert_schema(&e1.doc);
     assert!(
@@ -128,8 +128,8 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         "{}",
         fx.origin_refs()
     );
-    assert_eq!(e2.doc["sync_untracked"]["incremental"], true);
-    assert_eq!(e2.doc["sync_untracked"]["files"], 1, "only the new file");
+    assert!(e2.untracked().incremental);
+    assert_eq!(e2.untracked().files, 1, "only the new file");
     assert_eq!(
         e2.doc["sync_untracked"]["deleted"],
         json!(["untracked.txt"])
@@ -498,7 +498,7 @@ fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_ses
 
     let up = alloc(&["up"], &d);
     assert_eq!(up.code, 0, "{}", up.stderr);
-    let first = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    let first = up.allocation().job_id.as_deref().unwrap().to_string();
     let down = alloc(&["down"], &up.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert!(
@@ -585,7 +585,8 @@ fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
     assert_eq!(n["reduced_from"], "04:00:00");
     assert_eq!(n["reduced_to"], "02:00:00");
     assert_schema(&up.doc);
-    let hint = up.doc["error"]["hint"].as_str().unwrap();
+    let hint = up.error().hint;
+    let hint = hint.as_str();
     assert!(
         hint.contains("backfill")
             && hint.contains("fewer nodes")
@@ -619,7 +620,7 @@ fn an_allocation_survives_the_laptops_master_dying_and_exec_works_after_a_new_pr
     assert_eq!(p.code, 0, "{}", p.stderr);
     let up = alloc(&["up"], &p.doc);
     assert_eq!(up.code, 0, "{}", up.stderr);
-    let job = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    let job = up.allocation().job_id.as_deref().unwrap().to_string();
     mfa_logout(&cp);
     let e = alloc(&["exec", "--", "true"], &up.doc);
     assert_eq!(e.code, 3, "no master: the person must log in\n{}", e.stderr);
@@ -739,7 +740,7 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
     opt["packages"] = json!(["--index-url=http://evil.example/"]);
     let r = alloc(&["up"], &opt);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert_eq!(r.doc["error"]["field"], "packages");
+    assert_eq!(r.error().field.as_deref().unwrap_or_default(), "packages");
     // The failed `up` left the allocation held, as its hint says; `down` on the input releases it.
     assert_eq!(held_allocations(&name).len(), 1);
     assert!(
@@ -800,7 +801,7 @@ fn alloc_names_the_image_it_cannot_import_and_the_image_without_python() {
     bare["packages"] = json!(["numpy"]);
     let r = alloc(&["up"], &bare);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert_eq!(r.doc["error"]["field"], "packages");
+    assert_eq!(r.error().field.as_deref().unwrap_or_default(), "packages");
 
     let down = alloc(&["down"], &nopython);
     assert_eq!(down.code, 0, "{}", down.stderr);

@@ -116,7 +116,7 @@ fn an_old_login_node_runs_every_tool_with_old_git_tmux_18_no_flock_and_busybox()
     let again = run("slurm-sync-tracked", &[], &u.doc);
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(
-        again.doc["sync_tracked"]["stash"].is_object(),
+        again.synced().stash.flatten().is_some(),
         "{}",
         again.doc["sync_tracked"]
     );
@@ -149,9 +149,11 @@ fn an_old_login_node_runs_every_tool_with_old_git_tmux_18_no_flock_and_busybox()
         d["job_name"] = json!(format!("st-{name}-{recipe}"));
         let (sub, w) = submit_and_watch(&d);
         assert_eq!(
-            w.doc["report"]["status"], "PASSED",
+            w.report().status.name(),
+            "PASSED",
             "{recipe}: {}\n{}",
-            sub.stderr, w.stderr
+            sub.stderr,
+            w.stderr
         );
         let out = job_output(&w);
         let want = match recipe {
@@ -259,7 +261,7 @@ fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a
         .collect();
     for h in watchers {
         let (w, want) = h.join().unwrap();
-        assert_eq!(w.doc["report"]["status"], want.as_str(), "{}", w.stderr);
+        assert_eq!(w.report().status.name(), want.as_str(), "{}", w.stderr);
         assert_eq!(w.doc["report"]["source"], "scontrol", "{}", w.stderr);
     }
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -312,7 +314,7 @@ fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
         d["job_name"] = json!(name);
         let sub = run("slurm-submit", &[], &d);
         assert_eq!(sub.code, 0, "{recipe}: {}", sub.stderr);
-        let id = sub.doc["job"]["job_id"].as_str().unwrap().to_string();
+        let id = sub.job_id();
         // The policy is real: Slurm kept no comment.
         let sc = fixture::scontrol(&id);
         assert!(
@@ -321,7 +323,7 @@ fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
             "{sc:?}"
         );
         let w = run("slurm-watch", &[], &sub.doc);
-        assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
+        assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
 
         // A submit killed once Slurm accepted the job, which pends (the nodes are full, so it
         // has not written its job id file): its rerun finds that job (by its work dir, the
@@ -357,14 +359,14 @@ fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
         );
         drop(_filler);
         let w = run("slurm-watch", &[], &again.doc);
-        assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
+        assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
     }
     // slurm-alloc finds its allocation by salloc's own line when the comment is gone.
     let mut a = base.clone();
     a["job_name"] = json!(format!("st-nocomment-alloc-{}", std::process::id()));
     let up = alloc(&["up"], &a);
     assert_eq!(up.code, 0, "{}", up.stderr);
-    let id = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    let id = up.allocation().job_id.as_deref().unwrap().to_string();
     let down = alloc(&["down"], &up.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert!(
@@ -437,7 +439,7 @@ fn without_pmix_the_mpi_recipe_is_refused_before_anything_is_submitted() {
     d["job_name"] = json!(name);
     let sub = run("slurm-submit", &[], &d);
     assert_eq!(sub.code, 2, "{}", sub.stderr);
-    assert_eq!(sub.doc["error"]["field"], "recipe");
+    assert_eq!(sub.error().field.as_deref().unwrap_or_default(), "recipe");
     let msg = sub.error_message();
     assert!(
         msg.contains("no mpi/pmix plugin") && msg.contains("srun --mpi=list"),
@@ -450,7 +452,7 @@ fn without_pmix_the_mpi_recipe_is_refused_before_anything_is_submitted() {
     let sub = run("slurm-submit", &[], &pf.doc);
     assert_eq!(sub.code, 0, "{}", sub.stderr);
     let w = run("slurm-watch", &[], &sub.doc);
-    assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
+    assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
 }
 
 #[test]
@@ -509,7 +511,8 @@ fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
     let down = alloc(&["down"], &ex.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert!(down.stderr.contains("is on login node"), "{}", down.stderr);
-    let id = up.doc["allocation"]["job_id"].as_str().unwrap();
+    let id = up.allocation().job_id.unwrap();
+    let id = id.as_str();
     assert!(
         down.stderr.contains(&format!("CANCELLED {id}")),
         "{}",

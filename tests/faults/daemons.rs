@@ -13,7 +13,7 @@ fn the_watch_survives_sshd_stopping_and_restarting_and_the_job_is_untouched() {
     d["command"] = json!("echo before; sleep 14; echo after");
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let watcher = watch_in_background(&s.doc);
     std::thread::sleep(Duration::from_secs(3));
     stop_direct_sshd();
@@ -32,7 +32,7 @@ fn the_watch_survives_sshd_stopping_and_restarting_and_the_job_is_untouched() {
     cluster_up();
     let w = watcher.join().unwrap();
     assert_eq!(w.code, 0, "{}", w.stderr);
-    assert_eq!(w.doc["report"]["status"], "PASSED");
+    assert_eq!(w.report().status.name(), "PASSED");
     assert_eq!(w.doc["report"]["excerpt"], json!(["before", "after"]));
     assert!(
         w.stderr.contains("poll failed"),
@@ -52,7 +52,7 @@ fn the_watch_waits_out_a_stopped_slurmctld_without_a_verdict() {
     d["command"] = json!("echo before; sleep 20; echo after; exit 4");
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let watcher = watch_in_background(&s.doc);
     std::thread::sleep(Duration::from_secs(3));
     let pid = pid_of("/run/slurm-tools/slurmctld.pid");
@@ -94,7 +94,7 @@ fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
     d["command"] = json!("echo start; sleep 12; echo end");
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let watcher = watch_in_background(&s.doc);
     std::thread::sleep(Duration::from_secs(3));
     mfa_logout(&cp);
@@ -122,7 +122,7 @@ fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
     let w = run("slurm-watch", &["--interval", "1"], &s.doc);
     mfa_logout(&cp);
     assert_eq!(w.code, 0, "{}", w.stderr);
-    assert_eq!(w.doc["report"]["status"], "PASSED");
+    assert_eq!(w.report().status.name(), "PASSED");
     assert_eq!(w.doc["report"]["excerpt"], json!(["start", "end"]));
 }
 
@@ -170,7 +170,7 @@ fn a_stale_control_socket_left_by_a_killed_master_asks_for_login_then_works() {
     d["mfa_style"] = json!(true);
     let p = run("slurm-ssh-preflight", &[], &d);
     assert_eq!(p.code, 3, "{}", p.stderr);
-    assert!(p.doc["error"]["hint"].as_str().unwrap().contains("-fNM"));
+    assert!(p.error().hint.as_str().contains("-fNM"));
     mfa_login(&cp);
     let p = run("slurm-ssh-preflight", &[], &d);
     mfa_logout(&cp);
@@ -198,11 +198,12 @@ fn accounting_down_when_the_job_ends_gives_no_verdict_until_it_is_back() {
     cluster_up();
     let w = watcher.join().unwrap();
     assert_eq!(w.code, 1, "{}", w.stderr);
-    assert_eq!(w.doc["report"]["status"], "FAILED", "{}", w.doc["report"]);
+    assert_eq!(w.report().status.name(), "FAILED", "{}", w.doc["report"]);
     // The exit code is accounting's. Measured on Slurm 22.05: a job that ends while slurmdbd is
     // down is recorded FAILED with ExitCode 0:0 (its own `exit 6` does not reach the database),
     // so the report can only repeat what sacct says, and must not invent the 6.
-    let job = w.doc["report"]["job_id"].as_str().unwrap();
+    let job = w.report().job_id;
+    let job = job.as_str();
     assert_eq!(w.doc["report"]["exit_code"], wait_done(job, 30).1.as_str());
 }
 
@@ -216,7 +217,7 @@ fn a_node_set_down_under_a_running_job_is_followed_to_slurms_final_word() {
     d["command"] = json!("echo run ${SLURM_RESTART_COUNT:-0}; sleep 8");
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let watcher = watch_in_background(&s.doc);
     std::thread::sleep(Duration::from_secs(3));
     let node = job_nodes(&id).pop().unwrap_or_else(|| testbed().s("node"));
@@ -261,7 +262,7 @@ fn a_requeued_job_is_followed_through_its_second_run() {
         json!("echo run ${SLURM_RESTART_COUNT:-0}; sleep 6; echo end ${SLURM_RESTART_COUNT:-0}");
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let watcher = watch_in_background(&s.doc);
     std::thread::sleep(Duration::from_secs(3));
     assert!(Command::new("scontrol")

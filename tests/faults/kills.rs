@@ -84,7 +84,7 @@ fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
         d["command"] = json!("echo start; sleep 8; echo end");
         let s = run("slurm-submit", &[], &d);
         assert_eq!(s.code, 0, "{}", s.stderr);
-        let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+        let id = s.job_id();
         let out = kill_at("slurm-watch", &s.doc, "watch:polled", signal);
         assert_ne!(out.status.code(), Some(0), "{signal}: it was killed");
         let sq = Command::new("squeue")
@@ -98,7 +98,7 @@ fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
         );
         let w = run("slurm-watch", &["--interval", "1"], &s.doc);
         assert_eq!(w.code, 0, "{signal}: the rerun resumes: {}", w.stderr);
-        assert_eq!(w.doc["report"]["status"], "PASSED");
+        assert_eq!(w.report().status.name(), "PASSED");
         assert_eq!(w.doc["report"]["excerpt"], json!(["start", "end"]));
         // The killed watch's session does not linger on the cluster.
         std::thread::sleep(Duration::from_secs(1));
@@ -121,7 +121,7 @@ fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
         assert!(out.stdout.is_empty(), "{signal}: no half document");
         let again = run("slurm-watch", &["--interval", "1"], &done);
         assert_eq!(again.code, 0, "{signal}: {}", again.stderr);
-        assert_eq!(again.doc["report"]["status"], "PASSED");
+        assert_eq!(again.report().status.name(), "PASSED");
         assert_eq!(again.doc["report"]["local_log_complete"], true);
         let local = again.doc["report"]["local_log"].as_str().unwrap();
         assert_eq!(std::fs::read_to_string(local).unwrap(), "start\nend\n");
@@ -195,7 +195,7 @@ fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_agai
             );
             let w = run("slurm-watch", &["--interval", "1"], &s.doc);
             assert_eq!(w.code, 0, "{label}: {}", w.stderr);
-            assert_eq!(w.doc["report"]["status"], "PASSED", "{label}");
+            assert_eq!(w.report().status.name(), "PASSED", "{label}");
 
             // Once a run told its result, the same input is a new submission.
             let again = run("slurm-submit", &[], &d);

@@ -35,7 +35,7 @@ fn two_node_job_watched(
     }
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     (id, watch_in_background(&s.doc))
 }
 
@@ -104,7 +104,7 @@ fn a_node_failure_is_retried_on_another_node_and_a_failed_job_is_not() {
     c.env("SLURM_TOOLS_STATE_DIR", state.path());
     let s = run_raw(c, d.to_string().as_bytes());
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let input = s.doc.to_string();
     let st = state.path().to_path_buf();
     let watcher = std::thread::spawn(move || {
@@ -181,7 +181,7 @@ fn a_node_failure_is_retried_on_another_node_and_a_failed_job_is_not() {
     assert_eq!(s.code, 0, "{}", s.stderr);
     let w = run("slurm-watch", &["--interval", "1", "--retry", "2"], &s.doc);
     assert_eq!(w.code, 1);
-    assert_eq!(w.doc["report"]["status"], "FAILED");
+    assert_eq!(w.report().status.name(), "FAILED");
     assert!(w.doc.get("attempts").is_none());
     let _ = Command::new("runuser")
         .args(["-u", &testbed().s("cluster_user"), "--", "rm", "-f"])
@@ -263,7 +263,7 @@ fn a_sweep_task_that_loses_its_node_is_retried_alone() {
     ));
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let input = s.doc.to_string();
     let watcher = std::thread::spawn(move || {
         let mut cmd = tool("slurm-watch");
@@ -323,7 +323,7 @@ fn a_sweep_task_that_loses_its_node_is_retried_alone() {
         w.doc["job"]["array"], "1",
         "only the failed task was submitted again"
     );
-    let second = w.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let second = w.job_id();
     assert_ne!(second, id);
     let out = Command::new("sacct")
         .args([

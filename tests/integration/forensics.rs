@@ -256,10 +256,7 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
         "{f}"
     );
     assert!(f["collected_seconds"].as_f64().unwrap() <= 28.0, "{f}");
-    assert_eq!(
-        wait_done(w.doc["report"]["job_id"].as_str().unwrap(), 120).0,
-        "CANCELLED"
-    );
+    assert_eq!(wait_done(w.report().job_id.as_str(), 120).0, "CANCELLED");
     let _ = std::fs::remove_dir_all(&installed);
     drop(restore);
 
@@ -278,10 +275,7 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
             .contains("< block_forever (hang-3.py:"),
         "{f}"
     );
-    assert_eq!(
-        wait_done(w.doc["report"]["job_id"].as_str().unwrap(), 120).0,
-        "CANCELLED"
-    );
+    assert_eq!(wait_done(w.report().job_id.as_str(), 120).0, "CANCELLED");
 }
 
 /// On request: `slurm-attach --stacks` collects a running job's evidence and leaves it running;
@@ -296,9 +290,9 @@ fn slurm_attach_stacks_reads_a_running_job_and_leaves_it_running() {
     four_ranks(&mut d, "free", "");
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     // Until every rank runs its program (rank 3 blocks at its step 3).
-    let out = s.doc["job"]["stdout_path"].as_str().unwrap().to_string();
+    let out = s.job().stdout_path.as_deref().unwrap().to_string();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while !std::fs::read_to_string(&out).is_ok_and(|t| t.contains("3: step 3")) {
         assert!(

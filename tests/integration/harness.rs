@@ -269,7 +269,10 @@ impl Run {
     /// document's type cannot hold (an integer wider than 64 bits, kept byte for byte).
     pub fn decoded<T: serde::de::DeserializeOwned>(&self, name: &str) -> T {
         serde_json::from_value(self.doc[name].clone()).unwrap_or_else(|e| {
-            panic!("the `{name}` section does not decode: {e}\nstderr:\n{}", self.stderr)
+            panic!(
+                "the `{name}` section does not decode: {e}\nstderr:\n{}",
+                self.stderr
+            )
         })
     }
 
@@ -310,6 +313,16 @@ impl Run {
     /// The `forward` section (slurm-forward's).
     pub fn forward(&self) -> shared::contract::schema::Forward {
         self.section("forward", |d| d.forward)
+    }
+
+    /// The `sync_tracked` section (slurm-sync-tracked's).
+    pub fn synced(&self) -> shared::contract::schema::SyncTracked {
+        self.section("sync_tracked", |d| d.sync_tracked)
+    }
+
+    /// The `sync_untracked` section (slurm-sync-untracked's).
+    pub fn untracked(&self) -> shared::contract::schema::SyncUntracked {
+        self.section("sync_untracked", |d| d.sync_untracked)
     }
 
     /// The `preflight` section (slurm-ssh-preflight's).

@@ -18,7 +18,7 @@ fn three_past_runs_size_mem_and_time_limit_and_stats_show_their_use() {
     let command = "python3 -c 'x = bytearray(150 * 1024 * 1024); import time; time.sleep(2)'";
     for _ in 0..3 {
         let w = submit_and_watch(&base, "single", command, &[("job_name", json!(name))], &[]);
-        assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
+        assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
     }
 
     let out = tool("slurm-runs")

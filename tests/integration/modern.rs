@@ -118,7 +118,7 @@ fn main_job(state: &Path, doc: &Value) -> Value {
     let s = synced(state, doc);
     let b = step(state, "slurm-submit", &["--build"], &s);
     let bw = step(state, "slurm-watch", &["--interval", "1"], &b.doc);
-    assert_eq!(bw.doc["report"]["status"], "PASSED", "{}", bw.stderr);
+    assert_eq!(bw.report().status.name(), "PASSED", "{}", bw.stderr);
     let r = step(state, "slurm-submit", &[], &bw.doc);
     step(state, "slurm-watch", &["--interval", "1"], &r.doc).doc
 }
@@ -388,7 +388,7 @@ fn the_watch_verdicts_on_the_modern_site() {
     d["recipe"] = json!("batch");
     d["command"] = json!("sleep 120");
     let s = step(&j.state, "slurm-submit", &[], &d);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let killer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(4));
         on_modern("modern-login", &format!("scancel {id}"));
@@ -415,7 +415,7 @@ fn sizing_from_history_on_the_modern_site_says_it_keeps_no_accounting() {
         &[("job_name", json!(name))],
         &[],
     );
-    assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
+    assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
     let mut d = j.doc.clone();
     d["job_name"] = json!(name);
     d["size_from_history"] = json!(true);
@@ -443,7 +443,7 @@ fn the_walltime_ends_in_timeout_on_the_modern_site() {
         &[],
     );
     assert_eq!(w.code, 1, "{}", w.stderr);
-    assert_eq!(w.doc["report"]["status"], "TIMEOUT", "{}", w.stderr);
+    assert_eq!(w.report().status.name(), "TIMEOUT", "{}", w.stderr);
 }
 
 #[test]
@@ -599,7 +599,7 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
     d["command"] = json!("mkdir -p out && echo result > out/r.txt");
     let s = step(&j.state, "slurm-submit", &[], &d);
     let w = step(&j.state, "slurm-watch", &["--interval", "1"], &s.doc);
-    assert_eq!(w.doc["report"]["status"], "PASSED");
+    assert_eq!(w.report().status.name(), "PASSED");
     let dest = tempdir();
     let to = dest.path().join("results");
     let f = step(
@@ -639,6 +639,7 @@ fn forward_reaches_a_jobs_server_on_the_modern_site_through_the_one_login() {
     let c = run("slurm-forward", &["--cancel"], &f.doc);
     assert_eq!(c.code, 0, "{}", c.stderr);
     assert!(http_get(lp).is_none(), "gone after --cancel");
-    let id = sub.doc["job"]["job_id"].as_str().unwrap();
+    let id = sub.job_id();
+    let id = id.as_str();
     on_modern("modern-login", &format!("scancel {id}"));
 }

@@ -37,7 +37,7 @@ fn explained_as(state: &Path, d: &Value, categories: &[&str]) -> (Value, String,
     c.env("SLURM_TOOLS_STATE_DIR", state);
     let s = run_raw(c, d.to_string().as_bytes());
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let _cancel = Cancel(vec![id.clone()]);
     let events = state.join(format!("events-{id}.jsonl"));
     let err = state.join(format!("watch-{id}.err"));

@@ -164,7 +164,8 @@ fn the_mfa_host_without_a_master_exits_3_with_the_command_then_passes_after_logi
     let r = preflight(d.clone(), &[]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert_schema(&r.doc);
-    let hint = r.doc["error"]["hint"].as_str().unwrap();
+    let hint = r.error().hint;
+    let hint = hint.as_str();
     let expanded_cp = cp.replace("%p", &tb.info["mfa_port"].to_string());
     for part in [
         "ssh ",
@@ -244,7 +245,7 @@ fn mfa_style_null_without_a_master_ends_on_the_mfa_path_asking_for_login() {
     let d = with(doc_for("mfa_host"), "control_path", json!(cp));
     let r = preflight(d, &[]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.doc["error"]["hint"].as_str().unwrap().contains("-fNM"));
+    assert!(r.error().hint.as_str().contains("-fNM"));
 }
 
 #[test]
@@ -360,7 +361,10 @@ fn a_control_path_longer_than_a_socket_allows_is_a_clear_error() {
     let d = with(doc_for("direct_host"), "control_path", json!(long));
     let r = preflight(d, &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert_eq!(r.doc["error"]["field"], "control_path");
+    assert_eq!(
+        r.error().field.as_deref().unwrap_or_default(),
+        "control_path"
+    );
     assert!(
         r.error_message().contains("bytes long"),
         "{}",
@@ -440,7 +444,7 @@ fn a_missing_remote_cwd_field_names_it() {
     d.as_object_mut().unwrap().remove("remote_cwd");
     let r = preflight(d, &[]);
     assert_eq!(r.code, 2);
-    assert_eq!(r.doc["error"]["field"], "remote_cwd");
+    assert_eq!(r.error().field.as_deref().unwrap_or_default(), "remote_cwd");
 }
 
 #[test]

@@ -67,7 +67,7 @@ fn a_sync_from_another_repository_is_refused_before_anything_is_pushed() {
     for via in ["origin", "direct"] {
         let t = run("slurm-sync-tracked", &["--via", via], &d);
         assert_eq!(t.code, 2, "{}", t.stderr);
-        assert_eq!(t.doc["error"]["field"], "repo_url");
+        assert_eq!(t.error().field.as_deref().unwrap_or_default(), "repo_url");
         let m = t.error_message();
         assert!(m.contains("none of the remotes"), "{m}");
         assert!(m.contains(other.origin.to_str().unwrap()), "{m}");
@@ -128,7 +128,7 @@ fn a_sync_from_another_repository_is_refused_before_anything_is_pushed() {
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert_eq!(
         git(Path::new(&fx.remote_repo), &["rev-parse", "HEAD"]).trim(),
-        t.doc["sync_tracked"]["commit"].as_str().unwrap()
+        t.synced().commit
     );
     assert_eq!(local_state(&other.local), other_before);
 }
@@ -354,14 +354,14 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
     let e_lib = submodule_entry(&t, "third_party/lib");
     assert_eq!(e_lib["snapshot"], true);
     // The superproject's snapshot records lib's snapshot, which records inner's.
-    let snap = t.doc["sync_tracked"]["commit"].as_str().unwrap();
+    let snap = t.synced().commit;
     let recorded = |dir: &Path, commit: &str, path: &str| {
         git(dir, &["rev-parse", &format!("{commit}:{path}")])
             .trim()
             .to_string()
     };
     assert_eq!(
-        recorded(&remote, snap, "third_party/lib"),
+        recorded(&remote, &snap, "third_party/lib"),
         e_lib["commit"].as_str().unwrap()
     );
     assert_eq!(
@@ -372,7 +372,7 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
         ),
         e_inner["commit"].as_str().unwrap()
     );
-    assert!(u.doc["sync_untracked"]["files"].as_u64().unwrap() >= 1);
+    assert!(u.typed().sync_untracked.unwrap().files >= 1);
     // The local-only commit never reached inner's origin: it travelled over ssh.
     let inner_origin = git(&inner, &["config", "--get", "remote.origin.url"]);
     let on_origin = git(
@@ -401,13 +401,10 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
     let stashed = git(&remote.join("third_party/lib"), &["stash", "show", "-p"]);
     assert!(stashed.contains("edited on the cluster"), "{stashed}");
     assert!(!stashed.contains("untracked in lib"), "{stashed}");
-    assert_eq!(
-        u.doc["sync_untracked"]["files"], 0,
-        "incremental: nothing new"
-    );
+    assert_eq!(u.untracked().files, 0, "incremental: nothing new");
     // The superproject itself had no cluster-side change to stash.
     assert!(
-        t.doc["sync_tracked"]["stash"].is_null(),
+        t.synced().stash.flatten().is_none(),
         "{}",
         t.doc["sync_tracked"]
     );
@@ -455,9 +452,9 @@ fn a_job_runs_with_its_submodules_as_they_were_at_submission() {
     // A later sync changes the clone; the submitted job keeps its own tree.
     write(&inner.join("inner.txt"), "inner changed after submission\n");
     sync_both(&fx.doc());
-    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = r.job_id();
     assert_eq!(wait_done(&id, 240).0, "COMPLETED");
-    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    let out = read(r.job().stdout_path.as_deref().unwrap());
     assert_eq!(out, "inner as submitted\nuntracked inner\nlib v1\n");
 }
 
@@ -565,7 +562,7 @@ fn lfs_files_arrive_with_their_content_a_local_edit_too() {
     let (t, _) = sync_both(&fx.doc());
     assert_eq!(t.doc["sync_tracked"]["lfs"]["objects_sent"], 0);
     assert!(
-        t.doc["sync_tracked"]["stash"].is_null(),
+        t.synced().stash.flatten().is_none(),
         "{}",
         t.doc["sync_tracked"]
     );
@@ -577,9 +574,9 @@ fn lfs_files_arrive_with_their_content_a_local_edit_too() {
     let d = single_job(t.doc.clone(), "st-lfs-job", "wc -c < data/model.bin");
     let r = run("slurm-submit", &[], &d);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = r.job_id();
     assert_eq!(wait_done(&id, 240).0, "COMPLETED");
-    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    let out = read(r.job().stdout_path.as_deref().unwrap());
     assert_eq!(out.trim(), edited.len().to_string());
 
     // A login node without git-lfs: refused before anything is checked out, saying what to
@@ -669,8 +666,8 @@ fn in_a_jobs_tree_submodules_are_git_checkouts_and_update_init_needs_no_network(
     let r = run("slurm-submit", &[], &t.doc);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let w = run("slurm-watch", &["--interval", "1"], &r.doc);
-    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
-    assert_eq!(w.doc["report"]["status"], "PASSED", "{out}\n{}", w.stderr);
+    let out = read(r.job().stdout_path.as_deref().unwrap());
+    assert_eq!(w.report().status.name(), "PASSED", "{out}\n{}", w.stderr);
     let lib = submodule_entry(&t, "third_party/lib")["commit"]
         .as_str()
         .unwrap();
@@ -782,7 +779,7 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
     assert!(t1.doc["sync_tracked"].get("unchanged").is_none());
     assert!(pushes(&tr1) > 0);
     let (u1, _) = traced("slurm-sync-untracked", &t1.doc);
-    assert_eq!(u1.doc["sync_untracked"]["files"], 1, "{}", u1.doc);
+    assert_eq!(u1.untracked().files, 1, "{}", u1.doc);
 
     // 2. Again, nothing changed: the same commits, nothing pushed, one execution each.
     let (t2, tr2) = traced("slurm-sync-tracked", &fx.doc());
@@ -803,7 +800,7 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
     assert!(t2.stderr.contains("nothing pushed"), "{}", t2.stderr);
     assert_schema(&t2.doc);
     let (u2, tru2) = traced("slurm-sync-untracked", &t2.doc);
-    assert_eq!(u2.doc["sync_untracked"]["files"], 0, "{}", u2.doc);
+    assert_eq!(u2.untracked().files, 0, "{}", u2.doc);
     assert_eq!(connecting_ssh(&tru2).len(), 1, "{tru2:?}");
     assert_eq!(
         files_recursive(&remote, true),
@@ -815,7 +812,7 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
     let (t3, tr3) = traced("slurm-sync-tracked", &fx.doc());
     assert!(t3.doc["sync_tracked"].get("unchanged").is_none());
     assert!(t3.stderr.contains("changed since"), "{}", t3.stderr);
-    assert!(t3.doc["sync_tracked"]["stash"].is_object(), "{}", t3.doc);
+    assert!(t3.synced().stash.flatten().is_some(), "{}", t3.doc);
     assert!(connecting_ssh(&tr3).len() > 1, "confirm, then sync");
     assert_eq!(
         std::fs::read_to_string(remote.join("README.md")).unwrap(),

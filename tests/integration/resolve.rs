@@ -177,7 +177,7 @@ fn auto_select_with_several_matches_exits_3_unless_told_how_to_pick() {
         "{}",
         r.error_message()
     );
-    assert!(r.doc["error"]["hint"].as_str().unwrap().contains("--pick"));
+    assert!(r.error().hint.as_str().contains("--pick"));
 
     let r = resolve(Some(&cat), &["--pick", "beta"], input.clone());
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -236,12 +236,12 @@ fn without_a_catalog_an_explicit_cluster_resolves_from_the_document_and_says_so(
 fn a_missing_ssh_host_is_never_defaulted_it_asks_the_person() {
     let r = resolve(None, &[], json!({"slurm_cluster": "mine"}));
     assert_eq!(r.code, 3);
-    assert_eq!(r.doc["error"]["field"], "ssh_host");
+    assert_eq!(r.error().field.as_deref().unwrap_or_default(), "ssh_host");
     let dir = tempdir();
     let cat = catalog(dir.path(), sample_catalog());
     let r = resolve(Some(&cat), &[], json!({"slurm_cluster": "alpha"}));
     assert_eq!(r.code, 3, "the pattern needs slurm_user");
-    assert_eq!(r.doc["error"]["field"], "slurm_user");
+    assert_eq!(r.error().field.as_deref().unwrap_or_default(), "slurm_user");
 }
 
 #[test]
@@ -254,7 +254,10 @@ fn no_cluster_and_no_device_type_exits_2() {
     assert!(r.doc.get("slurm_cluster").is_none(), "not invented");
     let r = resolve(None, &[], json!({"remote_cwd": "/w"}));
     assert_eq!(r.code, 2);
-    assert_eq!(r.doc["error"]["field"], "slurm_cluster");
+    assert_eq!(
+        r.error().field.as_deref().unwrap_or_default(),
+        "slurm_cluster"
+    );
     let r = resolve(
         None,
         &[],
@@ -291,7 +294,8 @@ fn bad_required_devices_per_node_values_are_refused_naming_the_field() {
         );
         assert_eq!(r.code, 2, "{bad}");
         assert_eq!(
-            r.doc["error"]["field"], "required_devices_per_node",
+            r.error().field.as_deref().unwrap_or_default(),
+            "required_devices_per_node",
             "{bad}"
         );
         assert!(r.error_message().contains("required_devices_per_node"));
@@ -306,7 +310,7 @@ fn an_ssh_host_that_would_be_an_option_is_refused() {
         json!({"slurm_cluster": "c", "ssh_host": "-oProxyCommand=id"}),
     );
     assert_eq!(r.code, 2);
-    assert_eq!(r.doc["error"]["field"], "ssh_host");
+    assert_eq!(r.error().field.as_deref().unwrap_or_default(), "ssh_host");
 }
 
 #[test]
@@ -352,7 +356,7 @@ fn an_unknown_mfa_style_value_is_refused() {
             json!({"slurm_cluster": "c", "ssh_host": "h", "mfa_style": bad}),
         );
         assert_eq!(r.code, 2, "{bad}");
-        assert_eq!(r.doc["error"]["field"], "mfa_style");
+        assert_eq!(r.error().field.as_deref().unwrap_or_default(), "mfa_style");
     }
 }
 

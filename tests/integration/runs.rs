@@ -85,7 +85,7 @@ fn twenty_runs_on_two_clusters_are_listed_with_one_squeue_and_at_most_one_sacct_
         }
         let s = run_in(state.path(), "slurm-submit", &[], &d);
         assert_eq!(s.code, 0, "{}", s.stderr);
-        ids.push(s.doc["job"]["job_id"].as_str().unwrap().to_string());
+        ids.push(s.job_id());
     }
     let ledger = state.path().join("runs.jsonl");
     assert_eq!(
@@ -256,14 +256,8 @@ fn the_ledger_survives_a_tool_killed_while_it_writes() {
         .iter()
         .map(|r| r["job_id"].as_str().unwrap())
         .collect();
-    assert!(
-        ids.contains(&first.doc["job"]["job_id"].as_str().unwrap()),
-        "{out}"
-    );
-    assert!(
-        ids.contains(&last.doc["job"]["job_id"].as_str().unwrap()),
-        "{out}"
-    );
+    assert!(ids.contains(&first.job_id().as_str()), "{out}");
+    assert!(ids.contains(&last.job_id().as_str()), "{out}");
     assert!(
         err.contains("1 line(s)") && err.contains("skipped"),
         "the torn line is said: {err}"
@@ -287,7 +281,7 @@ fn events_follow_a_run_from_pending_to_passed_and_a_hang_to_its_verdict() {
     d["time_limit"] = json!("05:00:00");
     let s = run_in(state.path(), "slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = s.job_id();
     let events = state.path().join("events.jsonl");
     let mut c = tool_in(state.path(), "slurm-watch");
     c.args(["--interval", "1", "--events", events.to_str().unwrap()]);
@@ -591,7 +585,7 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
     assert_eq!(s.code, 0, "{}", s.stderr);
     let w = run_in(state.path(), "slurm-watch", &["--interval", "1"], &s.doc);
     assert_eq!(w.code, 1, "{}", w.stderr);
-    assert_eq!(w.doc["report"]["status"], "FAILED");
+    assert_eq!(w.report().status.name(), "FAILED");
     let dest = tempdir();
     let to = dest.path().join("results");
     let to_s = to.to_str().unwrap();
@@ -609,9 +603,10 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
         "partial\n"
     );
     assert!(to.join("tree/out/a name.txt").exists());
-    let job = s.doc["job"]["job_id"].as_str().unwrap();
+    let job = s.job_id();
+    let job = job.as_str();
     let err_log = to.join("work").join(
-        Path::new(s.doc["job"]["stderr_path"].as_str().unwrap())
+        Path::new(s.job().stderr_path.as_deref().unwrap())
             .file_name()
             .unwrap(),
     );
@@ -646,7 +641,10 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
         &w.doc,
     );
     assert_eq!(big.code, 2, "{}", big.stderr);
-    assert_eq!(big.doc["error"]["field"], "--max-bytes");
+    assert_eq!(
+        big.error().field.as_deref().unwrap_or_default(),
+        "--max-bytes"
+    );
     let msg = big.error_message();
     assert!(
         msg.contains("200.0 MB") && msg.contains("big.bin") && msg.contains("nothing was copied"),
@@ -661,7 +659,10 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
         &w.doc,
     );
     assert_eq!(bad.code, 2);
-    assert_eq!(bad.doc["error"]["field"], "--pattern");
+    assert_eq!(
+        bad.error().field.as_deref().unwrap_or_default(),
+        "--pattern"
+    );
 }
 
 #[test]

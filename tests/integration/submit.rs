@@ -215,9 +215,9 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
         d["recipe"] = json!(recipe);
         let r = submit(&d, &[]);
         assert_eq!(r.code, 0, "{h}: {}", r.stderr);
-        let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+        let id = r.job_id();
         wait_done(&id, 120);
-        let err = read(r.doc["job"]["stderr_path"].as_str().unwrap());
+        let err = read(r.job().stderr_path.as_deref().unwrap());
         assert!(
             err.contains(&format!("pyxis: importing docker image: {image}\n")),
             "pyxis got the image literally: {err}"
@@ -229,9 +229,9 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
         d["recipe"] = json!(recipe);
         let r = submit(&d, &[]);
         let said = if r.code == 0 {
-            let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+            let id = r.job_id();
             wait_done(&id, 120);
-            read(r.doc["job"]["stderr_path"].as_str().unwrap())
+            read(r.job().stderr_path.as_deref().unwrap())
                 + &std::fs::read_to_string(format!(
                     "{}/{}.srun.log",
                     r.doc["job"]["state_dir"].as_str().unwrap(),
@@ -266,7 +266,7 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
     d["job_name"] = json!("two\nlines");
     let r = submit(&d, &[]);
     assert_eq!(r.code, 2);
-    assert_eq!(r.doc["error"]["field"], "job_name");
+    assert_eq!(r.error().field.as_deref().unwrap_or_default(), "job_name");
 }
 
 #[test]
@@ -279,9 +279,9 @@ fn the_command_runs_exactly_as_written() {
     d["recipe"] = json!("single");
     let r = submit(&d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = r.job_id();
     assert_eq!(wait_done(&id, 240).0, "COMPLETED");
-    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    let out = read(r.job().stdout_path.as_deref().unwrap());
     assert_eq!(out, "double 'single' inside single \"double\" inside\nheredoc $HOME `not run`\ntrailing continued\n");
 }
 
@@ -298,7 +298,7 @@ fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
     d["ssh_options"] = json!(["-o", format!("SetEnv={mark}")]);
     let r = submit(&d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = r.job_id();
     // The submitting ssh has exited; no ssh process of ours is left.
     let ours = std::process::Command::new("pgrep")
         .args(["-f", &mark])
@@ -327,7 +327,7 @@ fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
         wait_done(&id, 240),
         ("COMPLETED".to_string(), "0:0".to_string())
     );
-    assert!(read(r.doc["job"]["stdout_path"].as_str().unwrap()).contains("survived"));
+    assert!(read(r.job().stdout_path.as_deref().unwrap()).contains("survived"));
     assert!(r.doc["job"]["tmux_session"]
         .as_str()
         .unwrap()
@@ -367,7 +367,7 @@ fn a_lost_reply_is_retried_with_the_same_tag_and_never_submitted_twice() {
         1,
         "exactly one job carries the token: {matching:?}"
     );
-    assert!(matching[0].starts_with(r.doc["job"]["job_id"].as_str().unwrap()));
+    assert!(matching[0].starts_with(r.job_id().as_str()));
 }
 
 #[test]
@@ -482,7 +482,12 @@ fn a_dead_masters_socket_file_does_not_hide_what_slurm_said() {
         d["recipe"] = json!(recipe);
         let r = submit(&d, &[]);
         assert_eq!(r.code, 2, "{recipe}: {}", r.stderr);
-        assert_eq!(r.doc["error"]["field"], "account", "{}", r.doc["error"]);
+        assert_eq!(
+            r.error().field.as_deref().unwrap_or_default(),
+            "account",
+            "{}",
+            r.doc["error"]
+        );
         assert!(!r.stderr.contains("did not answer"), "{}", r.stderr);
     }
     let _ = std::fs::remove_file(&expanded);
@@ -536,7 +541,8 @@ fn bad_input_is_refused_naming_the_field() {
             let r = submit(&d, &[]);
             assert_eq!(r.code, code, "{field}={value} ({recipe}): {}", r.stderr);
             assert_eq!(
-                r.doc["error"]["field"], field,
+                r.error().field.as_deref().unwrap_or_default(),
+                field,
                 "{field}={value}: {}",
                 r.doc["error"]
             );
@@ -574,9 +580,9 @@ fn hostile_file_names_partitions_and_accounts_arrive_literally_or_are_refused() 
     d["extra_files"] = json!([extra]);
     let r = submit(&d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = r.job_id();
     assert_eq!(wait_done(&id, 240).0, "COMPLETED");
-    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    let out = read(r.job().stdout_path.as_deref().unwrap());
     assert!(out.starts_with("script ran\n"), "{out}");
     assert!(out.contains("--checkpoint-action=exec=sh x;`id`"), "{out}");
     assert!(
@@ -594,7 +600,7 @@ fn hostile_file_names_partitions_and_accounts_arrive_literally_or_are_refused() 
         d[field] = json!(format!("x; touch {canary}"));
         let r = submit(&d, &[]);
         assert_eq!(r.code, 2, "{field}: {}", r.stderr);
-        assert_eq!(r.doc["error"]["field"], field);
+        assert_eq!(r.error().field.as_deref().unwrap_or_default(), field);
     }
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
 }
@@ -649,7 +655,8 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
     for _ in 0..2 {
         let r = submit(&d, &[]);
         assert_eq!(r.code, 0, "{}", r.stderr);
-        let id = r.doc["job"]["job_id"].as_str().unwrap();
+        let id = r.job_id();
+        let id = id.as_str();
         assert_eq!(wait_done(id, 240).0, "COMPLETED");
         // Out of the queue too: a job squeue still lists (COMPLETING, its epilog running) keeps
         // its tree, as it should.
@@ -669,7 +676,8 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
         "one tree per job: {:?}",
         trees_of(&fx)
     );
-    let long_id = long.doc["job"]["job_id"].as_str().unwrap();
+    let long_id = long.job_id();
+    let long_id = long_id.as_str();
     assert!(
         !squeue_state(long_id).is_empty(),
         "the long job is still queued or running"
@@ -737,8 +745,8 @@ fn a_second_build_after_a_one_file_change_rebuilds_only_that_file() {
         assert_eq!(b.code, 0, "{}", b.stderr);
         let w = run("slurm-watch", &["--interval", "1"], &b.doc);
         assert_eq!(w.code, 0, "{}", w.stderr);
-        assert_eq!(w.doc["report"]["status"], "PASSED");
-        let log = read(b.doc["job"]["stdout_path"].as_str().unwrap());
+        assert_eq!(w.report().status.name(), "PASSED");
+        let log = read(b.job().stdout_path.as_deref().unwrap());
         let secs =
             shared::slurm::parse_slurm_duration(w.doc["report"]["elapsed"].as_str().unwrap())
                 .unwrap();
@@ -776,9 +784,9 @@ fn a_second_build_after_a_one_file_change_rebuilds_only_that_file() {
 fn submitted_and_done(d: &Value) -> (Run, String) {
     let r = submit(d, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let id = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let id = r.job_id();
     assert_eq!(wait_done(&id, 240).0, "COMPLETED");
-    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    let out = read(r.job().stdout_path.as_deref().unwrap());
     (r, out)
 }
 
@@ -955,7 +963,7 @@ fn a_sites_qos_memory_cpus_and_own_options_reach_slurm_for_srun_sbatch_and_sallo
         d["recipe"] = json!(recipe);
         let r = submit(&d, &[]);
         assert_eq!(r.code, 0, "{recipe}: {}", r.stderr);
-        let job = r.doc["job"]["job_id"].as_str().unwrap().to_string();
+        let job = r.job_id();
         check(&job, recipe);
         let w = run("slurm-watch", &["--interval", "1"], &r.doc);
         assert_eq!(w.code, 0, "{recipe}: {}", w.stderr);
@@ -976,7 +984,10 @@ fn a_sites_qos_memory_cpus_and_own_options_reach_slurm_for_srun_sbatch_and_sallo
     d["slurm_options"] = json!(["--requeue"]);
     let r = submit(&d, &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert_eq!(r.doc["error"]["field"], "slurm_options");
+    assert_eq!(
+        r.error().field.as_deref().unwrap_or_default(),
+        "slurm_options"
+    );
     assert!(
         r.error_message().contains("--requeue"),
         "{}",
@@ -992,7 +1003,11 @@ fn a_sites_qos_memory_cpus_and_own_options_reach_slurm_for_srun_sbatch_and_sallo
         d["slurm_options"] = bad.clone();
         let r = submit(&d, &[]);
         assert_eq!(r.code, 2, "{bad}: {}", r.stderr);
-        assert_eq!(r.doc["error"]["field"], "slurm_options", "{bad}");
+        assert_eq!(
+            r.error().field.as_deref().unwrap_or_default(),
+            "slurm_options",
+            "{bad}"
+        );
         assert!(r.doc.get("job").is_none_or(|j| j.get("job_id").is_none()));
     }
 }
@@ -1064,13 +1079,13 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
         assert_eq!(r["status"], "PASSED", "{r}");
         assert_eq!(r["excerpt"], json!([format!("salt={salt}-a")]), "{r}");
         assert_eq!(r["container"], s.doc["job"]["container_use"], "{r}");
-        let err = std::fs::read_to_string(s.doc["job"]["stderr_path"].as_str().unwrap())
-            .unwrap_or_default();
+        let err =
+            std::fs::read_to_string(s.job().stderr_path.as_deref().unwrap()).unwrap_or_default();
         assert!(!err.contains("importing docker image"), "{err}");
     }
     // slurm-runs says which cached image each job ran from.
     for s in [&a, &b] {
-        let run = listed_run(None, s.doc["job"]["job_id"].as_str().unwrap());
+        let run = listed_run(None, s.job_id().as_str());
         assert_eq!(run["image_digest"], first, "{run}");
         assert_eq!(
             run["image"], s.doc["job"]["container_use"]["image"],
@@ -1154,8 +1169,8 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
         p.doc["job"]
     );
     let wp = watch(&p.doc);
-    assert_eq!(wp.doc["report"]["status"], "PASSED", "{}", wp.doc["report"]);
-    let err = read(p.doc["job"]["stderr_path"].as_str().unwrap());
+    assert_eq!(wp.report().status.name(), "PASSED", "{}", wp.doc["report"]);
+    let err = read(p.job().stderr_path.as_deref().unwrap());
     assert!(err.contains("pyxis: importing docker image"), "{err}");
 
     // An image the registry does not have: refused, nothing submitted.
@@ -1271,10 +1286,10 @@ fn submit_with_sync_syncs_and_submits_in_one_ssh_execution() {
     let commit = st["commit"].as_str().unwrap().to_string();
     assert_eq!(r.doc["job"]["tree_commit"], st["commit"], "{}", r.doc);
     assert_eq!(st["temp_ref_deleted"], true, "{}", r.doc);
-    assert_eq!(r.doc["sync_untracked"]["files"], 1, "{}", r.doc);
+    assert_eq!(r.untracked().files, 1, "{}", r.doc);
     let w = run("slurm-watch", &["--interval", "1"], &r.doc);
-    assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
-    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
+    let out = read(r.job().stdout_path.as_deref().unwrap());
     assert_eq!(
         out,
         format!("print('edited')\na local commit\nuntracked notes\na job file\n{commit}\n")
@@ -1293,8 +1308,8 @@ fn submit_with_sync_syncs_and_submits_in_one_ssh_execution() {
     assert_ne!(again.doc["job"]["job_id"], r.doc["job"]["job_id"]);
     assert_ne!(again.doc["sync_tracked"]["commit"], json!(commit));
     let w = run("slurm-watch", &["--interval", "1"], &again.doc);
-    assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
-    let out = read(again.doc["job"]["stdout_path"].as_str().unwrap());
+    assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
+    let out = read(again.job().stdout_path.as_deref().unwrap());
     assert!(out.starts_with("print('edited again')\n"), "{out}");
 
     // Job files over what the execution's stdin takes: synced first on their own, said so.
@@ -1310,7 +1325,7 @@ fn submit_with_sync_syncs_and_submits_in_one_ssh_execution() {
     assert!(r.stderr.contains("over 256 KiB"), "{}", r.stderr);
     assert!(connecting_ssh(&t).len() > 1, "{t:?}");
     let w = run("slurm-watch", &["--interval", "1"], &r.doc);
-    assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
-    let out = read(r.doc["job"]["stdout_path"].as_str().unwrap());
+    assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
+    let out = read(r.job().stdout_path.as_deref().unwrap());
     assert_eq!(out, format!("{}\nprint('third')\n", 300 << 10));
 }

@@ -309,7 +309,12 @@ fn a_sweep_over_max_array_size_is_refused_naming_the_limit() {
     d["command"] = json!("true");
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 2, "{}", s.stderr);
-    assert_eq!(s.doc["error"]["field"], "sweep", "{}", s.doc);
+    assert_eq!(
+        s.error().field.as_deref().unwrap_or_default(),
+        "sweep",
+        "{}",
+        s.doc
+    );
     let msg = s.error_message();
     assert!(
         msg.contains(&format!("MaxArraySize is {max}"))

@@ -69,7 +69,7 @@ fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
         .unwrap()
         .uid();
     assert_ne!(owner, 0);
-    assert_eq!(u.doc["sync_untracked"]["symlinks"], 1);
+    assert_eq!(u.untracked().symlinks, 1);
     assert_schema(&u.doc);
     assert!(
         !Path::new(&fx.remote_repo).join(".env").exists()
@@ -90,7 +90,7 @@ fn a_clean_tree_still_syncs_as_a_commit_equal_to_head() {
     assert_eq!(st["changed_paths"], 0);
     let tree = |c: &str| git(&fx.local, &["rev-parse", &format!("{c}^{{tree}}")]);
     assert_eq!(tree(st["commit"].as_str().unwrap()), tree("HEAD"));
-    assert_eq!(u.doc["sync_untracked"]["files"], 0);
+    assert_eq!(u.untracked().files, 0);
 }
 
 #[test]
@@ -118,12 +118,12 @@ fn via_direct_leaves_origin_untouched() {
     );
     // The re-sync is incremental and our own untracked files are not stashed, as via origin.
     assert!(
-        t2.doc["sync_tracked"]["stash"].is_null(),
+        t2.synced().stash.flatten().is_none(),
         "{}",
         t2.doc["sync_tracked"]
     );
-    assert_eq!(u2.doc["sync_untracked"]["incremental"], true);
-    assert_eq!(u2.doc["sync_untracked"]["files"], 0);
+    assert!(u2.untracked().incremental);
+    assert_eq!(u2.untracked().files, 0);
     assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
     assert_eq!(fx.origin_refs(), refs_before, "origin still untouched");
 }
@@ -310,7 +310,7 @@ fn refresh_paths_remove_stale_build_output_and_can_be_disabled() {
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert_eq!(t.doc["sync_tracked"]["refreshed"], json!([]));
     // stale.o was stashed as a cluster-side change, not deleted.
-    assert!(t.doc["sync_tracked"]["stash"].is_object());
+    assert!(t.synced().stash.flatten().is_some());
     std::fs::write(&stale, "old build output").unwrap();
     // Named, ignored build output inside cpp/ is wiped too.
     std::fs::write(Path::new(&fx.remote_repo).join("cpp/x.log"), "ignored").unwrap();
@@ -367,7 +367,7 @@ fn no_origin_and_no_repo_url_is_a_clear_error() {
     d.as_object_mut().unwrap().remove("repo_url");
     let t = run("slurm-sync-tracked", &[], &d);
     assert_eq!(t.code, 2, "{}", t.stderr);
-    assert_eq!(t.doc["error"]["field"], "repo_url");
+    assert_eq!(t.error().field.as_deref().unwrap_or_default(), "repo_url");
 }
 
 #[test]
@@ -466,23 +466,19 @@ fn hostile_file_names_arrive_intact() {
         .unwrap()
         .file_type()
         .is_symlink());
-    assert_eq!(u.doc["sync_untracked"]["symlinks"], 4);
+    assert_eq!(u.untracked().symlinks, 4);
     assert!(!Path::new(&fx.remote_repo).join("canary").exists());
     // A re-sync knows every one of them as its own (the manifest quotes names as git does):
     // nothing is sent again and nothing is stashed as a cluster-side change.
     let (t, u) = pipeline(fx.doc(), &[]);
     assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
     assert!(
-        t.doc["sync_tracked"]["stash"].is_null(),
+        t.synced().stash.flatten().is_none(),
         "{}",
         t.doc["sync_tracked"]
     );
-    assert_eq!(
-        u.doc["sync_untracked"]["files"], 0,
-        "{}",
-        u.doc["sync_untracked"]
-    );
-    assert_eq!(u.doc["sync_untracked"]["symlinks"], 0);
+    assert_eq!(u.untracked().files, 0, "{}", u.doc["sync_untracked"]);
+    assert_eq!(u.untracked().symlinks, 0);
     assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
 }
 
@@ -606,13 +602,19 @@ fn bad_refresh_paths_and_relative_remote_paths_are_refused_before_anything_runs(
         d["refresh_paths"] = bad.clone();
         let t = run("slurm-sync-tracked", &[], &d);
         assert_eq!(t.code, 2, "{bad}: {}", t.stderr);
-        assert_eq!(t.doc["error"]["field"], "refresh_paths");
+        assert_eq!(
+            t.error().field.as_deref().unwrap_or_default(),
+            "refresh_paths"
+        );
     }
     let mut d = fx.doc();
     d["remote_repo_path"] = json!("relative/path");
     let t = run("slurm-sync-tracked", &[], &d);
     assert_eq!(t.code, 2);
-    assert_eq!(t.doc["error"]["field"], "remote_repo_path");
+    assert_eq!(
+        t.error().field.as_deref().unwrap_or_default(),
+        "remote_repo_path"
+    );
 }
 
 #[test]
@@ -789,7 +791,10 @@ fn a_remote_root_in_the_cluster_home_lands_there_or_is_refused_before_preflight(
     // Without preflight the home is unknown: refused, naming the field, nothing pushed.
     let early = run("slurm-sync-tracked", &[], &d);
     assert_eq!(early.code, 2, "{}", early.stderr);
-    assert_eq!(early.doc["error"]["field"], "default_user_root_dir");
+    assert_eq!(
+        early.error().field.as_deref().unwrap_or_default(),
+        "default_user_root_dir"
+    );
     assert!(
         early.stderr.contains("slurm-ssh-preflight"),
         "{}",
@@ -856,7 +861,7 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
         let (t, u) = pipeline(d.clone(), &[]);
         assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
         assert!(
-            t.doc["sync_tracked"]["stash"].is_null(),
+            t.synced().stash.flatten().is_none(),
             "sync {i}: {}",
             t.doc["sync_tracked"]
         );
@@ -887,7 +892,7 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
         "its emptied directories go too"
     );
     assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
-    assert!(t.doc["sync_tracked"]["stash"].is_null());
+    assert!(t.synced().stash.flatten().is_none());
     assert_eq!(remote_stashes(&fx), stashes);
 
     // Real cluster-side changes are still kept and reported: a tracked edit and an untracked
@@ -906,7 +911,7 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
     let (t, u) = pipeline(d.clone(), &[]);
     assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
     assert!(
-        t.doc["sync_tracked"]["stash"].is_object(),
+        t.synced().stash.flatten().is_some(),
         "{}",
         t.doc["sync_tracked"]
     );
@@ -932,7 +937,8 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
         "ours are not stashed: {stashed}"
     );
     assert_eq!(
-        u.doc["sync_untracked"]["files"], 0,
+        u.untracked().files,
+        0,
         "ours were left in place: {}",
         u.doc["sync_untracked"]
     );
