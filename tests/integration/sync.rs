@@ -32,20 +32,19 @@ fn a_messy_working_tree_arrives_file_for_file_and_nothing_local_changes() {
     );
     assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
     // The remote HEAD is the snapshot, whose parent is the local HEAD.
-    let st = &t.doc["sync_tracked"];
+    let st = t.synced();
     let head = git(Path::new(&fx.remote_repo), &["rev-parse", "HEAD"]);
-    assert_eq!(head.trim(), st["commit"].as_str().unwrap());
+    assert_eq!(head.trim(), st.commit);
     let parent = git(Path::new(&fx.remote_repo), &["rev-parse", "HEAD^"]);
-    assert_eq!(parent.trim(), st["base_commit"].as_str().unwrap());
-    assert_eq!(st["temp_ref_deleted"], true);
+    assert_eq!(parent.trim(), st.base_commit);
+    assert_eq!(st.temp_ref_deleted, Some(Some(true)));
     assert!(
-        !fx.origin_refs()
-            .contains(st["temp_branch"].as_str().unwrap()),
+        !fx.origin_refs().contains(&st.temp_branch),
         "no temp branch remains on origin"
     );
     assert_eq!(
-        st["refreshed"],
-        json!([]),
+        st.refreshed,
+        Some(Vec::new()),
         "nothing is refreshed unless the document names it (no repository layout assumed)"
     );
     // A plain-path origin ignores the partial-clone filter: the clone's configuration says so.
@@ -85,11 +84,11 @@ fn a_clean_tree_still_syncs_as_a_commit_equal_to_head() {
     let (t, u) = pipeline(fx.doc(), &[]);
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert_eq!(u.code, 0, "{}", u.stderr);
-    let st = &t.doc["sync_tracked"];
-    assert_ne!(st["commit"], st["base_commit"]);
-    assert_eq!(st["changed_paths"], 0);
+    let st = t.synced();
+    assert_ne!(st.commit, st.base_commit);
+    assert_eq!(st.changed_paths, 0);
     let tree = |c: &str| git(&fx.local, &["rev-parse", &format!("{c}^{{tree}}")]);
-    assert_eq!(tree(st["commit"].as_str().unwrap()), tree("HEAD"));
+    assert_eq!(tree(&st.commit), tree("HEAD"));
     assert_eq!(u.untracked().files, 0);
 }
 
@@ -107,7 +106,7 @@ fn via_direct_leaves_origin_untouched() {
     assert_eq!(fx.origin_refs(), refs_before, "origin changed");
     assert_eq!(local_state(&fx.local), before);
     assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
-    assert_eq!(t.doc["sync_tracked"]["via"], "direct");
+    assert_eq!(t.synced().via.to_string(), "direct");
     // A second direct sync into the existing clone works too.
     write(&fx.local.join("README.md"), "second edit\n");
     let (t2, u2) = pipeline(fx.doc(), &["--via", "direct"]);
@@ -195,9 +194,11 @@ fn a_rejected_push_fails_cleanly() {
         );
         run("slurm-sync-tracked", &[], &fx.doc())
     };
-    assert!(t.doc["error"]["command"]["stderr"]
-        .as_str()
+    assert!(t
+        .error()
+        .command
         .unwrap()
+        .stderr
         .contains("denied by policy"));
 }
 
@@ -252,7 +253,7 @@ fn a_sync_waits_for_another_runs_lock_and_says_so_or_names_the_holder() {
         "{}",
         t.error_message()
     );
-    assert_eq!(t.doc["error"]["exit_code"], 4);
+    assert_eq!(t.error().exit_code, 4);
     assert_eq!(local_state(&fx.local), before);
     assert!(
         !fx.origin_refs().contains("locked"),
@@ -281,8 +282,8 @@ fn cluster_side_edits_are_stashed_and_reported() {
     let t = run("slurm-sync-tracked", &[], &fx.doc());
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert_schema(&t.doc);
-    let stash = &t.doc["sync_tracked"]["stash"];
-    assert!(stash["commit"].as_str().unwrap().len() == 40, "{stash}");
+    let stash = t.synced().stash.flatten().unwrap();
+    assert!(stash.commit.len() == 40, "{stash:?}");
     assert!(t.stderr.contains("stash"));
     let shown = git(
         Path::new(&fx.remote_repo),
@@ -308,7 +309,7 @@ fn refresh_paths_remove_stale_build_output_and_can_be_disabled() {
     d["refresh_paths"] = json!([]);
     let t = run("slurm-sync-tracked", &[], &d);
     assert_eq!(t.code, 0, "{}", t.stderr);
-    assert_eq!(t.doc["sync_tracked"]["refreshed"], json!([]));
+    assert_eq!(t.synced().refreshed, Some(Vec::new()));
     // stale.o was stashed as a cluster-side change, not deleted.
     assert!(t.synced().stash.flatten().is_some());
     std::fs::write(&stale, "old build output").unwrap();
@@ -332,7 +333,7 @@ fn detached_head_works_and_is_said() {
     let t = run("slurm-sync-tracked", &[], &fx.doc());
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert!(t.stderr.contains("detached"));
-    assert_eq!(t.doc["sync_tracked"]["branch"], Value::Null);
+    assert_eq!(t.synced().branch, None);
     assert_eq!(
         std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
         "detached edit\n"
@@ -388,7 +389,7 @@ fn index_lock_intent_to_add_and_skip_worktree_are_handled_and_said() {
         fx.local.join(".git/index.lock").exists(),
         "the lock is not ours to remove"
     );
-    let warnings = t.doc["sync_tracked"]["warnings"].to_string();
+    let warnings = t.synced().warnings.join("\n");
     assert!(warnings.contains("index.lock"), "{warnings}");
     assert!(warnings.contains("skip-worktree"), "{warnings}");
     assert!(t.stderr.contains("intent-to-add"));
@@ -416,12 +417,11 @@ fn index_version_4_is_read_for_the_notes_too() {
     let t = run("slurm-sync-tracked", &["--dry-run"], &fx.doc());
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert!(t.stderr.contains("1 intent-to-add"), "{}", t.stderr);
-    assert!(t.doc["sync_tracked"]["warnings"]
-        .to_string()
-        .contains("src/a.py"));
-    assert_eq!(t.doc["sync_tracked"]["dry_run"], true);
+    let st = t.synced();
+    assert!(st.warnings.iter().any(|w| w.contains("src/a.py")));
+    assert_eq!(st.dry_run, Some(true));
     assert_schema(&t.doc);
-    assert_eq!(t.doc["sync_tracked"]["changed_paths"], 1);
+    assert_eq!(st.changed_paths, 1);
 }
 
 #[test]
@@ -537,12 +537,13 @@ fn a_stale_remote_symlink_is_never_written_through() {
                 .unwrap()
                 .is_dir()
         );
-        assert_eq!(
-            u.doc["sync_untracked"][removed_as],
-            json!(["d"]),
-            "{}",
-            u.doc["sync_untracked"]
-        );
+        let sent = u.untracked();
+        let removed = if removed_as == "deleted" {
+            &sent.deleted
+        } else {
+            &sent.unlinked
+        };
+        assert_eq!(removed, &["d"], "{sent:?}");
         assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
     }
 }
@@ -556,7 +557,7 @@ fn gzip_stream_arrives_the_same() {
     let t = run("slurm-sync-tracked", &[], &fx.doc());
     let u = run("slurm-sync-untracked", &["--gzip"], &t.doc);
     assert_eq!(u.code, 0, "{}", u.stderr);
-    assert_eq!(u.doc["sync_untracked"]["compressed"], true);
+    assert!(u.untracked().compressed);
     assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
 }
 
@@ -649,12 +650,10 @@ fn a_remote_clone_whose_origin_differs_from_repo_url_still_gets_the_snapshot() {
     d["repo_url"] = json!(moved);
     let t = run("slurm-sync-tracked", &[], &d);
     assert_eq!(t.code, 0, "{}", t.stderr);
+    let warnings = t.synced().warnings;
     assert!(
-        t.doc["sync_tracked"]["warnings"]
-            .to_string()
-            .contains("not repo_url"),
-        "{}",
-        t.doc["sync_tracked"]
+        warnings.iter().any(|w| w.contains("not repo_url")),
+        "{warnings:?}"
     );
     assert_eq!(
         std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
@@ -709,15 +708,12 @@ fn unreadable_files_and_directories_are_skipped_by_name_or_refused_and_nothing_i
     );
     assert_eq!(u.code, 0, "{}", u.stderr);
     // Each is named, with the reason, on stderr and in the document; the rest arrives.
-    let skipped = u.doc["sync_untracked"]["skipped"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let skipped = u.untracked().skipped;
     let reason_of = |p: &str| {
         skipped
             .iter()
-            .find(|s| s["path"] == p)
-            .map(|s| s["reason"].as_str().unwrap().to_string())
+            .find(|s| s.path == p)
+            .map(|s| s.reason.clone())
             .unwrap_or_else(|| panic!("{p} is not in skipped: {skipped:?}"))
     };
     assert!(reason_of("locked.txt").contains("Permission denied"));
@@ -757,10 +753,7 @@ fn unreadable_files_and_directories_are_skipped_by_name_or_refused_and_nothing_i
         t.error_message(),
         "cannot read the changed tracked file locked.txt (Permission denied): the snapshot needs its content"
     );
-    assert!(t.doc["error"]["hint"]
-        .as_str()
-        .unwrap()
-        .contains("chmod u+r -- locked.txt"));
+    assert!(t.error().hint.contains("chmod u+r -- locked.txt"));
     assert!(
         t.stderr.contains("open(\"locked.txt\"): Permission denied"),
         "git's reason, naming the file: {}",
@@ -809,9 +802,14 @@ fn a_remote_root_in_the_cluster_home_lands_there_or_is_refused_before_preflight(
     assert_eq!(p.doc["preflight"]["remote"]["home"], home.as_str());
     let t = run("slurm-sync-tracked", &[], &p.doc);
     assert_eq!(t.code, 0, "{}", t.stderr);
-    let repo = t.doc["sync_tracked"]["remote_repo_path"].as_str().unwrap();
+    let repo = t.synced().remote_repo_path;
+    let repo = repo.as_str();
     assert!(repo.starts_with(&format!("{landed}/")), "{repo}");
-    assert_eq!(t.doc["remote_repo_path"], repo, "derived once, expanded");
+    assert_eq!(
+        t.typed().remote_repo_path.as_deref(),
+        Some(repo),
+        "derived once, expanded"
+    );
     assert!(
         std::path::Path::new(repo).join(".git").is_dir(),
         "the clone is in the home"
@@ -822,8 +820,9 @@ fn a_remote_root_in_the_cluster_home_lands_there_or_is_refused_before_preflight(
     );
     let submitted = run("slurm-submit", &["--dry-run"], &t.doc);
     assert_eq!(submitted.code, 0, "{}", submitted.stderr);
-    assert!(submitted.doc["job"]["stdout_path"]
-        .as_str()
+    assert!(submitted
+        .job()
+        .stdout_path
         .unwrap()
         .starts_with(&format!("{repo}/work_dirs/")));
     let _ = std::fs::remove_dir_all(&landed);
@@ -847,13 +846,10 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
     let d = fx.doc();
     let (t, u) = pipeline(d.clone(), &[]);
     assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
-    let first = &u.doc["sync_untracked"];
-    let sent = first["files"].as_u64().unwrap();
-    assert!(sent >= 2, "{first}");
-    assert_eq!(
-        first["incremental"], false,
-        "no manifest before the first sync"
-    );
+    let first = u.untracked();
+    let sent = first.files;
+    assert!(sent >= 2, "{first:?}");
+    assert!(!first.incremental, "no manifest before the first sync");
     let stashes = remote_stashes(&fx);
 
     // Three syncs with no change: nothing sent, nothing stashed, nothing called cluster-side.
@@ -866,14 +862,10 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
             t.doc["sync_tracked"]
         );
         assert!(!t.stderr.contains("cluster-side"), "sync {i}: {}", t.stderr);
-        let s = &u.doc["sync_untracked"];
-        assert_eq!(s["incremental"], true, "{s}");
-        assert_eq!(s["files"], 0, "sync {i}: nothing new to send: {s}");
-        assert_eq!(
-            s["unchanged_files"].as_u64(),
-            Some(sent + 1),
-            "files and the symlink: {s}"
-        );
+        let s = u.untracked();
+        assert!(s.incremental, "{s:?}");
+        assert_eq!(s.files, 0, "sync {i}: nothing new to send: {s:?}");
+        assert_eq!(s.unchanged_files, sent + 1, "files and the symlink: {s:?}");
         assert_eq!(actual_remote(&fx.remote_repo), expected_remote(&fx.local));
     }
     assert_eq!(remote_stashes(&fx), stashes, "the stash list did not grow");
@@ -884,9 +876,9 @@ fn resyncs_send_only_what_changed_never_stash_our_own_files_and_delete_what_went
     write(&fx.local.join("brand-new.txt"), "new\n");
     let (t, u) = pipeline(d.clone(), &[]);
     assert_eq!((t.code, u.code), (0, 0), "{}{}", t.stderr, u.stderr);
-    let s = &u.doc["sync_untracked"];
-    assert_eq!(s["files"], 2, "the changed and the new file: {s}");
-    assert_eq!(s["deleted"], json!(["data/nested/u.bin"]), "{s}");
+    let s = u.untracked();
+    assert_eq!(s.files, 2, "the changed and the new file: {s:?}");
+    assert_eq!(s.deleted, ["data/nested/u.bin"], "{s:?}");
     assert!(
         !Path::new(&fx.remote_repo).join("data/nested").exists(),
         "its emptied directories go too"
