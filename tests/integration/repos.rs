@@ -72,14 +72,8 @@ fn a_sync_from_another_repository_is_refused_before_anything_is_pushed() {
         assert!(m.contains("none of the remotes"), "{m}");
         assert!(m.contains(other.origin.to_str().unwrap()), "{m}");
         assert!(m.contains("nothing was pushed"), "{m}");
-        assert!(
-            t.doc["error"]["hint"]
-                .as_str()
-                .unwrap()
-                .contains("--allow-unrelated"),
-            "{}",
-            t.doc["error"]
-        );
+        let e = t.error();
+        assert!(e.hint.contains("--allow-unrelated"), "{e:?}");
     }
 
     // 2. The same repository without any remote: asked of repo_url itself.
@@ -276,13 +270,13 @@ fn single_job(mut d: Value, name: &str, command: &str) -> Value {
     d
 }
 
-fn submodule_entry<'a>(t: &'a Run, path: &str) -> &'a Value {
-    t.doc["sync_tracked"]["submodules"]
-        .as_array()
-        .unwrap()
+fn submodule_entry(t: &Run, path: &str) -> shared::contract::schema::SyncedSubmodule {
+    let st = t.synced();
+    st.submodules
         .iter()
-        .find(|s| s["path"] == path)
-        .unwrap_or_else(|| panic!("no {path} in {}", t.doc["sync_tracked"]))
+        .find(|s| s.path == path)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {path} in {st:?}"))
 }
 
 #[test]
@@ -309,9 +303,9 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
         for (path, dir) in [("third_party/lib", &lib), ("third_party/lib/inner", &inner)] {
             let e = submodule_entry(&t, path);
             let head = git(dir, &["rev-parse", "HEAD"]);
-            assert_eq!(e["commit"], head.trim(), "{path}");
-            assert_eq!(e["snapshot"], false, "{path}");
-            assert_eq!(e["initialised"], true, "{path}");
+            assert_eq!(e.commit, head.trim(), "{path}");
+            assert!(!e.snapshot, "{path}");
+            assert!(e.initialised, "{path}");
             assert_eq!(
                 git(&remote.join(path), &["rev-parse", "HEAD"]).trim(),
                 head.trim(),
@@ -345,14 +339,14 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
         "the remote tree is the local one"
     );
     let e_inner = submodule_entry(&t, "third_party/lib/inner");
-    assert_eq!(e_inner["snapshot"], true);
+    assert!(e_inner.snapshot);
     assert_eq!(
-        e_inner["head"],
-        git(&inner, &["rev-parse", "HEAD"]).trim(),
+        e_inner.head.as_deref(),
+        Some(git(&inner, &["rev-parse", "HEAD"]).trim()),
         "head is the local-only commit"
     );
     let e_lib = submodule_entry(&t, "third_party/lib");
-    assert_eq!(e_lib["snapshot"], true);
+    assert!(e_lib.snapshot);
     // The superproject's snapshot records lib's snapshot, which records inner's.
     let snap = t.synced().commit;
     let recorded = |dir: &Path, commit: &str, path: &str| {
@@ -360,17 +354,10 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
             .trim()
             .to_string()
     };
+    assert_eq!(recorded(&remote, &snap, "third_party/lib"), e_lib.commit);
     assert_eq!(
-        recorded(&remote, &snap, "third_party/lib"),
-        e_lib["commit"].as_str().unwrap()
-    );
-    assert_eq!(
-        recorded(
-            &remote.join("third_party/lib"),
-            e_lib["commit"].as_str().unwrap(),
-            "inner"
-        ),
-        e_inner["commit"].as_str().unwrap()
+        recorded(&remote.join("third_party/lib"), &e_lib.commit, "inner"),
+        e_inner.commit
     );
     assert!(u.typed().sync_untracked.unwrap().files >= 1);
     // The local-only commit never reached inner's origin: it travelled over ssh.
@@ -379,7 +366,7 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
         Path::new(inner_origin.trim()),
         &["for-each-ref", "--format=%(objectname)"],
     );
-    assert!(!on_origin.contains(e_inner["head"].as_str().unwrap()));
+    assert!(!on_origin.contains(e_inner.head.as_deref().unwrap()));
 
     // 3. Cluster-side edits in a submodule are stashed there and reported; our own untracked
     // file is not; a re-sync brings the next edit.
@@ -395,8 +382,12 @@ fn nested_submodules_arrive_clean_dirty_and_with_commits_that_exist_only_locally
         files_recursive(&remote, true),
         files_recursive(&fx.local, false)
     );
-    let stash = &submodule_entry(&t, "third_party/lib")["stash"];
-    assert!(stash["commit"].is_string(), "{}", t.doc["sync_tracked"]);
+    let stash = submodule_entry(&t, "third_party/lib").stash.flatten();
+    assert!(
+        stash.is_some_and(|s| !s.commit.is_empty()),
+        "{:?}",
+        t.synced()
+    );
     assert!(t.stderr.contains("cluster-side changes"), "{}", t.stderr);
     let stashed = git(&remote.join("third_party/lib"), &["stash", "show", "-p"]);
     assert!(stashed.contains("edited on the cluster"), "{stashed}");
@@ -423,8 +414,8 @@ fn an_uninitialised_submodule_stays_uninitialised_and_is_said() {
     let (t, _) = sync_both(&fx.doc());
     assert_eq!(local_state_recursive(&fx.local), before);
     let e = submodule_entry(&t, "third_party/lib");
-    assert_eq!(e["initialised"], false);
-    assert!(e["head"].is_null());
+    assert!(!e.initialised);
+    assert!(e.head.is_none());
     assert!(t.stderr.contains("not checked out locally"), "{}", t.stderr);
     let remote = PathBuf::from(&fx.remote_repo).join("third_party/lib");
     assert!(
@@ -488,7 +479,7 @@ fn a_linked_worktree_and_a_separate_git_dir_sync_like_the_main_checkout() {
     let (t, _) = sync_both(&d);
     assert_eq!(local_state(&wt), before);
     assert_eq!(local_state(&fx.local), main_before);
-    assert_eq!(t.doc["sync_tracked"]["branch"], "feature");
+    assert_eq!(t.synced().branch.as_deref(), Some("feature"));
     let remote = PathBuf::from(&fx.remote_repo);
     assert_eq!(files_recursive(&remote, true), files_recursive(&wt, false));
 
@@ -512,7 +503,7 @@ fn a_linked_worktree_and_a_separate_git_dir_sync_like_the_main_checkout() {
     d["repo_root"] = json!(sep);
     let (t, _) = sync_both(&d);
     assert_eq!(local_state(&sep), before);
-    assert_eq!(t.doc["sync_tracked"]["branch"], "main");
+    assert_eq!(t.synced().branch.as_deref(), Some("main"));
     assert_eq!(files_recursive(&remote, true), files_recursive(&sep, false));
 }
 
@@ -550,17 +541,17 @@ fn lfs_files_arrive_with_their_content_a_local_edit_too() {
         edited,
         "the LFS file arrived with its content, the local edit included"
     );
-    let lfs = &t.doc["sync_tracked"]["lfs"];
-    assert_eq!(lfs["files"], 1, "{}", t.doc["sync_tracked"]);
-    assert_eq!(lfs["objects_sent"], 1);
-    assert!(lfs["bytes_sent"].as_u64().unwrap() > 300_000);
+    let lfs = t.synced().lfs.unwrap();
+    assert_eq!(lfs.files, 1, "{lfs:?}");
+    assert_eq!(lfs.objects_sent, 1);
+    assert!(lfs.bytes_sent > 300_000);
     assert_eq!(files_recursive(&remote, true), files_recursive(l, false));
     // The clone knows the LFS filter: its status sees content, not a modified pointer, so the
     // next sync finds nothing cluster-side to stash.
     let status = git(&remote, &["status", "--porcelain"]);
     assert!(!status.contains("model.bin"), "{status}");
     let (t, _) = sync_both(&fx.doc());
-    assert_eq!(t.doc["sync_tracked"]["lfs"]["objects_sent"], 0);
+    assert_eq!(t.synced().lfs.unwrap().objects_sent, 0);
     assert!(
         t.synced().stash.flatten().is_none(),
         "{}",
@@ -590,10 +581,7 @@ fn lfs_files_arrive_with_their_content_a_local_edit_too() {
     let m = t.error_message();
     assert!(m.contains("git-lfs is not installed"), "{m}");
     assert!(m.contains("data/model.bin"), "the files are named: {m}");
-    assert!(t.doc["error"]["hint"]
-        .as_str()
-        .unwrap()
-        .contains("install git-lfs"));
+    assert!(t.error().hint.contains("install git-lfs"));
     assert_eq!(git(&remote, &["rev-parse", "HEAD"]), head_before);
 }
 
@@ -631,14 +619,11 @@ fn lfs_content_that_is_nowhere_stops_the_sync_naming_the_file() {
     let m = t.error_message();
     assert!(m.contains("data/model.bin"), "{m}");
     assert!(m.contains("neither in the local LFS store"), "{m}");
-    assert!(t.doc["error"]["hint"]
-        .as_str()
-        .unwrap()
-        .contains("git lfs pull"));
+    assert!(t.error().hint.contains("git lfs pull"));
     assert_eq!(local_state(&c), before);
     // The lock was given back: a sync from the repository that has the content goes through.
     let (t, _) = sync_both(&fx.doc());
-    assert_eq!(t.doc["sync_tracked"]["lfs"]["objects_sent"], 1);
+    assert_eq!(t.synced().lfs.unwrap().objects_sent, 1);
 }
 
 #[test]
@@ -668,12 +653,10 @@ fn in_a_jobs_tree_submodules_are_git_checkouts_and_update_init_needs_no_network(
     let w = run("slurm-watch", &["--interval", "1"], &r.doc);
     let out = read(r.job().stdout_path.as_deref().unwrap());
     assert_eq!(w.report().status.name(), "PASSED", "{out}\n{}", w.stderr);
-    let lib = submodule_entry(&t, "third_party/lib")["commit"]
-        .as_str()
-        .unwrap();
-    let nested = submodule_entry(&t, "third_party/lib/inner")["commit"]
-        .as_str()
-        .unwrap();
+    let lib = submodule_entry(&t, "third_party/lib").commit;
+    let lib = lib.as_str();
+    let nested = submodule_entry(&t, "third_party/lib/inner").commit;
+    let nested = nested.as_str();
     let after = out.split("AFTER\n").nth(1).unwrap();
     for line in after.lines().take(2) {
         assert!(
@@ -717,7 +700,7 @@ fn a_nested_uninitialised_submodules_hint_works_when_pasted_and_is_said_once() {
         "{}",
         t2.stderr
     );
-    let recorded = t2.doc["sync_tracked"]["warnings"].to_string();
+    let recorded = t2.synced().warnings.join("\n");
     assert!(recorded.contains("not checked out locally"), "{recorded}");
     // Pasted as printed, in the repository, it works (the test origins are local paths, which
     // git refuses for submodules unless allowed: allowed through the environment, not the text).
@@ -776,25 +759,22 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
 
     // 1. The first sync: in full.
     let (t1, tr1) = traced("slurm-sync-tracked", &fx.doc());
-    assert!(t1.doc["sync_tracked"].get("unchanged").is_none());
+    assert!(t1.synced().unchanged.is_none());
     assert!(pushes(&tr1) > 0);
     let (u1, _) = traced("slurm-sync-untracked", &t1.doc);
     assert_eq!(u1.untracked().files, 1, "{}", u1.doc);
 
     // 2. Again, nothing changed: the same commits, nothing pushed, one execution each.
     let (t2, tr2) = traced("slurm-sync-tracked", &fx.doc());
-    let (s1, s2) = (&t1.doc["sync_tracked"], &t2.doc["sync_tracked"]);
-    assert_eq!(s2["unchanged"], true, "{}", t2.stderr);
-    assert_eq!(s2["commit"], s1["commit"]);
-    assert_eq!(s2["temp_ref_deleted"], Value::Null);
+    let (s1, s2) = (t1.synced(), t2.synced());
+    assert_eq!(s2.unchanged, Some(true), "{}", t2.stderr);
+    assert_eq!(s2.commit, s1.commit);
+    assert_eq!(s2.temp_ref_deleted.flatten(), None);
     assert_eq!(
-        s2["submodules"], s1["submodules"],
+        s2.submodules, s1.submodules,
         "a dirty submodule keeps its commit"
     );
-    assert_eq!(
-        submodule_entry(&t2, "third_party/lib/inner")["snapshot"],
-        true
-    );
+    assert!(submodule_entry(&t2, "third_party/lib/inner").snapshot);
     assert_eq!(pushes(&tr2), 0, "nothing pushed: {tr2:?}");
     assert_eq!(connecting_ssh(&tr2).len(), 1, "one execution: {tr2:?}");
     assert!(t2.stderr.contains("nothing pushed"), "{}", t2.stderr);
@@ -810,7 +790,7 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
     // 3. A change made on the cluster since: said, stashed, synced as usual.
     write(&remote.join("README.md"), "edited on the cluster\n");
     let (t3, tr3) = traced("slurm-sync-tracked", &fx.doc());
-    assert!(t3.doc["sync_tracked"].get("unchanged").is_none());
+    assert!(t3.synced().unchanged.is_none());
     assert!(t3.stderr.contains("changed since"), "{}", t3.stderr);
     assert!(t3.synced().stash.flatten().is_some(), "{}", t3.doc);
     assert!(connecting_ssh(&tr3).len() > 1, "confirm, then sync");
@@ -824,15 +804,12 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
     write(&fx.local.join("README.md"), "readme, edited again\n");
     let before = local_state_recursive(&fx.local);
     let (t4, tr4) = traced("slurm-sync-tracked", &fx.doc());
-    assert_ne!(t4.doc["sync_tracked"]["commit"], s1["commit"]);
-    assert!(t4.doc["sync_tracked"].get("unchanged").is_none());
+    assert_ne!(t4.synced().commit, s1.commit);
+    assert!(t4.synced().unchanged.is_none());
     assert!(pushes(&tr4) > 0);
     let (t5, _) = traced("slurm-sync-tracked", &fx.doc());
-    assert_eq!(t5.doc["sync_tracked"]["unchanged"], true, "{}", t5.stderr);
-    assert_eq!(
-        t5.doc["sync_tracked"]["commit"],
-        t4.doc["sync_tracked"]["commit"]
-    );
+    assert_eq!(t5.synced().unchanged, Some(true), "{}", t5.stderr);
+    assert_eq!(t5.synced().commit, t4.synced().commit);
 
     assert_eq!(local_state_recursive(&fx.local), before, "untouched");
 }

@@ -629,7 +629,7 @@ pub struct SyncedLfs {
 }
 
 /// One submodule of the synced tree.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SyncedSubmodule {
     /// Its path from the repository's top level.
@@ -658,7 +658,7 @@ pub struct SyncedSubmodule {
     pub stash: Option<Option<Stash>>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Stash {
     pub commit: String,
