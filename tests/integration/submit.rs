@@ -47,30 +47,31 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
             let r = submit(&d, &[]);
             assert_eq!(r.code, 0, "{recipe}: {}", r.stderr);
             assert_eq!(
-                r.doc["container_image"], image,
+                r.typed().container_image.as_deref(),
+                Some(image),
                 "the document keeps the form the person wrote"
             );
-            let job = r.doc["job"].clone();
-            assert_eq!(job["kind"], "run");
-            assert_eq!(job["recipe"], recipe);
+            let job = r.job();
+            assert_eq!(job.kind.name(), "run");
+            assert_eq!(job.recipe.map(|r| r.to_string()).as_deref(), Some(recipe));
             // pyxis gets the image file as written, and the registry image as the file the
             // login node imported it into once (the image cache).
-            let runs = job["container_image"].as_str().unwrap().to_string();
+            let runs = job.container_image.clone().unwrap();
             if list {
-                let cache = job["image_cache"].as_str().unwrap();
+                let cache = job.image_cache.as_deref().unwrap();
                 assert!(
                     runs.starts_with(&format!("{cache}/")) && runs.ends_with(".sqsh"),
-                    "{recipe}: {job}"
+                    "{recipe}: {job:?}"
                 );
-                assert_eq!(job["container_use"]["image"], image, "{job}");
+                assert_eq!(job.container_use.as_ref().unwrap().image, image, "{job:?}");
             } else {
-                assert_eq!(runs, image, "{job}");
+                assert_eq!(runs, image, "{job:?}");
             }
-            let argv: Vec<String> = serde_json::from_value(job["argv"].clone()).unwrap();
+            let argv: Vec<String> = job.argv.clone().unwrap();
             for want in [
                 format!("--container-image={runs}"),
                 format!("--container-mounts={}", mounts.join(",")),
-                format!("--container-workdir={}", job["tree"].as_str().unwrap()),
+                format!("--container-workdir={}", job.tree.as_deref().unwrap()),
             ] {
                 assert!(argv.contains(&want), "{recipe}: {want} not in {argv:?}");
             }
@@ -78,10 +79,10 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
         }
     }
     for (image, recipe, job, nodes, tasks) in jobs {
-        let id = job["job_id"].as_str().unwrap();
+        let id = job.job_id.as_deref().unwrap();
         let (state, code) = wait_done(id, 300);
-        let out = read(job["stdout_path"].as_str().unwrap());
-        let err = std::fs::read_to_string(job["stderr_path"].as_str().unwrap()).unwrap_or_default();
+        let out = read(job.stdout_path.as_deref().unwrap());
+        let err = std::fs::read_to_string(job.stderr_path.as_deref().unwrap()).unwrap_or_default();
         assert_eq!(
             (state.as_str(), code.as_str()),
             ("COMPLETED", "0:0"),
@@ -95,7 +96,7 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
         assert!(out.contains("devbox.sqsh"), "sees the mount: {ctx}");
         if recipe != "launcher" {
             assert!(
-                out.contains(&format!("pwd={}", job["tree"].as_str().unwrap())),
+                out.contains(&format!("pwd={}", job.tree.as_deref().unwrap())),
                 "starts in its own code tree: {ctx}"
             );
             assert!(out.contains("code-visible"), "{ctx}");
@@ -124,7 +125,7 @@ fn every_recipe_runs_in_a_real_container_with_the_documents_settings() {
             "{recipe}: nodes x tasks per node"
         );
         if recipe == "mpi" {
-            assert!(job["command"].as_str().unwrap().contains("--mpi=pmix"));
+            assert!(job.command.as_deref().unwrap().contains("--mpi=pmix"));
         }
         // No scontrol in the image: MASTER_ADDR comes from the node list itself.
         assert_recipe_output(recipe, &out, tasks, &scontrol(id)["NodeList"], &out);
@@ -205,7 +206,7 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
         d["recipe"] = json!(recipe);
         let r = submit(&d, &[]);
         assert_eq!(r.code, 0, "{h}: {}", r.stderr);
-        jobs.push((h, r.doc["job"].clone()));
+        jobs.push((h, r.job()));
         // The image and the mounts reach pyxis literally: it names them when it refuses them.
         // No `/` in the image: with one, the enroot rewrite (registry/ -> registry#) applies.
         let image = format!("img{i}:{}", h.replace('/', "_"));
@@ -234,8 +235,8 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
             read(r.job().stderr_path.as_deref().unwrap())
                 + &std::fs::read_to_string(format!(
                     "{}/{}.srun.log",
-                    r.doc["job"]["state_dir"].as_str().unwrap(),
-                    r.doc["job"]["submit_tag"].as_str().unwrap()
+                    r.job().state_dir.unwrap(),
+                    r.job().submit_tag.unwrap()
                 ))
                 .unwrap_or_default()
         } else {
@@ -250,14 +251,14 @@ fn hostile_values_reach_slurm_and_the_job_literally_and_no_canary_fires() {
         );
     }
     for (h, job) in jobs {
-        let id = job["job_id"].as_str().unwrap();
+        let id = job.job_id.as_deref().unwrap();
         assert_eq!(wait_done(id, 120).0, "COMPLETED", "{h}");
         assert_eq!(
             scontrol(id)["JobName"],
             *h,
             "Slurm sees the job name literally"
         );
-        let out = read(job["stdout_path"].as_str().unwrap());
+        let out = read(job.stdout_path.as_deref().unwrap());
         assert_eq!(out, format!("{h}\n"), "the job sees the name literally");
     }
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
@@ -328,10 +329,7 @@ fn an_srun_job_outlives_the_submitting_connection_and_is_found_by_its_id() {
         ("COMPLETED".to_string(), "0:0".to_string())
     );
     assert!(read(r.job().stdout_path.as_deref().unwrap()).contains("survived"));
-    assert!(r.doc["job"]["tmux_session"]
-        .as_str()
-        .unwrap()
-        .starts_with("slurm-tools-"));
+    assert!(r.job().tmux_session.unwrap().starts_with("slurm-tools-"));
 }
 
 #[test]
@@ -352,7 +350,8 @@ fn a_lost_reply_is_retried_with_the_same_tag_and_never_submitted_twice() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("trying once more"), "{}", r.stderr);
     assert!(r.stderr.contains("not submitting again"), "{}", r.stderr);
-    let token = r.doc["job"]["submit_tag"].as_str().unwrap();
+    let token = r.job().submit_tag.unwrap();
+    let token = token.as_str();
     let sq = std::process::Command::new("squeue")
         .args(["-h", "--states=all", "-o", "%i %k"])
         .output()
@@ -382,16 +381,12 @@ fn dry_run_prints_the_exact_command_and_submits_nothing() {
     d["required_devices_per_node"] = json!(4);
     let r = submit(&d, &["--dry-run"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let job = &r.doc["job"];
-    assert_eq!(job["dry_run"], true);
+    let job = r.job();
+    assert_eq!(job.dry_run, Some(true));
     assert_schema(&r.doc);
-    assert!(job.get("job_id").is_none());
-    let argv: Vec<&str> = job["argv"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    assert!(job.job_id.is_none());
+    let argv = job.argv.clone().unwrap();
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
     for want in [
         "srun",
         "--job-name=st-dry",
@@ -406,7 +401,7 @@ fn dry_run_prints_the_exact_command_and_submits_nothing() {
         assert!(argv.contains(&want), "{want} not in {argv:?}");
     }
     assert!(!argv.iter().any(|a| a.contains("CUDA_VISIBLE_DEVICES")));
-    let token = job["submit_tag"].as_str().unwrap();
+    let token = job.submit_tag.as_deref().unwrap();
     let sq = std::process::Command::new("squeue")
         .args(["-h", "--states=all", "-o", "%k"])
         .output()
@@ -422,9 +417,9 @@ fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
     d["build_command"] = json!("echo '[ 50%] Building CXX object x.o'; echo '[100%] Linking CXX executable x'; echo Successfully built");
     let r = submit(&d, &["--build"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let job = &r.doc["job"];
-    assert_eq!(job["kind"], "build");
-    let id = job["job_id"].as_str().unwrap().to_string();
+    let job = r.job();
+    assert_eq!(job.kind.name(), "build");
+    let id = job.job_id.clone().unwrap();
     assert_eq!(wait_done(&id, 240).0, "COMPLETED");
     let sc = scontrol(&id);
     assert_eq!(
@@ -432,9 +427,9 @@ fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
         format!("{}.build", d["job_name"].as_str().unwrap())
     );
     assert_eq!(sc["TimeLimit"], "02:00:00");
-    let log = read(job["stdout_path"].as_str().unwrap());
+    let log = read(job.stdout_path.as_deref().unwrap());
     assert!(log.contains("[100%] Linking CXX executable x"), "{log}");
-    let path = job["stdout_path"].as_str().unwrap();
+    let path = job.stdout_path.as_deref().unwrap();
     assert!(
         path.contains("/slurm-tools-build/log/build_")
             && path.ends_with(&format!("build_{id}.srun.log")),
@@ -444,7 +439,7 @@ fn the_build_job_runs_the_build_command_with_the_procedures_flags() {
     d["build_project"] = json!(false);
     let r = submit(&d, &["--build"]);
     assert_eq!(r.code, 0);
-    assert_eq!(r.doc["job"]["skipped"], true);
+    assert_eq!(r.job().skipped, Some(true));
     assert_schema(&r.doc);
 }
 
@@ -629,9 +624,9 @@ fn trees_of(fx: &Fixture) -> Vec<String> {
     names
 }
 
-fn tree_name(job: &Value) -> String {
-    job["tree"]
-        .as_str()
+fn tree_name(job: &shared::contract::schema::Job) -> String {
+    job.tree
+        .as_deref()
         .unwrap()
         .rsplit('/')
         .next()
@@ -668,7 +663,7 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
             );
             std::thread::sleep(std::time::Duration::from_millis(300));
         }
-        finished.push(tree_name(&r.doc["job"]));
+        finished.push(tree_name(&r.job()));
     }
     assert_eq!(
         trees_of(&fx).len(),
@@ -687,7 +682,7 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
     let last = submit(&d, &["--keep-trees", "0"]);
     assert_eq!(last.code, 0, "{}", last.stderr);
     let left = trees_of(&fx);
-    let mut want = vec![tree_name(&long.doc["job"]), tree_name(&last.doc["job"])];
+    let mut want = vec![tree_name(&long.job()), tree_name(&last.job())];
     want.sort();
     assert_eq!(left, want, "finished {finished:?} removed");
     assert!(
@@ -695,9 +690,7 @@ fn finished_jobs_trees_are_removed_by_the_keep_policy_and_a_running_jobs_never()
         "{}",
         last.stderr
     );
-    assert!(last.doc["job"]["trees_disk_kb"]
-        .as_u64()
-        .is_some_and(|kb| kb > 0));
+    assert!(last.job().trees_disk_kb.is_some_and(|kb| kb > 0));
     // Nothing of the removed trees is left in the clone's git metadata.
     let worktrees = git(Path::new(&fx.remote_repo), &["worktree", "list"]);
     for f in &finished {
@@ -748,8 +741,7 @@ fn a_second_build_after_a_one_file_change_rebuilds_only_that_file() {
         assert_eq!(w.report().status.name(), "PASSED");
         let log = read(b.job().stdout_path.as_deref().unwrap());
         let secs =
-            shared::slurm::parse_slurm_duration(w.doc["report"]["elapsed"].as_str().unwrap())
-                .unwrap();
+            shared::slurm::parse_slurm_duration(w.report().elapsed.as_deref().unwrap()).unwrap();
         (w.doc, log, secs)
     };
     let (_, first_log, first) = build(&d);
@@ -856,39 +848,36 @@ fn code_outside_the_home_directory_must_be_mounted_into_the_container() {
 
     let r = submit(&t.doc, &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    let e = &r.doc["error"];
-    assert_eq!(e["field"], "mounts", "{e}");
-    let msg = e["message"].as_str().unwrap();
+    let e = r.error();
+    assert_eq!(e.field.as_deref(), Some("mounts"), "{e:?}");
+    let msg = e.message.as_str();
     assert!(
         msg.contains(&format!("{root}/")) && msg.contains("outside the home directory"),
         "{msg}"
     );
-    assert!(e["hint"].as_str().unwrap().contains("to `mounts`"), "{e}");
+    assert!(e.hint.contains("to `mounts`"), "{e:?}");
 
     let mut moved = t.doc.clone();
     moved["mounts"] = json!([format!("{scratch}:/scratch")]);
     let r = submit(&moved, &[]);
     assert_eq!(r.code, 2, "{}", r.stderr);
+    let e = r.error();
     assert!(
-        r.doc["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("at another path inside the container"),
-        "{}",
-        r.doc["error"]
+        e.message.contains("at another path inside the container"),
+        "{e:?}"
     );
 
     let mut mounted = t.doc.clone();
     mounted["mounts"] = json!([format!("{scratch}:{scratch}")]);
     let r = submit(&mounted, &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let job = &r.doc["job"];
-    let id = job["job_id"].as_str().unwrap();
+    let job = r.job();
+    let id = job.job_id.as_deref().unwrap();
     let (state, _) = wait_done(id, 120);
-    let out = read(job["stdout_path"].as_str().unwrap());
+    let out = read(job.stdout_path.as_deref().unwrap());
     assert_eq!(state, "COMPLETED", "{out}");
     assert!(
-        out.contains(&format!("pwd={}", job["tree"].as_str().unwrap())) && out.contains("readme"),
+        out.contains(&format!("pwd={}", job.tree.as_deref().unwrap())) && out.contains("readme"),
         "{out}"
     );
     let _ = std::fs::remove_dir_all(&root);
@@ -910,11 +899,11 @@ fn the_build_job_runs_in_the_container_with_the_documents_mounts() {
     d["build_command"] = json!("cat /etc/slurm-tools-image; ls /mnt/images; gcc --version | head -n 1; echo '[100%] Built'");
     let r = submit(&d, &["--build"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let job = &r.doc["job"];
-    assert_eq!(job["kind"], "build");
-    let id = job["job_id"].as_str().unwrap().to_string();
+    let job = r.job();
+    assert_eq!(job.kind.name(), "build");
+    let id = job.job_id.clone().unwrap();
     let (state, _) = wait_done(&id, 120);
-    let log = read(job["stdout_path"].as_str().unwrap());
+    let log = read(job.stdout_path.as_deref().unwrap());
     assert_eq!(state, "COMPLETED", "{log}");
     for want in [
         "slurm-tools testbed image devbox",
@@ -1041,17 +1030,21 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
     let mut file = String::new();
     for s in [&a, &b] {
         assert_eq!(s.code, 0, "{}", s.stderr);
-        let job = &s.doc["job"];
-        let used = &job["container_use"];
-        assert_eq!(used["digest"], first, "{job}");
+        let job = s.job();
+        let used = job.container_use.clone().unwrap();
+        assert_eq!(used.digest.as_deref(), Some(first.as_str()), "{job:?}");
         file = format!(
             "{}/{}.sqsh",
-            job["image_cache"].as_str().unwrap(),
+            job.image_cache.as_deref().unwrap(),
             first.trim_start_matches("sha256:")
         );
-        assert_eq!(used["file"], file, "{job}");
-        assert_eq!(job["container_image"], file, "the job runs the file: {job}");
-        caches.push(used["cache"].as_str().unwrap().to_string());
+        assert_eq!(used.file.as_deref(), Some(file.as_str()), "{job:?}");
+        assert_eq!(
+            job.container_image.as_deref(),
+            Some(file.as_str()),
+            "the job runs the file: {job:?}"
+        );
+        caches.push(used.cache.clone());
     }
     caches.sort();
     assert!(
@@ -1060,7 +1053,7 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
         a.stderr,
         b.stderr
     );
-    let importer = if a.doc["job"]["container_use"]["cache"] == "pulled" {
+    let importer = if a.job().container_use.unwrap().cache == "pulled" {
         &a
     } else {
         &b
@@ -1075,10 +1068,10 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
     for s in [&a, &b] {
         let w = watch(&s.doc);
         assert_eq!(w.code, 0, "{}", w.stderr);
-        let r = &w.doc["report"];
-        assert_eq!(r["status"], "PASSED", "{r}");
-        assert_eq!(r["excerpt"], json!([format!("salt={salt}-a")]), "{r}");
-        assert_eq!(r["container"], s.doc["job"]["container_use"], "{r}");
+        let r = w.report();
+        assert_eq!(r.status.name(), "PASSED", "{r:?}");
+        assert_eq!(r.excerpt, [format!("salt={salt}-a")], "{r:?}");
+        assert_eq!(r.container, s.job().container_use, "{r:?}");
         let err =
             std::fs::read_to_string(s.job().stderr_path.as_deref().unwrap()).unwrap_or_default();
         assert!(!err.contains("importing docker image"), "{err}");
@@ -1088,7 +1081,8 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
         let run = listed_run(None, s.job_id().as_str());
         assert_eq!(run["image_digest"], first, "{run}");
         assert_eq!(
-            run["image"], s.doc["job"]["container_use"]["image"],
+            run["image"],
+            s.job().container_use.unwrap().image.as_str(),
             "{run}"
         );
     }
@@ -1128,22 +1122,16 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
     assert_ne!(first, second);
     let c = submit(&d, &[]);
     assert_eq!(c.code, 0, "{}", c.stderr);
-    assert_eq!(
-        c.doc["job"]["container_use"]["cache"], "pulled",
-        "{}",
-        c.doc["job"]
-    );
-    assert_eq!(c.doc["job"]["container_use"]["digest"], second);
+    let used = c.job().container_use.unwrap();
+    assert_eq!(used.cache, "pulled", "{used:?}");
+    assert_eq!(used.digest, Some(second.clone()));
     let wc = watch(&c.doc);
-    assert_eq!(
-        wc.doc["report"]["excerpt"],
-        json!([format!("salt={salt}-b")]),
-        "{}",
-        wc.doc["report"]
-    );
+    let r = wc.report();
+    assert_eq!(r.excerpt, [format!("salt={salt}-b")], "{r:?}");
     let again = submit(&d, &[]);
     assert_eq!(
-        again.doc["job"]["container_use"]["cache"], "hit",
+        again.job().container_use.unwrap().cache,
+        "hit",
         "{}",
         again.stderr
     );
@@ -1159,15 +1147,12 @@ fn on_pyxis_a_registry_image_is_imported_once_per_digest_and_jobs_start_from_the
     plain["image_cache_keep"] = json!(0);
     let p = submit(&plain, &[]);
     assert_eq!(p.code, 0, "{}", p.stderr);
+    let job = p.job();
     assert_eq!(
-        p.doc["job"]["container_image"],
-        shared::slurm::enroot_image(&reference)
+        job.container_image,
+        Some(shared::slurm::enroot_image(&reference))
     );
-    assert!(
-        p.doc["job"].get("container_use").is_none(),
-        "{}",
-        p.doc["job"]
-    );
+    assert!(job.container_use.is_none(), "{job:?}");
     let wp = watch(&p.doc);
     assert_eq!(wp.report().status.name(), "PASSED", "{}", wp.doc["report"]);
     let err = read(p.job().stderr_path.as_deref().unwrap());
@@ -1282,10 +1267,10 @@ fn submit_with_sync_syncs_and_submits_in_one_ssh_execution() {
         r.stderr
     );
     assert_schema(&r.doc);
-    let st = &r.doc["sync_tracked"];
-    let commit = st["commit"].as_str().unwrap().to_string();
-    assert_eq!(r.doc["job"]["tree_commit"], st["commit"], "{}", r.doc);
-    assert_eq!(st["temp_ref_deleted"], true, "{}", r.doc);
+    let st = r.synced();
+    let commit = st.commit.clone();
+    assert_eq!(r.job().tree_commit, Some(st.commit.clone()), "{}", r.doc);
+    assert_eq!(st.temp_ref_deleted, Some(Some(true)), "{}", r.doc);
     assert_eq!(r.untracked().files, 1, "{}", r.doc);
     let w = run("slurm-watch", &["--interval", "1"], &r.doc);
     assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
@@ -1305,8 +1290,8 @@ fn submit_with_sync_syncs_and_submits_in_one_ssh_execution() {
     write(&fx.local.join("src/a.py"), "print('edited again')\n");
     let again = submit(&d, &["--sync"]);
     assert_eq!(again.code, 0, "{}", again.stderr);
-    assert_ne!(again.doc["job"]["job_id"], r.doc["job"]["job_id"]);
-    assert_ne!(again.doc["sync_tracked"]["commit"], json!(commit));
+    assert_ne!(again.job_id(), r.job_id());
+    assert_ne!(again.synced().commit, commit);
     let w = run("slurm-watch", &["--interval", "1"], &again.doc);
     assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
     let out = read(again.job().stdout_path.as_deref().unwrap());
