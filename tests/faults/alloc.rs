@@ -85,10 +85,10 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         fixture::actual_remote(&fx.remote_repo),
         fixture::expected_remote(&fx.local)
     );
-    assert_eq!(e1.doc["sync_tracked"]["created"], true, "{}", e1.doc);
-    assert_eq!(e1.doc["sync_tracked"]["temp_ref_deleted"], true);
+    assert_eq!(e1.synced().created, Some(true), "{}", e1.doc);
+    assert_eq!(e1.synced().temp_ref_deleted, Some(Some(true)));
     assert!(e1.typed().sync_untracked.unwrap().files >= 2);
-    assert_eq!(e1.doc["allocation"]["last_exec"]["exit_code"], 0);
+    assert_eq!(e1.allocation().last_exec.unwrap().exit_code, 0);
     assert_schema(&e1.doc);
     assert!(
         !fx.origin_refs().contains(&format!("_{}_", fx.name)),
@@ -122,7 +122,7 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     );
     // The temporary branch is deleted while the command runs, and recorded once it ended
     // (here with a failing exit code).
-    assert_eq!(e2.doc["sync_tracked"]["temp_ref_deleted"], true);
+    assert_eq!(e2.synced().temp_ref_deleted, Some(Some(true)));
     assert!(
         !fx.origin_refs().contains(&format!("_{}_", fx.name)),
         "{}",
@@ -130,15 +130,9 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     );
     assert!(e2.untracked().incremental);
     assert_eq!(e2.untracked().files, 1, "only the new file");
-    assert_eq!(
-        e2.doc["sync_untracked"]["deleted"],
-        json!(["untracked.txt"])
-    );
-    assert_ne!(
-        e2.doc["sync_tracked"]["commit"],
-        e1.doc["sync_tracked"]["commit"]
-    );
-    assert_eq!(e2.doc["allocation"]["last_exec"]["exit_code"], 7);
+    assert_eq!(e2.untracked().deleted, ["untracked.txt"]);
+    assert_ne!(e2.synced().commit, e1.synced().commit);
+    assert_eq!(e2.allocation().last_exec.unwrap().exit_code, 7);
     assert!(
         !e2.stderr.contains("asking for it"),
         "the manifest kept from the first run is the cluster's: {}",
@@ -159,7 +153,7 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         .filter(|l| !l.starts_with("slurm-alloc:") && !l.starts_with("srun: "))
         .collect();
     assert_eq!(theirs, ["err"], "{}", oe.stderr);
-    assert_eq!(oe.doc["allocation"]["last_exec"]["exit_code"], 3);
+    assert_eq!(oe.allocation().last_exec.unwrap().exit_code, 3);
 
     // 2b. Another machine syncs the untracked files in between (its own state directory): the
     // copy kept here is stale, the cluster says so before anything runs, and its manifest is
@@ -203,10 +197,7 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
         &e2.doc,
     );
     assert_eq!(e3.code, 0, "{}", e3.stderr);
-    let tree = e3.doc["allocation"]["last_exec"]["tree"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let tree = e3.allocation().last_exec.unwrap().tree.unwrap();
     assert!(e3.stdout.contains(&tree), "{}", e3.stderr);
     assert!(e3.stdout.contains("readme, third edit"), "{}", e3.stderr);
     assert!(e3.stdout.contains("fresh untracked"), "{}", e3.stderr);
@@ -228,7 +219,7 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     assert_eq!(ssh, 1, "{}", e4.stderr);
     assert!(e4.stderr.contains("someone-else"), "{}", e4.stderr);
     assert!(!Path::new(&marker).exists(), "the command did not run");
-    assert!(e4.doc["error"].is_object(), "{}", e4.doc);
+    assert!(!e4.error().message.is_empty(), "{}", e4.doc);
 
     // 5. Submodules need executions of their own: synced first (said so), the same result.
     let subs = fixture::with_nested_submodules("f-alloc-sync-subs");
@@ -257,11 +248,7 @@ fn alloc_exec_sync_syncs_and_runs_the_inner_loop_in_one_ssh_execution() {
     assert!(ssh > 1, "{}", e5.stderr);
     assert!(e5.stdout.contains("lib, edited locally"), "{}", e5.stderr);
     assert!(e5.stdout.contains("inner v1"), "{}", e5.stderr);
-    assert_eq!(
-        e5.doc["sync_tracked"]["submodules"][0]["snapshot"], true,
-        "{}",
-        e5.doc["sync_tracked"]
-    );
+    assert!(e5.synced().submodules[0].snapshot, "{:?}", e5.synced());
 
     let down = alloc(&["down"], &e3.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
@@ -281,26 +268,27 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     d["node_count"] = json!(nodes);
     let up = alloc(&["up"], &d);
     assert_eq!(up.code, 0, "{}", up.stderr);
-    let a = &up.doc["allocation"];
-    let job = a["job_id"].as_str().unwrap().to_string();
-    assert_eq!(a["state"], "RUNNING");
-    assert_eq!(a["reused"], false);
+    let a = up.allocation();
+    let job = a.job_id.clone().unwrap();
+    assert_eq!(a.state.map(|s| s.to_string()).as_deref(), Some("RUNNING"));
+    assert_eq!(a.reused, Some(false));
     assert_eq!(
-        a["time_limit_requested"], "04:00:00",
+        a.time_limit_requested.as_deref(),
+        Some("04:00:00"),
         "the partition's maximum"
     );
-    assert_eq!(a["container_name"], format!("slurm-tools-{job}"));
+    assert_eq!(a.container_name, Some(format!("slurm-tools-{job}")));
     // The registry image came through the image cache: each node's container was created from
     // the cache's file (imported once per digest on the login node, as for slurm-submit).
-    let used = &a["container_use"];
+    let used = a.container_use.clone().unwrap();
     assert!(
-        ["hit", "pulled", "waited"].contains(&used["cache"].as_str().unwrap_or("")),
-        "{a}"
+        ["hit", "pulled", "waited"].contains(&used.cache.as_str()),
+        "{a:?}"
     );
-    assert!(used["file"].as_str().unwrap().ends_with(".sqsh"), "{a}");
+    assert!(used.file.as_deref().unwrap().ends_with(".sqsh"), "{a:?}");
     assert!(
-        used["digest"].as_str().unwrap().starts_with("sha256:"),
-        "{a}"
+        used.digest.as_deref().unwrap().starts_with("sha256:"),
+        "{a:?}"
     );
     assert_schema(&up.doc);
     // The allocation is in the run ledger, as a submission is.
@@ -404,14 +392,14 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
     );
     assert_eq!(e2.code, 5, "exec exits with the command's code");
     assert!(e2.stdout.contains(&job), "{}", e2.stderr);
-    assert_eq!(e2.doc["allocation"]["last_exec"]["exit_code"], 5);
+    assert_eq!(e2.allocation().last_exec.unwrap().exit_code, 5);
     assert_schema(&e2.doc);
 
     // A second up finds the same allocation: nothing is set up twice.
     let again = alloc(&["up"], &d);
     assert_eq!(again.code, 0, "{}", again.stderr);
-    assert_eq!(again.doc["allocation"]["job_id"], job.as_str());
-    assert_eq!(again.doc["allocation"]["reused"], true);
+    assert_eq!(again.allocation().job_id.as_deref(), Some(job.as_str()));
+    assert_eq!(again.allocation().reused, Some(true));
     assert!(
         !again.stderr.contains("imported"),
         "the container is not imported twice: {}",
@@ -432,10 +420,7 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
         &in_tree,
     );
     assert_eq!(e3.code, 0, "{}", e3.stderr);
-    let tree = e3.doc["allocation"]["last_exec"]["tree"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let tree = e3.allocation().last_exec.unwrap().tree.unwrap();
     assert!(tree.contains("/.trees/exec-"), "{tree}");
     assert!(
         e3.stdout.contains(&tree) && e3.stdout.contains("readme"),
@@ -449,8 +434,11 @@ fn alloc_up_exec_down_share_one_allocation_and_a_second_up_reuses_it() {
 
     let down = alloc(&["down"], &e2.doc);
     assert_eq!(down.code, 0, "{}", down.stderr);
-    assert_eq!(down.doc["allocation"]["state"], "RELEASED");
-    let released = down.doc["allocation"]["released"].to_string();
+    assert_eq!(
+        down.allocation().state.map(|s| s.to_string()).as_deref(),
+        Some("RELEASED")
+    );
+    let released = down.allocation().released.unwrap_or_default().join("\n");
     assert!(
         released.contains(&format!("CONTAINER_REMOVED {named}")),
         "down removes the container under pyxis's name for it: {released}"
@@ -510,15 +498,15 @@ fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_ses
     // `up` must create and take its own, not the finished one.
     let again = alloc(&["up"], &d);
     assert_eq!(again.code, 0, "{}", again.stderr);
-    let second = again.doc["allocation"]["job_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let second = again.allocation().job_id.unwrap();
     assert_ne!(
         second, first,
         "the finished allocation was taken for the new one"
     );
-    assert_eq!(again.doc["allocation"]["state"], "RUNNING");
+    assert_eq!(
+        again.allocation().state.map(|s| s.to_string()).as_deref(),
+        Some("RUNNING")
+    );
     assert!(
         tmux_sessions().contains(&bystander),
         "up killed another allocation's session"
@@ -530,8 +518,15 @@ fn alloc_up_again_after_down_takes_the_new_allocation_and_never_another_ones_ses
                                 "hint": "slurm-alloc down releases it", "exit_code": 3});
     let released = alloc(&["down"], &with_error);
     assert_eq!(released.code, 0, "{}", released.stderr);
-    assert_eq!(released.doc["allocation"]["state"], "RELEASED");
-    assert!(released.doc.get("error").is_none(), "{}", released.doc);
+    assert_eq!(
+        released
+            .allocation()
+            .state
+            .map(|s| s.to_string())
+            .as_deref(),
+        Some("RELEASED")
+    );
+    assert!(released.typed().error.is_none(), "{}", released.doc);
     assert_eq!(wait_done(&second, 60).0, "COMPLETED");
     assert!(!tmux_sessions().contains(&format!("slurm-tools-{name}")));
     let _ = Command::new("runuser")
@@ -562,10 +557,7 @@ fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
     d["purpose"] = json!("development");
     let up = alloc(&["up", "--recheck-after", "6"], &d);
     let _ = Command::new("scancel").arg(&filler).status();
-    let job = up.doc["allocation"]["job_id"]
-        .as_str()
-        .unwrap_or("")
-        .to_string();
+    let job = up.allocation().job_id.unwrap_or_default();
     // The person gives up: `down` on the same input document finds the allocation by name.
     let down = alloc(&["down"], &d);
     assert_eq!(down.code, 0, "{}", down.stderr);
@@ -581,9 +573,9 @@ fn alloc_pending_far_away_lowers_the_walltime_and_says_so() {
         "{}",
         up.stderr
     );
-    let n = &up.doc["allocation"]["negotiation"];
-    assert_eq!(n["reduced_from"], "04:00:00");
-    assert_eq!(n["reduced_to"], "02:00:00");
+    let n = up.allocation().negotiation.unwrap();
+    assert_eq!(n.reduced_from, "04:00:00");
+    assert_eq!(n.reduced_to, "02:00:00");
     assert_schema(&up.doc);
     let hint = up.error().hint;
     let hint = hint.as_str();
@@ -672,8 +664,8 @@ fn alloc_killed_at_every_step_holds_one_allocation_and_a_rerun_finishes_the_work
         // The last `up` was killed before the container import: the rerun does it.
         let up = alloc(&["up"], &d);
         assert_eq!(up.code, 0, "{signal}: {}", up.stderr);
-        assert_eq!(up.doc["allocation"]["job_id"], held[0].as_str());
-        assert_eq!(up.doc["allocation"]["reused"], true);
+        assert_eq!(up.allocation().job_id.as_deref(), Some(held[0].as_str()));
+        assert_eq!(up.allocation().reused, Some(true));
         assert!(
             up.stderr.contains("skips the import"),
             "{signal}: the container step ran on the reused allocation: {}",
@@ -721,15 +713,12 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
     let up = alloc(&["up"], &d);
     // pip in the container refuses each as an invalid requirement.
     assert_eq!(up.code, 4, "{}", up.stderr);
-    let e = &up.doc["error"];
+    let e = up.error();
     assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("installing `packages` in the container"),
-        "{e}"
+        e.message.contains("installing `packages` in the container"),
+        "{e:?}"
     );
-    let said = up.stderr.clone() + &e.to_string();
+    let said = up.stderr.clone() + &format!("{e:?}");
     assert!(
         said.contains("Invalid requirement") || said.contains("Invalid marker"),
         "pip got the values and refused them: {said}"
@@ -743,10 +732,7 @@ fn hostile_packages_reach_pip_in_the_container_literally_and_no_canary_fires() {
     assert_eq!(r.error().field.as_deref().unwrap_or_default(), "packages");
     // The failed `up` left the allocation held, as its hint says; `down` on the input releases it.
     assert_eq!(held_allocations(&name).len(), 1);
-    assert!(
-        e["hint"].as_str().unwrap().contains("slurm-alloc down"),
-        "{e}"
-    );
+    assert!(e.hint.contains("slurm-alloc down"), "{e:?}");
     let down = alloc(&["down"], &d);
     assert_eq!(down.code, 0, "{}", down.stderr);
     std::thread::sleep(Duration::from_secs(1));
@@ -767,9 +753,9 @@ fn alloc_names_the_image_it_cannot_import_and_the_image_without_python() {
     d["container_image"] = json!(format!("{registry}/testbed/nonexistent:1"));
     let up = alloc(&["up"], &d);
     assert_eq!(up.code, 4, "{}", up.stderr);
-    let e = &up.doc["error"];
-    assert_eq!(e["field"], "container_image", "{e}");
-    let msg = e["message"].as_str().unwrap();
+    let e = up.error();
+    assert_eq!(e.field.as_deref(), Some("container_image"), "{e:?}");
+    let msg = e.message.as_str();
     assert!(
         msg.contains(&format!(
             "the container image {registry}#testbed/nonexistent:1 could not be imported"
@@ -784,14 +770,12 @@ fn alloc_names_the_image_it_cannot_import_and_the_image_without_python() {
     nopython["packages"] = json!([testbed().s("probe_wheel")]);
     let up = alloc(&["up"], &nopython);
     assert_eq!(up.code, 4, "{}", up.stderr);
-    let e = &up.doc["error"];
-    assert_eq!(e["field"], "packages", "{e}");
-    assert!(
-        e["message"].as_str().unwrap().contains("has no python3"),
-        "{e}"
-    );
+    let e = up.error();
+    assert_eq!(e.field.as_deref(), Some("packages"), "{e:?}");
+    assert!(e.message.contains("has no python3"), "{e:?}");
     assert_eq!(
-        up.doc["allocation"]["reused"], true,
+        up.allocation().reused,
+        Some(true),
         "the held allocation, reused"
     );
 
