@@ -322,6 +322,11 @@ impl Run {
         self.decoded("sync_untracked")
     }
 
+    /// The `resolve` section (slurm-resolve's).
+    pub fn resolve(&self) -> shared::contract::schema::Resolve {
+        self.decoded("resolve")
+    }
+
     /// The `preflight` section (slurm-ssh-preflight's).
     pub fn preflight(&self) -> shared::contract::schema::Preflight {
         self.decoded("preflight")

@@ -44,27 +44,35 @@ fn explicit_cluster_fills_every_derived_field_from_the_catalog() {
         "required_devices_per_node": 8}),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let d = &r.doc;
-    assert_eq!(d["ssh_host"], "me@login-alpha.example.org");
-    assert_eq!(d["mfa_style"], true);
-    assert_eq!(d["gpus_per_node"], 8);
-    assert_eq!(d["default_user_root_dir"], "/lustre/me");
-    assert_eq!(d["default_models_repo"], "/lustre/models");
-    assert_eq!(d["node_count"], 3, "ceil(20/8)");
-    assert_eq!(d["remote_repo_path"], "/lustre/me/TensorRT-LLM");
+    let d = r.typed();
+    let res = r.resolve();
     assert_eq!(
-        d["remote_work_dir"],
+        d.ssh_host.as_deref().unwrap_or_default(),
+        "me@login-alpha.example.org"
+    );
+    assert_eq!(d.mfa_style, Some(true));
+    assert_eq!(d.gpus_per_node, Some(8));
+    assert_eq!(
+        d.default_user_root_dir.as_deref().unwrap_or_default(),
+        "/lustre/me"
+    );
+    assert_eq!(
+        d.default_models_repo.as_deref().unwrap_or_default(),
+        "/lustre/models"
+    );
+    assert_eq!(d.node_count.unwrap_or_default(), 3, "ceil(20/8)");
+    assert_eq!(
+        d.remote_repo_path.as_deref().unwrap_or_default(),
+        "/lustre/me/TensorRT-LLM"
+    );
+    assert_eq!(
+        d.remote_work_dir.as_deref().unwrap_or_default(),
         "/lustre/me/TensorRT-LLM/work_dirs/exp1"
     );
-    assert_eq!(d["resolve"]["selected_by"], "explicit");
-    assert_eq!(d["resolve"]["cluster_name"], "alpha");
-    assert_eq!(d["resolve"]["flags"]["sharp"], true);
-    let derived: Vec<&str> = d["resolve"]["derived"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    assert_eq!(res.selected_by.to_string(), "explicit");
+    assert_eq!(res.cluster_name, "alpha");
+    assert_eq!(res.flags["sharp"], true);
+    let derived: Vec<&str> = res.derived.iter().map(String::as_str).collect();
     assert_eq!(
         derived,
         [
@@ -93,7 +101,7 @@ fn supplied_fields_are_never_overwritten() {
     for (k, v) in given.as_object().unwrap() {
         assert_eq!(&r.doc[k], v, "{k} was overwritten");
     }
-    assert_eq!(r.doc["resolve"]["derived"], json!([]));
+    assert_eq!(r.resolve().derived, Vec::<String>::new());
 }
 
 #[test]
@@ -103,15 +111,15 @@ fn node_count_is_derived_only_when_absent() {
         &[],
         json!({"slurm_cluster": "c", "ssh_host": "h", "total_required_devices": 9, "required_devices_per_node": 4}),
     );
-    assert_eq!(r.doc["node_count"], 3);
+    assert_eq!(r.typed().node_count.unwrap_or_default(), 3);
     let r = resolve(
         None,
         &[],
         json!({"slurm_cluster": "c", "ssh_host": "h", "total_required_devices": 9, "required_devices_per_node": 4, "node_count": 1}),
     );
-    assert_eq!(r.doc["node_count"], 1);
+    assert_eq!(r.typed().node_count.unwrap_or_default(), 1);
     let r = resolve(None, &[], json!({"slurm_cluster": "c", "ssh_host": "h"}));
-    assert_eq!(r.doc["node_count"], 1, "at least 1");
+    assert_eq!(r.typed().node_count.unwrap_or_default(), 1, "at least 1");
 }
 
 #[test]
@@ -124,19 +132,18 @@ fn auto_select_with_one_match_takes_it() {
         json!({"device_type": "gb200", "required_devices_per_node": 4, "slurm_user": "me"}),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["slurm_cluster"], "gamma");
-    assert_eq!(r.doc["resolve"]["selected_by"], "auto");
+    assert_eq!(
+        r.typed().slurm_cluster.as_deref().unwrap_or_default(),
+        "gamma"
+    );
+    assert_eq!(r.resolve().selected_by.to_string(), "auto");
     assert!(
         r.doc.get("mfa_style").is_none(),
         "a null mfa_style in the catalog is not filled in"
     );
     assert_schema(&r.doc);
-    let rejected: Vec<&Value> = r.doc["resolve"]["candidates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["accepted"] == false)
-        .collect();
+    let candidates = r.resolve().candidates;
+    let rejected: Vec<_> = candidates.iter().filter(|c| !c.accepted).collect();
     assert_eq!(rejected.len(), 2);
 }
 
@@ -181,8 +188,17 @@ fn auto_select_with_several_matches_exits_3_unless_told_how_to_pick() {
 
     let r = resolve(Some(&cat), &["--pick", "beta"], input.clone());
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["slurm_cluster"], "beta");
-    assert_eq!(r.doc["default_user_root_dir"], "/home/me");
+    assert_eq!(
+        r.typed().slurm_cluster.as_deref().unwrap_or_default(),
+        "beta"
+    );
+    assert_eq!(
+        r.typed()
+            .default_user_root_dir
+            .as_deref()
+            .unwrap_or_default(),
+        "/home/me"
+    );
 
     let r = resolve(Some(&cat), &["--pick", "gamma"], input.clone());
     assert_eq!(r.code, 2, "gamma does not match");
@@ -192,7 +208,10 @@ fn auto_select_with_several_matches_exits_3_unless_told_how_to_pick() {
     let cat2 = catalog(dir.path(), with_pref);
     let r = resolve(Some(&cat2), &[], input);
     assert_eq!(r.code, 0);
-    assert_eq!(r.doc["slurm_cluster"], "beta");
+    assert_eq!(
+        r.typed().slurm_cluster.as_deref().unwrap_or_default(),
+        "beta"
+    );
 }
 
 #[test]
@@ -203,7 +222,10 @@ fn the_catalog_comes_from_the_env_then_the_xdg_default() {
     let mut cmd = tool("slurm-resolve");
     cmd.env("SLURM_TOOLS_CATALOG", &cat);
     let r = run_raw(cmd, input.as_bytes());
-    assert_eq!(r.doc["ssh_host"], "beta-login");
+    assert_eq!(
+        r.typed().ssh_host.as_deref().unwrap_or_default(),
+        "beta-login"
+    );
 
     let xdg = tempdir();
     std::fs::create_dir_all(xdg.path().join("slurm-tools")).unwrap();
@@ -211,9 +233,13 @@ fn the_catalog_comes_from_the_env_then_the_xdg_default() {
     let mut cmd = tool("slurm-resolve");
     cmd.env("XDG_CONFIG_HOME", xdg.path());
     let r = run_raw(cmd, input.as_bytes());
-    assert_eq!(r.doc["ssh_host"], "beta-login");
-    assert!(r.doc["resolve"]["catalog"]
-        .as_str()
+    assert_eq!(
+        r.typed().ssh_host.as_deref().unwrap_or_default(),
+        "beta-login"
+    );
+    assert!(r
+        .resolve()
+        .catalog
         .unwrap()
         .ends_with("slurm-tools/clusters.json"));
 }
@@ -227,9 +253,18 @@ fn without_a_catalog_an_explicit_cluster_resolves_from_the_document_and_says_so(
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("no catalog"), "{}", r.stderr);
-    assert_eq!(r.doc["resolve"]["catalog"], Value::Null);
-    assert_eq!(r.doc["default_user_root_dir"], "/home/me");
-    assert_eq!(r.doc["remote_repo_path"], "/home/me/proj");
+    assert_eq!(r.resolve().catalog, None);
+    assert_eq!(
+        r.typed()
+            .default_user_root_dir
+            .as_deref()
+            .unwrap_or_default(),
+        "/home/me"
+    );
+    assert_eq!(
+        r.typed().remote_repo_path.as_deref().unwrap_or_default(),
+        "/home/me/proj"
+    );
 }
 
 #[test]
@@ -249,8 +284,8 @@ fn no_cluster_and_no_device_type_exits_2() {
     // A login host alone is the smallest document: that host is the cluster.
     let r = resolve(None, &[], json!({"ssh_host": "h", "remote_cwd": "/w"}));
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["resolve"]["selected_by"], "ssh_host");
-    assert_eq!(r.doc["resolve"]["cluster_name"], "h");
+    assert_eq!(r.resolve().selected_by.to_string(), "ssh_host");
+    assert_eq!(r.resolve().cluster_name, "h");
     assert!(r.doc.get("slurm_cluster").is_none(), "not invented");
     let r = resolve(None, &[], json!({"remote_cwd": "/w"}));
     assert_eq!(r.code, 2);
@@ -369,9 +404,12 @@ fn the_testbed_catalog_resolves_the_sample_job() {
         serde_json::from_str(&std::fs::read_to_string(tb.s("sample_job")).unwrap()).unwrap();
     let r = resolve(Some(&tb.s("catalog")), &[], input);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["ssh_host"], tb.s("direct_host"));
     assert_eq!(
-        r.doc["remote_repo_path"],
+        r.typed().ssh_host.as_deref().unwrap_or_default(),
+        tb.s("direct_host")
+    );
+    assert_eq!(
+        r.typed().remote_repo_path.as_deref().unwrap_or_default(),
         format!("{}/sample", tb.remote_root())
     );
 }
@@ -394,10 +432,10 @@ fn hostile_slurm_users_filled_into_catalog_patterns_are_refused_or_stay_literal(
             json!({"slurm_cluster": "alpha", "slurm_user": user}),
         );
         assert_eq!(r.code, 2, "{user}: {}", r.stderr);
-        let e = &r.doc["error"];
+        let e = r.error();
         assert!(
-            e["field"] == "ssh_host" || e["field"] == "slurm_user",
-            "{user}: names the field: {e}"
+            matches!(e.field.as_deref(), Some("ssh_host" | "slurm_user")),
+            "{user}: names the field: {e:?}"
         );
     }
     // Into a path pattern: the value stays literal (later tools quote it).
@@ -408,7 +446,13 @@ fn hostile_slurm_users_filled_into_catalog_patterns_are_refused_or_stay_literal(
         json!({"slurm_cluster": "beta", "slurm_user": user}),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["default_user_root_dir"], format!("/home/{user}"));
+    assert_eq!(
+        r.typed()
+            .default_user_root_dir
+            .as_deref()
+            .unwrap_or_default(),
+        format!("/home/{user}")
+    );
     assert!(!std::path::Path::new(&canary).exists(), "a canary fired");
 }
 
@@ -459,8 +503,11 @@ fn slurm_init_writes_a_catalog_entry_and_a_first_document_that_resolves_and_conn
     // The printed document goes through the pipeline's first steps as it is.
     let r = resolve(Some(cat.to_str().unwrap()), &[], job);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.doc["account"], tb.s("account"));
-    assert_eq!(r.doc["qos"], "normal");
+    assert_eq!(
+        r.typed().account.as_deref().unwrap_or_default(),
+        tb.s("account")
+    );
+    assert_eq!(r.typed().qos.as_deref().unwrap_or_default(), "normal");
     let p = run("slurm-ssh-preflight", &[], &r.doc);
     assert_eq!(p.code, 0, "{}", p.stderr);
     // Run again: the entry is replaced, not added twice.
@@ -504,28 +551,38 @@ fn a_persons_defaults_fill_a_one_line_document() {
     };
     let r = with(json!({"command": "python train.py", "qos": "high"}));
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let d = &r.doc;
+    let d = r.typed();
+    let res = r.resolve();
     assert_eq!(
-        d["slurm_cluster"], "beta",
+        d.slurm_cluster.as_deref().unwrap_or_default(),
+        "beta",
         "the cluster comes from the defaults"
     );
     assert_eq!(
-        d["ssh_host"], "beta-login",
+        d.ssh_host.as_deref().unwrap_or_default(),
+        "beta-login",
         "and the catalog follows from it"
     );
-    assert_eq!(d["account"], "site-acct", "the cluster's own default wins");
-    assert_eq!(d["time_limit"], "01:00:00");
-    assert_eq!(d["stall_seconds"], 600);
-    assert_eq!(d["qos"], "high", "the document wins");
-    let from: Vec<String> = serde_json::from_value(d["resolve"]["from_defaults"].clone()).unwrap();
     assert_eq!(
-        from,
-        ["slurm_cluster", "slurm_user", "time_limit", "stall_seconds"],
-        "{}",
-        d["resolve"]
+        d.account.as_deref().unwrap_or_default(),
+        "site-acct",
+        "the cluster's own default wins"
     );
-    assert!(d["resolve"]["defaults_file"]
-        .as_str()
+    assert_eq!(d.time_limit.as_deref().unwrap_or_default(), "01:00:00");
+    assert_eq!(d.stall_seconds.unwrap_or_default(), 600);
+    assert_eq!(
+        d.qos.as_deref().unwrap_or_default(),
+        "high",
+        "the document wins"
+    );
+    assert_eq!(
+        res.from_defaults,
+        ["slurm_cluster", "slurm_user", "time_limit", "stall_seconds"],
+        "{res:?}"
+    );
+    assert!(res
+        .defaults_file
+        .as_deref()
         .unwrap()
         .ends_with("slurm-tools/defaults.json"));
     assert!(r.stderr.contains("from your defaults"), "{}", r.stderr);
