@@ -61,7 +61,11 @@ fn submit_and_watch(doc: &Value) -> (Run, Run) {
 }
 
 fn job_output(w: &Run) -> String {
-    let out = w.doc["job"]["stdout_path"].as_str().unwrap_or("");
+    let out = w
+        .typed()
+        .job
+        .and_then(|j| j.stdout_path)
+        .unwrap_or_default();
     std::fs::read_to_string(out).unwrap_or_default()
 }
 
@@ -185,7 +189,7 @@ fn an_old_login_node_runs_every_tool_with_old_git_tmux_18_no_flock_and_busybox()
     ));
     let up = alloc(&["up"], &a);
     assert_eq!(up.code, 0, "{}", up.stderr);
-    assert_eq!(up.doc["allocation"]["login_host"], "login-old");
+    assert_eq!(up.allocation().login_host.as_deref(), Some("login-old"));
     let ex = alloc(&["exec", "--", "echo exec-ran-on-$(hostname)"], &up.doc);
     assert_eq!(ex.code, 0, "{}", ex.stderr);
     assert!(ex.stdout.contains("exec-ran-on-mn"), "{}", ex.stderr);
@@ -218,7 +222,14 @@ fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a
     let _policy = Policy::set("no-accounting");
     let pf = run("slurm-ssh-preflight", &[], &doc_for("direct_host"));
     assert_eq!(pf.code, 0, "{}", pf.stderr);
-    assert_eq!(pf.doc["preflight"]["remote"]["accounting"], "disabled");
+    assert_eq!(
+        pf.preflight()
+            .remote
+            .accounting
+            .map(|a| a.to_string())
+            .unwrap_or_default(),
+        "disabled"
+    );
     let (_fx, base) = fixture::synced(&format!("noacct-{}", std::process::id()));
     let job = |recipe: &str, cmd: &str, limit: &str| {
         let mut d = base.clone();
@@ -262,7 +273,7 @@ fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a
     for h in watchers {
         let (w, want) = h.join().unwrap();
         assert_eq!(w.report().status.name(), want.as_str(), "{}", w.stderr);
-        assert_eq!(w.doc["report"]["source"], "scontrol", "{}", w.stderr);
+        assert_eq!(w.report().source.to_string(), "scontrol", "{}", w.stderr);
     }
     let deadline = Instant::now() + Duration::from_secs(180);
     for (d, _, _) in &later {
@@ -274,12 +285,12 @@ fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a
     }
     for (d, want, exit) in &later {
         let w = run("slurm-watch", &[], d);
-        let r = &w.doc["report"];
-        assert_eq!(r["status"], *want, "{}", w.stderr);
-        assert_eq!(r["source"], "end_marker");
-        assert_eq!(r["slurm_state"], "PURGED");
-        assert_eq!(r["exit_code"], *exit);
-        let summary = r["summary"].as_str().unwrap();
+        let r = w.report();
+        assert_eq!(r.status.name(), *want, "{}", w.stderr);
+        assert_eq!(r.source.to_string(), "end_marker");
+        assert_eq!(r.slurm_state, "PURGED");
+        assert_eq!(r.exit_code.as_deref().unwrap_or_default(), *exit);
+        let summary = r.summary.as_str();
         assert!(
             summary.contains("MinJobAge") && summary.contains("end marker"),
             "{summary}"
@@ -349,7 +360,7 @@ fn a_job_submit_policy_that_clears_the_comment_still_finds_every_job_once() {
             "{}",
             again.stderr
         );
-        assert_eq!(again.doc["job"]["job_id"], first[0].as_str());
+        assert_eq!(again.job().job_id.as_deref(), Some(first[0].as_str()));
         assert_eq!(jobs_named(&killed_name), first, "no second job");
         assert_eq!(
             fixture::scontrol(&first[0])
@@ -486,18 +497,18 @@ fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
     d["job_name"] = json!(format!("st-rr-{}", std::process::id()));
     let pf = run("slurm-ssh-preflight", &[], &d);
     assert_eq!(pf.code, 0, "{}", pf.stderr);
-    let first = pf.doc["preflight"]["remote"]["login_host"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let first = pf.preflight().remote.login_host.unwrap();
     let up = alloc(&["up"], &pf.doc);
     assert_eq!(up.code, 0, "{}", up.stderr);
-    assert_eq!(up.doc["allocation"]["login_host"], first.as_str());
+    assert_eq!(up.allocation().login_host.as_deref(), Some(first.as_str()));
     // The alias now leads to the other login node.
     point_at(&testbed().info["old_port"].to_string());
     let pf2 = run("slurm-ssh-preflight", &[], &up.doc);
     assert_eq!(pf2.code, 0, "{}", pf2.stderr);
-    assert_eq!(pf2.doc["preflight"]["remote"]["login_host"], "login-old");
+    assert_eq!(
+        pf2.preflight().remote.login_host.as_deref(),
+        Some("login-old")
+    );
     let ex = alloc(&["exec", "--", "echo still-runs"], &pf2.doc);
     assert_eq!(ex.code, 0, "{}", ex.stderr);
     assert!(ex.stdout.contains("still-runs"), "{}", ex.stderr);

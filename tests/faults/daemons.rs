@@ -33,7 +33,7 @@ fn the_watch_survives_sshd_stopping_and_restarting_and_the_job_is_untouched() {
     let w = watcher.join().unwrap();
     assert_eq!(w.code, 0, "{}", w.stderr);
     assert_eq!(w.report().status.name(), "PASSED");
-    assert_eq!(w.doc["report"]["excerpt"], json!(["before", "after"]));
+    assert_eq!(w.report().excerpt, ["before", "after"]);
     assert!(
         w.stderr.contains("poll failed"),
         "the outage was seen: {}",
@@ -65,9 +65,13 @@ fn the_watch_waits_out_a_stopped_slurmctld_without_a_verdict() {
     cluster_up();
     let w = watcher.join().unwrap();
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let r = &w.doc["report"];
-    assert_eq!(r["status"], "FAILED", "{r}");
-    assert_eq!(r["exit_code"], "4:0", "the real verdict, after the outage");
+    let r = w.report();
+    assert_eq!(r.status.name(), "FAILED", "{r:?}");
+    assert_eq!(
+        r.exit_code.as_deref().unwrap_or_default(),
+        "4:0",
+        "the real verdict, after the outage"
+    );
     assert!(
         w.stderr.contains("controller may be down") || w.stderr.contains("poll failed"),
         "{}",
@@ -100,14 +104,8 @@ fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
     mfa_logout(&cp);
     let w = watcher.join().unwrap();
     assert_eq!(w.code, 3, "{}", w.stderr);
-    assert!(
-        w.doc["error"]["hint"]
-            .as_str()
-            .unwrap()
-            .contains("rerun slurm-watch"),
-        "{}",
-        w.doc["error"]
-    );
+    let e = w.error();
+    assert!(e.hint.contains("rerun slurm-watch"), "{e:?}");
     let sq = Command::new("squeue")
         .args(["-h", "-j", &id, "-o", "%T"])
         .output()
@@ -123,7 +121,7 @@ fn a_dead_mfa_master_stops_the_watch_with_exit_3_and_a_rerun_resumes() {
     mfa_logout(&cp);
     assert_eq!(w.code, 0, "{}", w.stderr);
     assert_eq!(w.report().status.name(), "PASSED");
-    assert_eq!(w.doc["report"]["excerpt"], json!(["start", "end"]));
+    assert_eq!(w.report().excerpt, ["start", "end"]);
 }
 
 #[test]
@@ -204,7 +202,10 @@ fn accounting_down_when_the_job_ends_gives_no_verdict_until_it_is_back() {
     // so the report can only repeat what sacct says, and must not invent the 6.
     let job = w.report().job_id;
     let job = job.as_str();
-    assert_eq!(w.doc["report"]["exit_code"], wait_done(job, 30).1.as_str());
+    assert_eq!(
+        w.report().exit_code.as_deref().unwrap_or_default(),
+        wait_done(job, 30).1.as_str()
+    );
 }
 
 #[test]
@@ -240,15 +241,19 @@ fn a_node_set_down_under_a_running_job_is_followed_to_slurms_final_word() {
     // Slurm requeues a batch job whose node failed; the watch follows it to its real end and its
     // verdict is what accounting says (no guess while the job was between runs).
     let (state, code) = wait_done(&id, 30);
-    let r = &w.doc["report"];
-    assert_eq!(r["slurm_state"], state.as_str(), "{r}");
-    assert_eq!(r["exit_code"], code.as_str(), "{r}");
+    let r = w.report();
+    assert_eq!(r.slurm_state, state.as_str(), "{r:?}");
+    assert_eq!(
+        r.exit_code.as_deref().unwrap_or_default(),
+        code.as_str(),
+        "{r:?}"
+    );
     let expected = match state.as_str() {
         "COMPLETED" => "PASSED",
         "NODE_FAIL" | "BOOT_FAIL" | "PREEMPTED" => "ERROR",
         other => panic!("unexpected final state {other}"),
     };
-    assert_eq!(r["status"], expected, "{r}");
+    assert_eq!(r.status.name(), expected, "{r:?}");
 }
 
 #[test]
@@ -272,11 +277,11 @@ fn a_requeued_job_is_followed_through_its_second_run() {
         .success());
     let w = watcher.join().unwrap();
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let r = &w.doc["report"];
-    assert_eq!(r["status"], "PASSED", "{r}");
+    let r = w.report();
+    assert_eq!(r.status.name(), "PASSED", "{r:?}");
     assert!(
-        r["excerpt"].to_string().contains("end 1"),
-        "the second run's log: {r}"
+        r.excerpt.join("\n").contains("end 1"),
+        "the second run's log: {r:?}"
     );
 }
 
@@ -295,18 +300,15 @@ fn sshd_stopped_mid_sync_is_a_clear_error_loses_nothing_and_a_rerun_after_restar
         let r = fault_at(tool_name, &doc, step, 2, stop_direct_sshd);
         cluster_up();
         assert_eq!(r.code, 4, "{step}: a remote failure: {}", r.stderr);
-        let e = &r.doc["error"];
-        assert_eq!(e["exit_code"], 4, "{step}: {e}");
-        assert_eq!(e["kind"], "remote", "{step}: {e}");
-        let message = e["message"].as_str().unwrap_or("");
+        let e = r.error();
+        assert_eq!(e.exit_code, 4, "{step}: {e:?}");
+        assert_eq!(e.kind, shared::ErrorKind::Remote, "{step}: {e:?}");
+        let message = e.message.as_str();
         assert!(
             message.contains(&testbed().s("direct_host")),
-            "{step}: the message names the host it failed on: {e}"
+            "{step}: the message names the host it failed on: {e:?}"
         );
-        assert!(
-            e["hint"].as_str().is_some_and(|h| !h.is_empty()),
-            "{step}: a hint: {e}"
-        );
+        assert!(!e.hint.is_empty(), "{step}: a hint: {e:?}");
         assert_eq!(
             fixture::local_state(&fx.local),
             before,
@@ -331,12 +333,12 @@ fn slurmctld_stopped_mid_submit_is_a_clear_error_and_a_rerun_submits_once() {
     });
     cluster_up();
     assert_ne!(r.code, 0, "no job id without a controller: {}", r.stderr);
-    assert!(r.doc["job"]["job_id"].is_null(), "{}", r.doc);
-    let e = &r.doc["error"];
-    let text = format!("{} {}", e["message"], e["hint"]).to_lowercase();
+    assert!(r.typed().job.and_then(|j| j.job_id).is_none(), "{}", r.doc);
+    let e = r.error();
+    let text = format!("{} {}", e.message, e.hint).to_lowercase();
     assert!(
         text.contains("controller") || text.contains("slurmctld") || text.contains("sbatch"),
-        "the error names the controller or sbatch: {e}"
+        "the error names the controller or sbatch: {e:?}"
     );
     let s = run("slurm-submit", &[], &d);
     assert_eq!(s.code, 0, "{}", s.stderr);

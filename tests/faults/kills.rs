@@ -99,7 +99,7 @@ fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
         let w = run("slurm-watch", &["--interval", "1"], &s.doc);
         assert_eq!(w.code, 0, "{signal}: the rerun resumes: {}", w.stderr);
         assert_eq!(w.report().status.name(), "PASSED");
-        assert_eq!(w.doc["report"]["excerpt"], json!(["start", "end"]));
+        assert_eq!(w.report().excerpt, ["start", "end"]);
         // The killed watch's session does not linger on the cluster.
         std::thread::sleep(Duration::from_secs(1));
         let ps = Command::new("pgrep")
@@ -122,8 +122,8 @@ fn a_watch_killed_mid_poll_leaves_the_job_alone_and_a_rerun_resumes() {
         let again = run("slurm-watch", &["--interval", "1"], &done);
         assert_eq!(again.code, 0, "{signal}: {}", again.stderr);
         assert_eq!(again.report().status.name(), "PASSED");
-        assert_eq!(again.doc["report"]["local_log_complete"], true);
-        let local = again.doc["report"]["local_log"].as_str().unwrap();
+        assert!(again.report().local_log_complete);
+        let local = again.report().local_log.unwrap();
         assert_eq!(std::fs::read_to_string(local).unwrap(), "start\nend\n");
         let names: Vec<_> = std::fs::read_dir(work.path())
             .unwrap()
@@ -153,7 +153,7 @@ fn a_preflight_killed_before_its_check_changes_nothing_and_a_rerun_passes() {
         );
         let p = run("slurm-ssh-preflight", &[], &d);
         assert_eq!(p.code, 0, "{signal}: {}", p.stderr);
-        assert_eq!(p.doc["preflight"]["ssh_path"], "direct");
+        assert_eq!(p.preflight().ssh_path.to_string(), "direct");
     }
 }
 
@@ -187,7 +187,11 @@ fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_agai
                 "{label}: {}",
                 s.stderr
             );
-            assert_eq!(s.doc["job"]["job_id"], first[0].as_str(), "{label}");
+            assert_eq!(
+                s.job().job_id.as_deref(),
+                Some(first[0].as_str()),
+                "{label}"
+            );
             assert_eq!(
                 job_ids_named(&format!("st-{name}")),
                 first,
@@ -200,10 +204,7 @@ fn a_submit_killed_after_slurm_accepted_is_found_by_its_rerun_not_submitted_agai
             // Once a run told its result, the same input is a new submission.
             let again = run("slurm-submit", &[], &d);
             assert_eq!(again.code, 0, "{label}: {}", again.stderr);
-            assert_ne!(
-                again.doc["job"]["job_id"], s.doc["job"]["job_id"],
-                "{label}"
-            );
+            assert_ne!(again.job().job_id, s.job().job_id, "{label}");
             assert_eq!(job_ids_named(&format!("st-{name}")).len(), 2, "{label}");
             assert!(
                 !again.stderr.contains("not submitting again"),
@@ -262,7 +263,7 @@ fn a_preflight_killed_during_the_mfa_login_leaves_no_master_and_a_rerun_logs_in(
         let r = run_raw(again, d.to_string().as_bytes());
         mfa_logout(&cp);
         assert_eq!(r.code, 0, "{signal}: {}", r.stderr);
-        assert_eq!(r.doc["preflight"]["master"], "managed");
+        assert_eq!(r.preflight().master.to_string(), "managed");
         assert!(
             askpass_dirs().is_empty(),
             "{signal}: askpass directories left: {:?}",

@@ -73,12 +73,16 @@ fn a_two_node_job_that_loses_a_nodes_slurmd_is_never_passed() {
     let w = watcher.join().unwrap();
     cluster_up();
     let (state, code) = wait_done(&id, 60);
-    let r = &w.doc["report"];
-    assert_eq!(r["slurm_state"], state.as_str(), "{r}");
-    assert_eq!(r["exit_code"], code.as_str(), "{r}");
-    assert_ne!(r["status"], "PASSED", "{r}");
+    let r = w.report();
+    assert_eq!(r.slurm_state, state.as_str(), "{r:?}");
+    assert_eq!(
+        r.exit_code.as_deref().unwrap_or_default(),
+        code.as_str(),
+        "{r:?}"
+    );
+    assert_ne!(r.status.name(), "PASSED", "{r:?}");
     if state == "NODE_FAIL" {
-        assert_eq!(r["status"], "ERROR", "{r}");
+        assert_eq!(r.status.name(), "ERROR", "{r:?}");
     }
     assert_ne!(w.code, 0);
 }
@@ -135,16 +139,18 @@ fn a_node_failure_is_retried_on_another_node_and_a_failed_job_is_not() {
         "Slurm's own verdict on the first attempt"
     );
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let doc = &w.doc;
-    assert_eq!(doc["report"]["status"], "PASSED", "{}", w.stderr);
-    assert_eq!(doc["attempt"], 2);
-    assert_eq!(doc["retry_of"], id.as_str());
-    assert_eq!(doc["attempts"][0]["job_id"], id.as_str());
-    assert_eq!(doc["attempts"][0]["slurm_state"], "NODE_FAIL");
-    assert_eq!(doc["attempts"][0]["status"], "ERROR");
-    assert_eq!(doc["attempts"][0]["nodes"], node.as_str());
-    assert_eq!(doc["exclude_nodes"], json!([node.clone()]));
-    let second = doc["job"]["job_id"].as_str().unwrap().to_string();
+    let doc = w.typed();
+    let report = w.report();
+    assert_eq!(report.status.name(), "PASSED", "{}", w.stderr);
+    assert_eq!(doc.attempt, Some(2));
+    assert_eq!(doc.retry_of.as_deref(), Some(id.as_str()));
+    let attempts = doc.attempts.clone().unwrap_or_default();
+    assert_eq!(attempts[0].job_id, id);
+    assert_eq!(attempts[0].slurm_state, "NODE_FAIL");
+    assert_eq!(attempts[0].status.name(), "ERROR");
+    assert_eq!(attempts[0].nodes.as_deref(), Some(node.as_str()));
+    assert_eq!(doc.exclude_nodes, Some(vec![node.clone()]));
+    let second = w.job_id();
     assert_ne!(second, id);
     let out = Command::new("sacct")
         .args(["-X", "-n", "-P", "-o", "NodeList", "-j", &second])
@@ -155,9 +161,7 @@ fn a_node_failure_is_retried_on_another_node_and_a_failed_job_is_not() {
         !ran_on.is_empty() && ran_on != node,
         "ran on {ran_on}, not {node}"
     );
-    assert!(doc["report"]["excerpt"]
-        .to_string()
-        .contains("second attempt"));
+    assert!(report.excerpt.join("\n").contains("second attempt"));
     // The ledger links the attempts.
     let ledger = std::fs::read_to_string(state.path().join("runs.jsonl")).unwrap();
     let entries: Vec<serde_json::Value> = ledger
@@ -204,9 +208,9 @@ fn one_hanging_rank_of_a_two_node_job_cancels_the_whole_job() {
         &[],
     );
     let w = watcher.join().unwrap();
-    let r = &w.doc["report"];
-    assert_eq!(r["status"], "HANG_DETECTED", "{r}");
-    assert!(r["hang_line"].as_str().unwrap().contains("rank 3"), "{r}");
+    let r = w.report();
+    assert_eq!(r.status.name(), "HANG_DETECTED", "{r:?}");
+    assert!(r.hang_line.as_deref().unwrap().contains("rank 3"), "{r:?}");
     let (state, _) = wait_done(&id, 60);
     assert_eq!(state, "CANCELLED", "the whole job is cancelled");
 }
@@ -226,10 +230,14 @@ fn output_of_ranks_on_two_nodes_interleaved_in_one_log_still_matches_patterns() 
         &[("success_patterns", json!(["checkpoint-saved", "rank 3 host"]))],
     );
     let w = watcher.join().unwrap();
-    let r = &w.doc["report"];
-    assert_eq!(r["status"], "PASSED", "{r}");
-    assert_eq!(r["success_patterns_missing"], json!([]), "{r}");
-    let log = fixture::read(r["remote_log"].as_str().unwrap());
+    let r = w.report();
+    assert_eq!(r.status.name(), "PASSED", "{r:?}");
+    assert_eq!(
+        r.success_patterns_missing.clone().unwrap_or_default(),
+        Vec::<String>::new(),
+        "{r:?}"
+    );
+    let log = fixture::read(&r.remote_log);
     assert_eq!(log.matches("checkpoint-saved").count(), 20, "{log}");
     let hosts: std::collections::BTreeSet<&str> = log
         .lines()
@@ -294,8 +302,7 @@ fn a_sweep_task_that_loses_its_node_is_retried_alone() {
     );
     cluster_up();
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let report: shared::contract::schema::Report =
-        serde_json::from_value(w.doc["report"].clone()).unwrap();
+    let report = w.report();
     let tasks = report.tasks.expect("a row per task");
     assert_eq!(
         tasks
@@ -316,11 +323,14 @@ fn a_sweep_task_that_loses_its_node_is_retried_alone() {
     assert_eq!(tasks[2].from_job.as_deref(), Some(id.as_str()));
     assert_eq!(tasks[1].from_job, None, "task 1 ran again");
     assert_eq!(tasks[1].excerpt, ["done slow"]);
-    assert_eq!(w.doc["attempts"][0]["job_id"], id.as_str());
-    assert_eq!(w.doc["attempts"][0]["slurm_state"], "NODE_FAIL");
-    assert_eq!(w.doc["exclude_nodes"], json!([node.clone()]));
+    let doc = w.typed();
+    let attempts = doc.attempts.unwrap_or_default();
+    assert_eq!(attempts[0].job_id, id);
+    assert_eq!(attempts[0].slurm_state, "NODE_FAIL");
+    assert_eq!(doc.exclude_nodes, Some(vec![node.clone()]));
     assert_eq!(
-        w.doc["job"]["array"], "1",
+        w.job().array.as_deref(),
+        Some("1"),
         "only the failed task was submitted again"
     );
     let second = w.job_id();
