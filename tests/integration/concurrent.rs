@@ -103,7 +103,11 @@ fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_cod
             let (name, result) = h.join().unwrap();
             let (d, said) =
                 result.unwrap_or_else(|e| panic!("round {round}, checkout {name}: {e}"));
-            assert_eq!(d["report"]["status"], "PASSED", "round {round} {name}: {d}");
+            assert_eq!(
+                report_of(&d).status.name(),
+                "PASSED",
+                "round {round} {name}: {d}"
+            );
             let log = std::fs::read_to_string(d["job"]["stdout_path"].as_str().unwrap()).unwrap();
             assert!(
                 log.contains(&format!("edit of {name} in round {round}")),

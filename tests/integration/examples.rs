@@ -746,7 +746,12 @@ fn the_readmes_examples_run_as_printed() {
                 wait_serving(&submitted, 8888);
                 let o = s.run(&b, &[]);
                 let fwd = s.read_doc("fwd.json");
-                assert_eq!(fwd["forward"]["local_port"], 8888, "{}", o.err);
+                assert_eq!(
+                    section_of::<shared::contract::schema::Forward>(&fwd, "forward").local_port,
+                    8888,
+                    "{}",
+                    o.err
+                );
                 assert!(
                     o.out.contains("\"forensics\""),
                     "the stacks document: {}",
@@ -760,7 +765,7 @@ fn the_readmes_examples_run_as_printed() {
                 let got = s.webhook();
                 let o = s.run(&b, &[]);
                 let report = s.read_doc("report.json");
-                assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
+                assert_eq!(report_of(&report).status.name(), "PASSED", "{}", o.err);
                 let events = std::fs::read_to_string(s.dir().join("events.jsonl")).unwrap();
                 assert!(events.contains("\"verdict\""), "{events}");
                 assert!(
@@ -780,13 +785,13 @@ fn the_readmes_examples_run_as_printed() {
             ("More than one job", 3) => {
                 let o = s.run(&b, &[]);
                 let report = s.read_doc("report.json");
-                assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
+                assert_eq!(report_of(&report).status.name(), "PASSED", "{}", o.err);
                 assert!(
                     o.err.contains("build_command"),
                     "--build says why it submits nothing:\n{}",
                     o.err
                 );
-                assert_eq!(report["job"]["kind"], "run", "{report}");
+                assert_eq!(job_of(&report).kind.name(), "run", "{report}");
             }
             ("Step by step with make", 0) => {
                 // make runs in this checkout: a directory standing for it, with its Makefile,
@@ -825,13 +830,13 @@ fn the_readmes_examples_run_as_printed() {
                     serde_json::from_slice(&std::fs::read(docs.join(f)).unwrap()).unwrap()
                 };
                 let report = read("report.json");
-                assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
+                assert_eq!(report_of(&report).status.name(), "PASSED", "{}", o.err);
                 assert_eq!(
                     report["repo_root"],
                     json!(s.dir()),
                     "the last `all` ran my-job.json"
                 );
-                assert_eq!(report["job"]["kind"], "run");
+                assert_eq!(job_of(&report).kind.name(), "run");
                 assert!(o.out.contains("PASSED"), "make report:\n{}", o.out);
                 assert!(
                     o.err.contains("no build job"),
@@ -839,7 +844,13 @@ fn the_readmes_examples_run_as_printed() {
                     o.err
                 );
                 assert_eq!(
-                    read("loop.json")["allocation"]["last_exec"]["exit_code"],
+                    section_of::<shared::contract::schema::Allocation>(
+                        &read("loop.json"),
+                        "allocation"
+                    )
+                    .last_exec
+                    .unwrap()
+                    .exit_code,
                     0,
                     "{}",
                     o.err
@@ -849,7 +860,16 @@ fn the_readmes_examples_run_as_printed() {
                     "pytest -x ran in the allocation, its output on make's stdout:\n{}",
                     o.both()
                 );
-                assert_eq!(read("released.json")["allocation"]["state"], "RELEASED");
+                assert_eq!(
+                    section_of::<shared::contract::schema::Allocation>(
+                        &read("released.json"),
+                        "allocation"
+                    )
+                    .state
+                    .map(|s| s.to_string())
+                    .as_deref(),
+                    Some("RELEASED")
+                );
             }
             ("One tool inside an existing script", 0) => {
                 let o = s.run(&b, &[]);
@@ -887,7 +907,7 @@ fn the_cookbooks_examples_run_as_printed() {
             ("The whole flow in one pipeline", 0) => {
                 let o = s.run(&b, &[]);
                 assert_eq!(
-                    s.read_doc("report.json")["report"]["status"],
+                    report_of(&s.read_doc("report.json")).status.name(),
                     "PASSED",
                     "{}",
                     o.err
@@ -913,7 +933,14 @@ fn the_cookbooks_examples_run_as_printed() {
                     o.err
                 );
                 let ran = s.read_doc("ran.json");
-                assert_eq!(ran["allocation"]["last_exec"]["exit_code"], 0, "{ran}");
+                assert_eq!(
+                    section_of::<shared::contract::schema::Allocation>(&ran, "allocation")
+                        .last_exec
+                        .unwrap()
+                        .exit_code,
+                    0,
+                    "{ran}"
+                );
                 // Not part of the example: release the allocation.
                 s.tool("slurm-alloc", &["down"], &s.read_doc("alloc.json"));
             }
@@ -937,7 +964,12 @@ fn the_cookbooks_examples_run_as_printed() {
                     person_leaves_the_shell,
                 );
                 let tb = s.read_doc("tb.json");
-                assert_eq!(tb["forward"]["local_port"], 6006, "{}", o.err);
+                assert_eq!(
+                    section_of::<shared::contract::schema::Forward>(&tb, "forward").local_port,
+                    6006,
+                    "{}",
+                    o.err
+                );
                 let cfg = std::fs::read_to_string(s.home().join(".ssh/slurm-jobs")).unwrap();
                 assert!(cfg.contains("Host slurm-"), "{cfg}");
                 assert!(o.out.contains("ATTACHED-42"), "{}", o.both());
@@ -947,7 +979,7 @@ fn the_cookbooks_examples_run_as_printed() {
                 first.wait();
                 let o = finish(&block, &first.base, &[]);
                 let report = s.read_doc("report.json");
-                assert_eq!(report["report"]["status"], "PASSED", "{}", o.err);
+                assert_eq!(report_of(&report).status.name(), "PASSED", "{}", o.err);
                 assert!(
                     report["report"]["container"].is_object(),
                     "the image the job ran in: {report}"
@@ -974,7 +1006,7 @@ fn the_cookbooks_examples_run_as_printed() {
             ("A sweep: one document, many runs, one verdict table", 0) => {
                 let o = s.run(&b, &[]);
                 let swept = s.read_doc("swept.json");
-                assert_eq!(swept["report"]["status"], "PASSED", "{}", o.err);
+                assert_eq!(report_of(&swept).status.name(), "PASSED", "{}", o.err);
                 let tasks = swept["report"]["tasks"].as_array().unwrap();
                 assert_eq!(tasks.len(), 4, "{swept}");
                 assert_eq!(
@@ -999,7 +1031,7 @@ fn the_cookbooks_examples_run_as_printed() {
                     "{}",
                     o.err
                 );
-                assert_eq!(agg["report"]["status"], "PASSED", "{}", o.err);
+                assert_eq!(report_of(&agg).status.name(), "PASSED", "{}", o.err);
             }
             (
                 "Many runs on many clusters: the ledger, events, notifications, retries, results",
@@ -1014,7 +1046,8 @@ fn the_cookbooks_examples_run_as_printed() {
                 let resumed: Value =
                     serde_json::from_str(o.out.lines().last().unwrap_or("{}")).unwrap_or(json!({}));
                 assert_eq!(
-                    resumed["report"]["status"], "PASSED",
+                    report_of(&resumed).status.name(),
+                    "PASSED",
                     "the resumed watch:\n{}",
                     o.out
                 );
@@ -1080,7 +1113,12 @@ fn the_cookbooks_examples_run_as_printed() {
                     &[("slurm-watch", 1, "the job hung: HANG_DETECTED is exit 1")],
                 );
                 let report = s.read_doc("report.json");
-                assert_eq!(report["report"]["status"], "HANG_DETECTED", "{}", o.err);
+                assert_eq!(
+                    report_of(&report).status.name(),
+                    "HANG_DETECTED",
+                    "{}",
+                    o.err
+                );
                 assert!(
                     o.out.contains("rank 3"),
                     "the diagnosis names the stopped rank:\n{}",

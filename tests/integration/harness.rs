@@ -352,6 +352,27 @@ impl Run {
     }
 }
 
+/// A section of a document read from a file (a pipeline's saved output), decoded into its type;
+/// the test fails naming the section when it is absent or not of its type.
+pub fn section_of<T: serde::de::DeserializeOwned>(doc: &Value, name: &str) -> T {
+    let value = doc
+        .get(name)
+        .filter(|v| !v.is_null())
+        .unwrap_or_else(|| panic!("no `{name}` section in {doc:#}"));
+    serde_json::from_value(value.clone())
+        .unwrap_or_else(|e| panic!("the `{name}` section does not decode: {e}\n{value:#}"))
+}
+
+/// The `report` section of a saved document.
+pub fn report_of(doc: &Value) -> shared::contract::schema::Report {
+    section_of(doc, "report")
+}
+
+/// The `job` section of a saved document.
+pub fn job_of(doc: &Value) -> shared::contract::schema::Job {
+    section_of(doc, "job")
+}
+
 /// Every section a tool wrote (one that differs from the input's) has its shared::contract::schema type,
 /// unknown fields denied: so no tool can write a field the contract does not declare.
 pub fn assert_own_sections(input: &[u8], output: &Value) {

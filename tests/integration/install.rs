@@ -176,7 +176,13 @@ slurm-tools --list > tools.txt
     );
     let mfa: Value =
         serde_json::from_str(&std::fs::read_to_string(h.join("mfa-out.json")).unwrap()).unwrap();
-    assert_eq!(mfa["preflight"]["master"], "managed", "{mfa:#}\n{err}");
+    assert_eq!(
+        section_of::<shared::contract::schema::Preflight>(&mfa, "preflight")
+            .master
+            .to_string(),
+        "managed",
+        "{mfa:#}\n{err}"
+    );
     // One program behind every command: each tool has its launcher on the PATH.
     let listed = std::fs::read_to_string(h.join("tools.txt")).unwrap();
     assert_eq!(listed.lines().count(), 15, "{listed}");
@@ -186,7 +192,11 @@ slurm-tools --list > tools.txt
     }
     let report: Value =
         serde_json::from_str(&std::fs::read_to_string(h.join("report.json")).unwrap()).unwrap();
-    assert_eq!(report["report"]["status"], "PASSED", "{report:#}\n{err}");
+    assert_eq!(
+        report_of(&report).status.name(),
+        "PASSED",
+        "{report:#}\n{err}"
+    );
     assert_eq!(
         report["report"]["excerpt"],
         serde_json::json!(["hello from the sample project"])
@@ -261,7 +271,13 @@ fn the_static_binary_runs_in_a_debian_13_root_and_in_a_busybox_only_root() {
         let _ = std::fs::remove_dir_all(&in_modern);
         assert!(ok, "in {}: {out}\n{err}", root.display());
         let doc: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
-        assert_eq!(doc["resolve"]["selected_by"], "ssh_host", "{out}");
+        assert_eq!(
+            section_of::<shared::contract::schema::Resolve>(&doc, "resolve")
+                .selected_by
+                .to_string(),
+            "ssh_host",
+            "{out}"
+        );
     }
 }
 

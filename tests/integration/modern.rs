@@ -269,7 +269,10 @@ fn one_document_runs_on_both_clusters_by_changing_only_slurm_cluster() {
             json!(["hello from the sample project"]),
             "{site}: {r}"
         );
-        assert_eq!(d["resolve"]["cluster_name"], site);
+        assert_eq!(
+            section_of::<shared::contract::schema::Resolve>(d, "resolve").cluster_name,
+            site
+        );
     }
     // What differs was learned, not assumed: the login host and the home from the catalog, the
     // partition is each site's default, the missing accounting from preflight's one round trip.
@@ -280,7 +283,7 @@ fn one_document_runs_on_both_clusters_by_changing_only_slurm_cluster() {
         "{}",
         on_modern["preflight"]
     );
-    assert_eq!(on_modern["report"]["source"], "scontrol");
+    assert_eq!(report_of(&on_modern).source.to_string(), "scontrol");
     assert_ne!(on_local["preflight"]["remote"]["accounting"], "disabled");
     assert!(on_modern["remote_repo_path"]
         .as_str()
@@ -354,11 +357,7 @@ fn slurm_resolve_picks_each_cluster_by_gpu_type() {
             &json!({"device_type": gpu, "required_devices_per_node": 4}),
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
-        assert_eq!(
-            r.doc["resolve"]["cluster_name"], cluster,
-            "{gpu}: {}",
-            r.stderr
-        );
+        assert_eq!(r.resolve().cluster_name, cluster, "{gpu}: {}", r.stderr);
         assert_eq!(r.doc["slurm_cluster"], cluster);
     }
 }

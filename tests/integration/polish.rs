@@ -103,7 +103,12 @@ fn make_targets_run_and_rerun_single_steps_on_the_saved_document() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let first: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("preflight.json")).unwrap()).unwrap();
-    assert_eq!(first["preflight"]["ssh_path"], "direct");
+    assert_eq!(
+        section_of::<shared::contract::schema::Preflight>(&first, "preflight")
+            .ssh_path
+            .to_string(),
+        "direct"
+    );
     std::fs::remove_file(dir.path().join("preflight.json")).unwrap();
     let o = make("preflight-again");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -81,7 +81,7 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
     assert!(out.status.success(), "the quickstart failed:\n{stderr}");
     let report: Value =
         serde_json::from_slice(&std::fs::read(fx.local.join("report.json")).unwrap()).unwrap();
-    assert_eq!(report["report"]["status"], "PASSED", "{stderr}");
+    assert_eq!(report_of(&report).status.name(), "PASSED", "{stderr}");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("PASSED"), "slurm-report --table: {table}");
     let log = std::fs::read_to_string(report["job"]["stdout_path"].as_str().unwrap()).unwrap();
@@ -111,7 +111,7 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
     );
     let report: Value =
         serde_json::from_slice(&std::fs::read(fx.local.join("report.json")).unwrap()).unwrap();
-    assert_eq!(report["report"]["status"], "PASSED", "{stderr}");
+    assert_eq!(report_of(&report).status.name(), "PASSED", "{stderr}");
     assert!(report["sync_untracked"].is_object(), "{report}");
     assert_eq!(
         report["job"]["tree_commit"], report["sync_tracked"]["commit"],

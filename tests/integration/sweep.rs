@@ -5,15 +5,7 @@
 use crate::fixture::synced;
 use crate::harness::*;
 use serde_json::{json, Value};
-use shared::contract::schema::{Job, Report, Status};
-
-fn report_of(doc: &Value) -> Report {
-    serde_json::from_value(doc["report"].clone()).expect("a report section")
-}
-
-fn job_of(doc: &Value) -> Job {
-    serde_json::from_value(doc["job"].clone()).expect("a job section")
-}
+use shared::contract::schema::{Report, Status};
 
 fn statuses(r: &Report) -> Vec<(u32, Status)> {
     r.tasks
@@ -83,7 +75,7 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     let w = run_raw(cmd, s.doc.to_string().as_bytes());
     assert_eq!(w.code, 1, "{}", w.stderr);
     assert_schema(&w.doc);
-    let r = report_of(&w.doc);
+    let r = w.report();
     use Status::*;
     assert_eq!(
         statuses(&r),
@@ -268,7 +260,7 @@ fn sweep_values_arrive_whole_and_after_waits_for_the_sweep() {
 
     let w = run("slurm-watch", &["--interval", "2"], &s.doc);
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let r = report_of(&w.doc);
+    let r = w.report();
     let tasks = r.tasks.unwrap();
     assert_eq!(
         tasks[0].excerpt,
@@ -377,7 +369,7 @@ fn a_sweep_cancelled_while_its_tasks_wait_ends_every_task_cancelled() {
         cancelled_at.elapsed()
     );
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let r = report_of(&w.doc);
+    let r = w.report();
     assert_eq!(r.status, Status::Cancelled);
     assert_eq!(
         statuses(&r),

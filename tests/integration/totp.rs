@@ -242,7 +242,12 @@ fn establish_without_a_password_shows_both_prompts_and_later_runs_ride_the_maste
     assert!(screen.contains("EXIT=0"), "{screen}");
     assert!(!screen.contains(&password()), "the password was echoed");
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
-    assert_eq!(doc["preflight"]["master"], "managed");
+    assert_eq!(
+        section_of::<shared::contract::schema::Preflight>(&doc, "preflight")
+            .master
+            .to_string(),
+        "managed"
+    );
     assert_eq!(accepted(), before.0 + 1);
     assert_eq!(failed(), before.1);
     // Later runs ride the master: no new login.
@@ -275,7 +280,12 @@ fn establish_with_the_password_shows_only_the_code_prompt_and_logs_in_once() {
     assert_eq!(accepted(), before.0 + 1, "one login");
     assert_eq!(failed(), before.1, "no failed attempt");
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
-    assert_eq!(doc["preflight"]["master"], "managed");
+    assert_eq!(
+        section_of::<shared::contract::schema::Preflight>(&doc, "preflight")
+            .master
+            .to_string(),
+        "managed"
+    );
     assert!(
         !std::fs::read_to_string(out).unwrap().contains(&password()),
         "the password is not in the output document"
@@ -393,6 +403,6 @@ fn the_printed_login_command_works_and_a_timeout_leaves_the_terminal_echoing() {
         std::thread::sleep(Duration::from_millis(500));
     };
     assert_eq!(rode.code, 0, "{}", rode.stderr);
-    assert_eq!(rode.doc["preflight"]["master"], "managed");
+    assert_eq!(rode.preflight().master.to_string(), "managed");
     close_master(cp);
 }
