@@ -62,13 +62,14 @@ fn three_past_runs_size_mem_and_time_limit_and_stats_show_their_use() {
     d.as_object_mut().unwrap().remove("time_limit");
     let r = run("slurm-resolve", &["--catalog", &testbed().s("catalog")], &d);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let s = &r.doc["resolve"]["sized_from_history"];
-    assert_eq!(s["runs"], 3, "{s}");
-    assert_eq!(s["completed"], 3, "{s}");
-    assert_eq!(s["filled"], json!(["time_limit", "mem"]), "{s}");
+    let s = r.resolve().sized_from_history.unwrap();
+    assert_eq!(s.runs, 3, "{s:?}");
+    assert_eq!(s.completed, 3, "{s:?}");
+    assert_eq!(s.filled, ["time_limit", "mem"], "{s:?}");
     // Short runs: five minutes more than the longest, in whole minutes.
-    assert_eq!(r.doc["time_limit"], "00:06:00", "{s}");
-    let mem = r.doc["mem"].as_str().unwrap();
+    let sized = r.typed();
+    assert_eq!(sized.time_limit.as_deref(), Some("00:06:00"), "{s:?}");
+    let mem = sized.mem.unwrap();
     let mib: u64 = mem
         .trim_end_matches('M')
         .parse()
@@ -91,10 +92,10 @@ fn three_past_runs_size_mem_and_time_limit_and_stats_show_their_use() {
         &["--catalog", &testbed().s("catalog")],
         &own,
     );
-    assert_eq!(r.doc["mem"], "4G");
+    assert_eq!(r.typed().mem.as_deref(), Some("4G"));
     assert_eq!(
-        r.doc["resolve"]["sized_from_history"]["filled"],
-        json!(["time_limit"])
+        r.resolve().sized_from_history.unwrap().filled,
+        ["time_limit"]
     );
 
     // A job name with no past run: nothing sized, said.
@@ -106,17 +107,7 @@ fn three_past_runs_size_mem_and_time_limit_and_stats_show_their_use() {
         &none,
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.doc.get("mem").is_none() || r.doc["mem"].is_null(),
-        "{}",
-        r.doc
-    );
-    assert!(
-        r.doc["resolve"]["sized_from_history"]["note"]
-            .as_str()
-            .unwrap()
-            .starts_with("no past run of"),
-        "{}",
-        r.doc["resolve"]
-    );
+    assert!(r.typed().mem.is_none(), "{}", r.doc);
+    let s = r.resolve().sized_from_history.unwrap();
+    assert!(s.note.starts_with("no past run of"), "{s:?}");
 }

@@ -631,8 +631,18 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
         &f.doc,
     );
     assert_eq!(again.code, 0, "{}", again.stderr);
-    assert_eq!(again.doc["fetch"]["fetched"], 0);
-    assert_eq!(again.doc["fetch"]["unchanged"], 4);
+    assert_eq!(
+        again
+            .decoded::<shared::contract::schema::Fetch>("fetch")
+            .fetched,
+        0
+    );
+    assert_eq!(
+        again
+            .decoded::<shared::contract::schema::Fetch>("fetch")
+            .unchanged,
+        4
+    );
     // 200 MB with a 100 MB cap: refused, nothing copied.
     let big = run_in(
         state.path(),
@@ -747,7 +757,11 @@ fn slurm_fetch_copies_only_listed_regular_files_whatever_the_names() {
         &w.doc,
     );
     assert_eq!(many.code, 0, "{}", many.stderr);
-    assert_eq!(many.doc["fetch"]["fetched"], 100_000);
+    assert_eq!(
+        many.decoded::<shared::contract::schema::Fetch>("fetch")
+            .fetched,
+        100_000
+    );
     assert!(to.join("tree/many/100000").is_file());
 
     // A listed file swapped for a symlink between the listing and the copy: refused, no link.
