@@ -244,7 +244,7 @@ fn size_from_history(
     cluster: &str,
     derived: &mut Vec<String>,
 ) -> Result<shared::contract::schema::HistorySizing> {
-    use shared::slurm::usage::{self, Answer};
+    use shared::slurm::usage::Answer;
     let input = Sizing::read(&ctx.doc)?;
     let Some(name) = input.job_name.clone() else {
         return Err(shared::contract::doc::missing(
@@ -271,12 +271,8 @@ fn size_from_history(
         None
     } else {
         let ssh = shared::remote::ssh::Ssh::for_preflight(&input.connection)?;
-        match ssh.run_script(
-            &usage::query(&ids)?,
-            None,
-            std::time::Duration::from_secs(60),
-        ) {
-            Ok(out) => Some(Answer::parse(&out.stdout_text())),
+        match shared::remote::run::<shared::remote::UsageQuery>(&ssh, &ids) {
+            Ok(answer) => Some(answer),
             Err(e) if e.kind == ErrorKind::NeedsPerson => Some(Answer::Failed(format!(
                 "{} ({})",
                 e.message,

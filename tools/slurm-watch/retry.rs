@@ -4,7 +4,6 @@
 //! A FAILED run is never retried: that is the code's verdict.
 
 use shared::contract::schema::{Attempt, Report, Sweep, TaskReport};
-use shared::remote::quote::Script;
 use shared::remote::ssh::Ssh;
 use shared::support::process::{Cmd, Input};
 use shared::{Context, Document, Outcome, Result, ToolError};
@@ -25,15 +24,12 @@ pub enum Next {
     Stop(Outcome),
 }
 
-/// The nodes `job` ran on (one ssh execution): from accounting, else from scontrol
-/// (shared/src/remote/sh/job-nodes.sh).
+/// The nodes `job` ran on (one ssh execution, shared::remote::JobNodes); none when it cannot
+/// be asked.
 fn nodes_of(ssh: &Ssh, job: &str) -> Option<String> {
-    let mut s = Script::new();
-    s.assign("job", job).ok()?;
-    s.raw(shared::remote::JOB_NODES);
-    let out = ssh.run_script(&s, None, Duration::from_secs(60)).ok()?;
-    let n = out.stdout_text().lines().next()?.trim().to_string();
-    (!n.is_empty() && n != "None assigned" && n != "(null)").then_some(n)
+    shared::remote::run::<shared::remote::JobNodes>(ssh, job)
+        .ok()
+        .flatten()
 }
 
 shared::document_input! {
