@@ -1142,22 +1142,63 @@ fn release_session(a: &Alloc) -> Result<bool> {
 const ALL_NODES: &str =
     "nn=$(squeue -h -j \"$job\" -o '%D' 2>/dev/null | head -n 1); [ -n \"$nn\" ] || nn=1\n";
 
-fn down(ctx: &mut Context) -> Result<Outcome> {
-    let input = Input::read(&ctx.doc)?;
-    let a = alloc_of(&input)?;
-    let mut sec = section(&input);
-    let job = sec.job_id.clone();
-    if let Some(id) = &job {
-        slurm::check_job_id("allocation", id)?;
+/// What `down` gives the cluster: the allocation's names, and its container's files and instance
+/// where `up` recorded them (only ever a `slurm-tools-alloc/<job>` directory, and the instance
+/// `up` names).
+struct DownParams {
+    session: String,
+    name: String,
+    job: Option<String>,
+    container_dir: Option<String>,
+    instance: Option<String>,
+}
+
+/// What the cluster released, and the login node `down` reached.
+struct Released {
+    login: Option<String>,
+    did: Vec<String>,
+}
+
+/// `slurm-alloc down` on the cluster (alloc-down.sh, with the instance stop and tmux's helpers).
+struct AllocDown;
+
+impl shared::remote::Operation for AllocDown {
+    type Params = DownParams;
+    type Reply = Released;
+    const DEADLINE: Duration = Duration::from_secs(120);
+
+    fn script(p: &DownParams) -> Result<Script> {
+        let mut s = Script::new();
+        s.raw("set -u\n");
+        s.assign("session", &p.session)?;
+        s.assign("name", &p.name)?;
+        s.assign("job", p.job.as_deref().unwrap_or(""))?;
+        s.assign("container_dir", p.container_dir.as_deref().unwrap_or(""))?;
+        s.assign("instance", p.instance.as_deref().unwrap_or(""))?;
+        s.raw(shared::remote::TMUX);
+        s.raw(OVERLAP);
+        s.raw(shared::remote::ALLOC_INSTANCE_STOP);
+        s.raw(shared::remote::ALLOC_DOWN);
+        Ok(s)
     }
-    let mut s = Script::new();
-    s.raw("set -u\n");
-    s.assign("session", &a.session)?;
-    s.assign("name", &a.job_name)?;
-    s.assign("job", job.as_deref().unwrap_or(""))?;
+
+    fn reply(out: &shared::support::process::Output) -> Result<Released> {
+        let text = out.stdout_text();
+        Ok(Released {
+            login: tagged(&text, "LOGIN").map(str::to_string),
+            did: text
+                .lines()
+                .filter(|l| !l.starts_with("LOGIN "))
+                .map(str::to_string)
+                .collect(),
+        })
+    }
+}
+
+fn down_params(a: &Alloc, sec: &Allocation, job: Option<&String>) -> DownParams {
     // Apptainer: the allocation's container files (launcher, packages) on the shared
     // filesystem, only ever a `slurm-tools-alloc/<job>` directory.
-    let container_dir = match (&sec.container_launcher, &job) {
+    let container_dir = match (&sec.container_launcher, job) {
         (Some(l), Some(id)) => {
             let dir = l
                 .rsplit_once('/')
@@ -1168,32 +1209,41 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
         }
         _ => None,
     };
-    s.assign("container_dir", container_dir.as_deref().unwrap_or(""))?;
     // Apptainer: the allocation's instance (`up` names it) on every node.
     let instance = sec
         .container_instance
         .as_ref()
-        .zip(job.as_ref())
+        .zip(job)
         .filter(|(i, id)| **i == instance_name(id))
         .map(|(i, _)| i.clone());
-    s.assign("instance", instance.as_deref().unwrap_or(""))?;
-    s.raw(shared::remote::TMUX);
-    s.raw(OVERLAP);
-    s.raw(shared::remote::ALLOC_INSTANCE_STOP);
-    s.raw(shared::remote::ALLOC_DOWN);
+    DownParams {
+        session: a.session.clone(),
+        name: a.job_name.clone(),
+        job: job.cloned(),
+        container_dir,
+        instance,
+    }
+}
+
+fn down(ctx: &mut Context) -> Result<Outcome> {
+    let input = Input::read(&ctx.doc)?;
+    let a = alloc_of(&input)?;
+    let mut sec = section(&input);
+    let job = sec.job_id.clone();
+    if let Some(id) = &job {
+        slurm::check_job_id("allocation", id)?;
+    }
+    let params = down_params(&a, &sec, job.as_ref());
     shared::support::testhook::pause("alloc:down");
-    let out = run(&a, &s, 120)?;
-    let text = out.stdout_text();
-    let here = tagged(&text, "LOGIN").map(str::to_string);
+    let Released { login: here, did } = shared::remote::run::<AllocDown>(&a.ssh, &params)?;
     warn_other_login(ctx, &a.ssh.host, &sec, here.as_deref());
-    let did: Vec<&str> = text.lines().filter(|l| !l.starts_with("LOGIN ")).collect();
     ctx.note(if did.is_empty() {
         "nothing was left to release".to_string()
     } else {
         format!("released: {}", did.join(", "))
     });
     sec.state = Some(AllocationState::Released);
-    sec.released = Some(did.iter().map(|d| d.to_string()).collect());
+    sec.released = Some(did);
     ctx.doc.set_section("allocation", &sec);
     // The error the document carried (a pending `up`, say) is over once the allocation is gone.
     if let Some(error) = &input.error {
@@ -1214,6 +1264,25 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
 mod tests {
     use super::*;
     use shared::Document;
+
+    /// `down`'s script as assembled (with and without an Apptainer instance and its files)
+    /// passes shellcheck and the four shells' `sh -n`, without a cluster.
+    #[test]
+    fn the_down_script_passes_the_static_checks_as_assembled() {
+        use shared::remote::Operation;
+        for apptainer in [false, true] {
+            let p = DownParams {
+                session: "slurm-tools-it's".into(),
+                name: "m.alloc".into(),
+                job: Some("42".into()),
+                container_dir: apptainer.then(|| "/h/u/slurm-tools-alloc/42".into()),
+                instance: apptainer.then(|| instance_name("42")),
+            };
+            let s = AllocDown::script(&p).unwrap();
+            shared::remote::script_check::assert_clean("alloc-down", s.as_str());
+            assert!(s.as_str().contains("session='slurm-tools-it'\\''s'"));
+        }
+    }
 
     #[test]
     fn the_salloc_line_carries_the_settings_and_the_tag() {
