@@ -490,51 +490,85 @@ struct Started {
 }
 
 /// One round trip: reuse what exists, else start salloc in tmux at the partition's maximum.
+/// What `up` gives the cluster: the allocation's names, its partition, and the salloc line tmux
+/// holds (the limit is filled in by the script).
+struct UpParams {
+    host: String,
+    name: String,
+    session: String,
+    tag: String,
+    partition: Option<String>,
+    salloc: Vec<String>,
+}
+
+/// `slurm-alloc up`'s first round trip (alloc-up.sh): an allocation of this name reused, or one
+/// started in tmux at the partition's maximum walltime.
+struct AllocUp;
+
+impl shared::remote::Operation for AllocUp {
+    type Params = UpParams;
+    type Reply = Started;
+    const DEADLINE: Duration = Duration::from_secs(90);
+
+    fn script(p: &UpParams) -> Result<Script> {
+        let mut s = Script::new();
+        s.raw("set -u\n");
+        exit::assign::<Exit>(&mut s)?;
+        s.assign("name", &p.name)?;
+        s.assign("session", &p.session)?;
+        s.assign("tag", &p.tag)?;
+        s.assign("part", p.partition.as_deref().unwrap_or(""))?;
+        s.raw(shared::remote::TMUX);
+        let mut quoted = String::new();
+        for w in &p.salloc {
+            quoted.push_str(&shared::remote::quote::quote(w)?);
+            quoted.push(' ');
+        }
+        s.assign("salloc_words", &quoted)?;
+        s.raw(shared::remote::ALLOC_UP);
+        Ok(s)
+    }
+
+    fn reply(p: &UpParams, out: &shared::support::process::Output) -> Result<Started> {
+        let text = out.stdout_text();
+        if !out.success() {
+            return Err(ToolError::remote(format!(
+                "could not start the allocation on {} ({})",
+                p.host,
+                out.exit_text()
+            ))
+            .with_hint("check account/partition (`salloc` by hand in tmux shows Slurm's message)")
+            .with_command(out.record()));
+        }
+        let reused = tagged(&text, "REUSE").map(str::to_string);
+        let job = reused
+            .clone()
+            .or_else(|| tagged(&text, "CREATED").map(str::to_string))
+            .ok_or_else(|| ToolError::remote("no job id came back for the allocation"))?;
+        let max = tagged(&text, "MAXTIME").unwrap_or("UNLIMITED").to_string();
+        let login = tagged(&text, "LOGIN")
+            .filter(|h| !h.is_empty())
+            .map(str::to_string);
+        Ok(Started {
+            text,
+            job,
+            reused,
+            max,
+            login,
+        })
+    }
+}
+
 fn start_or_reuse(a: &Alloc, st: &Settings) -> Result<Started> {
-    let mut s = Script::new();
-    s.raw("set -u\n");
-    exit::assign::<Exit>(&mut s)?;
-    s.assign("name", &a.job_name)?;
-    s.assign("session", &a.session)?;
-    s.assign("tag", &a.tag)?;
-    s.assign("part", st.partition.as_deref().unwrap_or(""))?;
-    s.raw(shared::remote::TMUX);
-    // The salloc command line, held by tmux; the limit is filled in by the script.
-    let salloc = salloc_argv(st, &a.job_name, &a.tag);
-    let mut quoted = String::new();
-    for w in &salloc {
-        quoted.push_str(&shared::remote::quote::quote(w)?);
-        quoted.push(' ');
-    }
-    s.assign("salloc_words", &quoted)?;
-    s.raw(shared::remote::ALLOC_UP);
-    let out = run(a, &s, 90)?;
-    let text = out.stdout_text();
-    if !out.success() {
-        return Err(ToolError::remote(format!(
-            "could not start the allocation on {} ({})",
-            a.ssh.host,
-            out.exit_text()
-        ))
-        .with_hint("check account/partition (`salloc` by hand in tmux shows Slurm's message)")
-        .with_command(out.record()));
-    }
-    let reused = tagged(&text, "REUSE").map(str::to_string);
-    let job = reused
-        .clone()
-        .or_else(|| tagged(&text, "CREATED").map(str::to_string))
-        .ok_or_else(|| ToolError::remote("no job id came back for the allocation"))?;
-    let max = tagged(&text, "MAXTIME").unwrap_or("UNLIMITED").to_string();
-    let login = tagged(&text, "LOGIN")
-        .filter(|h| !h.is_empty())
-        .map(str::to_string);
-    Ok(Started {
-        text,
-        job,
-        reused,
-        max,
-        login,
-    })
+    let params = UpParams {
+        host: a.ssh.host.clone(),
+        name: a.job_name.clone(),
+        session: a.session.clone(),
+        tag: a.tag.clone(),
+        partition: st.partition.clone(),
+        salloc: salloc_argv(st, &a.job_name, &a.tag),
+    };
+    shared::remote::run::<AllocUp>(&a.ssh, &params)
 }
 
 /// Wait until the allocation runs (its queue entry then), negotiating the walltime once while
@@ -1182,7 +1216,7 @@ impl shared::remote::Operation for AllocDown {
         Ok(s)
     }
 
-    fn reply(out: &shared::support::process::Output) -> Result<Released> {
+    fn reply(_: &DownParams, out: &shared::support::process::Output) -> Result<Released> {
         let text = out.stdout_text();
         Ok(Released {
             login: tagged(&text, "LOGIN").map(str::to_string),
@@ -1264,6 +1298,30 @@ fn down(ctx: &mut Context) -> Result<Outcome> {
 mod tests {
     use super::*;
     use shared::Document;
+
+    /// `up`'s first script as assembled passes the static checks, with its salloc line quoted.
+    #[test]
+    fn the_up_script_passes_the_static_checks_as_assembled() {
+        use shared::remote::Operation;
+        let doc =
+            Document::parse(br#"{"account":"a","partition":"p","node_count":2}"#, "t").unwrap();
+        let st = Settings::from_doc(&doc).unwrap();
+        let p = UpParams {
+            host: "h".into(),
+            name: "m.alloc".into(),
+            session: "slurm-tools-m".into(),
+            tag: "slurm-tools-alloc-m-1".into(),
+            partition: st.partition.clone(),
+            salloc: salloc_argv(&st, "m.alloc", "slurm-tools-alloc-m-1"),
+        };
+        let s = AllocUp::script(&p).unwrap();
+        shared::remote::script_check::assert_clean("alloc-up", s.as_str());
+        assert!(
+            s.as_str().contains("'--comment=slurm-tools-alloc-m-1'"),
+            "{}",
+            s.as_str()
+        );
+    }
 
     /// `down`'s script as assembled (with and without an Apptainer instance and its files)
     /// passes shellcheck and the four shells' `sh -n`, without a cluster.

@@ -41,15 +41,19 @@ pub trait Operation {
     const DEADLINE: std::time::Duration;
     /// The script: the values assigned, then the `.sh` files it runs.
     fn script(params: &Self::Params) -> crate::Result<quote::Script>;
-    /// The reply, from the execution's output (its stdout's tagged lines, its exit status).
-    fn reply(out: &crate::support::process::Output) -> crate::Result<Self::Reply>;
+    /// The reply, from the execution's output (its stdout's tagged lines, its exit status); the
+    /// params are there for what an error names.
+    fn reply(
+        params: &Self::Params,
+        out: &crate::support::process::Output,
+    ) -> crate::Result<Self::Reply>;
 }
 
 /// Run `O` through `ssh` (one execution): its script, then its reply.
 pub fn run<O: Operation>(ssh: &ssh::Ssh, params: &O::Params) -> crate::Result<O::Reply> {
     let script = O::script(params)?;
     let out = ssh.run_script(&script, None, O::DEADLINE)?;
-    O::reply(&out)
+    O::reply(params, &out)
 }
 
 /// The nodes a job ran on (job-nodes.sh): from accounting, else from scontrol; `None` when
@@ -69,7 +73,7 @@ impl Operation for JobNodes {
         Ok(s)
     }
 
-    fn reply(out: &crate::support::process::Output) -> crate::Result<Option<String>> {
+    fn reply(_: &str, out: &crate::support::process::Output) -> crate::Result<Option<String>> {
         let text = out.stdout_text();
         let n = text.lines().next().unwrap_or("").trim().to_string();
         Ok((!n.is_empty() && n != "None assigned" && n != "(null)").then_some(n))
@@ -90,7 +94,7 @@ impl Operation for UsageQuery {
         crate::slurm::usage::query(ids)
     }
 
-    fn reply(out: &crate::support::process::Output) -> crate::Result<Self::Reply> {
+    fn reply(_: &[String], out: &crate::support::process::Output) -> crate::Result<Self::Reply> {
         Ok(crate::slurm::usage::Answer::parse(&out.stdout_text()))
     }
 }
