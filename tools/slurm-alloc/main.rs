@@ -1317,7 +1317,7 @@ mod tests {
         let s = AllocUp::script(&p).unwrap();
         shared::remote::script_check::assert_clean("alloc-up", s.as_str());
         assert!(
-            s.as_str().contains("'--comment=slurm-tools-alloc-m-1'"),
+            s.as_str().contains(" --comment=slurm-tools-alloc-m-1 "),
             "{}",
             s.as_str()
         );
