@@ -6,6 +6,7 @@
 use crate::fixture::{synced, wait_done};
 use crate::harness::*;
 use serde_json::{json, Value};
+use shared::contract::schema::Forensics;
 
 /// Ranks 0-3 (RANK, MASTER_ADDR from the distributed recipe). `barrier`: every step each rank
 /// sends to rank 0 and waits for its answer (a collective); rank 3 blocks at step 3, so every
@@ -93,20 +94,17 @@ fn hung_job(base: &Value, mode: &str) -> Run {
 }
 
 /// The node each rank's processes were found on.
-fn node_of(f: &Value, rank: u64) -> String {
-    f["nodes"]
-        .as_array()
-        .unwrap()
+fn node_of(f: &Forensics, rank: u32) -> String {
+    f.nodes
         .iter()
-        .find(|n| {
-            n["processes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|p| p["rank"] == rank)
-        })
-        .map(|n| n["node"].as_str().unwrap().to_string())
-        .unwrap_or_else(|| panic!("rank {rank} not found: {f}"))
+        .find(|n| n.processes.iter().any(|p| p.rank == Some(rank)))
+        .map(|n| n.node.clone())
+        .unwrap_or_else(|| panic!("rank {rank} not found: {f:?}"))
+}
+
+/// The run's `forensics` section.
+fn forensics(w: &Run) -> Forensics {
+    w.decoded("forensics")
 }
 
 #[test]
@@ -122,37 +120,36 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
     // A collective that never completes: nothing is printed, every rank waits for rank 3.
     let w = hung_job(&base, "barrier");
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let r = &w.doc["report"];
-    assert_eq!(r["status"], "HANG_DETECTED", "{r}");
-    assert_eq!(r["hang_reason"], "stalled", "{r}");
-    assert!(r["hang_line"].is_null(), "{r}");
-    let f = &w.doc["forensics"];
-    assert_eq!(f["job_id"], r["job_id"]);
-    assert_eq!(f["reason"], "stalled");
-    assert_eq!(f["cut"], false, "{f}");
-    assert!(f["collected_seconds"].as_f64().unwrap() <= 20.0, "{f}");
+    let r = w.report();
+    assert_eq!(r.status.name(), "HANG_DETECTED", "{r:?}");
+    assert_eq!(r.hang_reason.as_deref(), Some("stalled"), "{r:?}");
+    assert!(r.hang_line.is_none(), "{r:?}");
+    let f = forensics(&w);
+    assert_eq!(f.job_id, r.job_id);
+    assert_eq!(f.reason, "stalled");
+    assert!(!f.cut, "{f:?}");
+    assert!(f.collected_seconds <= 20.0, "{f:?}");
     // Every rank's Python stack, from real py-spy, per node.
-    for rank in 0..4u64 {
-        let stack: Vec<String> = f["nodes"]
-            .as_array()
-            .unwrap()
+    for rank in 0..4u32 {
+        let stack: Vec<String> = f
+            .nodes
             .iter()
-            .flat_map(|n| n["processes"].as_array().unwrap().clone())
-            .filter(|p| p["rank"] == rank && !p["python_stack"].as_array().unwrap().is_empty())
-            .flat_map(|p| serde_json::from_value::<Vec<String>>(p["python_stack"].clone()).unwrap())
+            .flat_map(|n| n.processes.iter())
+            .filter(|p| p.rank == Some(rank) && !p.python_stack.is_empty())
+            .flat_map(|p| p.python_stack.iter().cloned())
             .collect();
         assert!(
             stack.iter().any(|l| l.contains("hang-")),
-            "rank {rank} has its stack: {stack:?}\n{f}"
+            "rank {rank} has its stack: {stack:?}\n{f:?}"
         );
     }
     // Rank 3 (on the second node) is named; the others wait for it.
-    assert_eq!(f["stalled_rank"], 3, "{f}");
-    let node3 = node_of(f, 3);
-    assert_eq!(f["stalled_node"], node3.as_str());
-    assert_ne!(node_of(f, 0), node3, "two nodes");
-    let id = r["job_id"].as_str().unwrap();
-    let diagnosis = f["diagnosis"].to_string();
+    assert_eq!(f.stalled_rank, Some(3), "{f:?}");
+    let node3 = node_of(&f, 3);
+    assert_eq!(f.stalled_node.as_deref(), Some(node3.as_str()));
+    assert_ne!(node_of(&f, 0), node3, "two nodes");
+    let id = r.job_id.as_str();
+    let diagnosis = f.diagnosis.join("\n");
     assert!(
         diagnosis.contains(&format!("rank 3 on {node3} stopped first: it is in ")),
         "{diagnosis}"
@@ -168,9 +165,9 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
         ),
         "{diagnosis}"
     );
-    assert!(r["summary"].as_str().unwrap().contains("rank 3 on"), "{r}");
+    assert!(r.summary.contains("rank 3 on"), "{r:?}");
     // The whole collection, locally.
-    let file = f["file"].as_str().unwrap();
+    let file = f.file.as_deref().unwrap();
     assert!(file.starts_with(local.path().to_str().unwrap()), "{file}");
     let text = std::fs::read_to_string(file).unwrap();
     assert!(
@@ -199,43 +196,41 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
     let restore = HiddenPySpy(pyspy);
     let w = hung_job(&base, "free");
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let r = &w.doc["report"];
-    assert_eq!(r["hang_reason"], "stalled", "{r}");
+    let r = w.report();
+    assert_eq!(r.hang_reason.as_deref(), Some("stalled"), "{r:?}");
     assert!(
-        r["summary"]
-            .as_str()
-            .unwrap()
+        r.summary
             .contains("rank 3 printed nothing for 12 s while the other ranks went on"),
-        "{r}"
+        "{r:?}"
     );
-    let f = &w.doc["forensics"];
-    assert_eq!(f["silent_ranks"].as_array().unwrap().len(), 1, "{f}");
-    assert_eq!(f["silent_ranks"][0]["rank"], 3, "{f}");
-    assert_eq!(f["stalled_rank"], 3, "{f}");
-    assert_eq!(f["stalled_node"], node_of(f, 3).as_str());
+    let f = forensics(&w);
+    assert_eq!(f.silent_ranks.len(), 1, "{f:?}");
+    assert_eq!(f.silent_ranks[0].rank, 3, "{f:?}");
+    assert_eq!(f.stalled_rank, Some(3), "{f:?}");
+    assert_eq!(f.stalled_node, Some(node_of(&f, 3)));
     // Each rank's last line: rank 3 stopped at its step 3, the others went on.
-    let out = f["rank_output"].as_array().unwrap();
-    assert_eq!(out.len(), 4, "{f}");
-    let three = out.iter().find(|o| o["rank"] == 3).unwrap();
-    assert_eq!(three["last_line"], "3: step 3", "{f}");
-    assert!(three["seconds_ago"].as_u64().unwrap() >= 12, "{f}");
+    let out = &f.rank_output;
+    assert_eq!(out.len(), 4, "{f:?}");
+    let three = out.iter().find(|o| o.rank == 3).unwrap();
+    assert_eq!(three.last_line, "3: step 3", "{f:?}");
+    assert!(three.seconds_ago >= 12, "{f:?}");
     assert!(
         out.iter()
-            .filter(|o| o["rank"] != 3)
-            .all(|o| o["seconds_ago"].as_u64().unwrap() < 12),
-        "{f}"
+            .filter(|o| o.rank != 3)
+            .all(|o| o.seconds_ago < 12),
+        "{f:?}"
     );
     assert!(
-        f["missing"].to_string().contains("py-spy"),
-        "what is missing is said: {f}"
+        f.missing.iter().any(|m| m.contains("py-spy")),
+        "what is missing is said: {f:?}"
     );
-    for n in f["nodes"].as_array().unwrap() {
-        for p in n["processes"].as_array().unwrap() {
-            assert!(p["python_stack"].as_array().unwrap().is_empty(), "{p}");
-            assert!(!p["wchan"].as_str().unwrap().is_empty(), "{p}");
+    for n in &f.nodes {
+        for p in &n.processes {
+            assert!(p.python_stack.is_empty(), "{p:?}");
+            assert!(!p.wchan.is_empty(), "{p:?}");
         }
     }
-    let id = r["job_id"].as_str().unwrap();
+    let id = r.job_id.as_str();
     assert_eq!(wait_done(id, 120).0, "CANCELLED");
 
     // Where the document allows, the missing py-spy is installed first (pip --target into the
@@ -244,18 +239,18 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
     allowed["install_py_spy"] = json!(true);
     let w = hung_job(&allowed, "barrier");
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let f = &w.doc["forensics"];
-    assert!(f["installed"].to_string().contains("py-spy into"), "{f}");
-    assert!(f["missing"].as_array().unwrap().is_empty(), "{f}");
-    assert_eq!(f["stalled_rank"], 3, "{f}");
+    let f = forensics(&w);
     assert!(
-        f["diagnosis"][0]
-            .as_str()
-            .unwrap()
-            .contains("< block_forever (hang-3.py:"),
-        "{f}"
+        f.installed.iter().any(|i| i.contains("py-spy into")),
+        "{f:?}"
     );
-    assert!(f["collected_seconds"].as_f64().unwrap() <= 28.0, "{f}");
+    assert!(f.missing.is_empty(), "{f:?}");
+    assert_eq!(f.stalled_rank, Some(3), "{f:?}");
+    assert!(
+        f.diagnosis[0].contains("< block_forever (hang-3.py:"),
+        "{f:?}"
+    );
+    assert!(f.collected_seconds <= 28.0, "{f:?}");
     assert_eq!(wait_done(w.report().job_id.as_str(), 120).0, "CANCELLED");
     let _ = std::fs::remove_dir_all(&installed);
     drop(restore);
@@ -266,14 +261,11 @@ fn a_silent_two_node_hang_is_decided_by_stall_and_the_stopped_rank_is_named_from
     inside["container_image"] = json!(testbed().s("container_image"));
     let w = hung_job(&inside, "barrier");
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let f = &w.doc["forensics"];
-    assert_eq!(f["stalled_rank"], 3, "{f}");
+    let f = forensics(&w);
+    assert_eq!(f.stalled_rank, Some(3), "{f:?}");
     assert!(
-        f["diagnosis"][0]
-            .as_str()
-            .unwrap()
-            .contains("< block_forever (hang-3.py:"),
-        "{f}"
+        f.diagnosis[0].contains("< block_forever (hang-3.py:"),
+        "{f:?}"
     );
     assert_eq!(wait_done(w.report().job_id.as_str(), 120).0, "CANCELLED");
 }
@@ -303,19 +295,18 @@ fn slurm_attach_stacks_reads_a_running_job_and_leaves_it_running() {
     }
     let a = run("slurm-attach", &["--stacks"], &s.doc);
     assert_eq!(a.code, 0, "{}", a.stderr);
-    let f = &a.doc["forensics"];
-    assert_eq!(f["reason"], "requested", "{f}");
-    assert_eq!(f["job_id"], id.as_str());
-    assert_eq!(f["nodes"].as_array().unwrap().len(), 2, "{f}");
-    let ranks: std::collections::BTreeSet<u64> = f["nodes"]
-        .as_array()
-        .unwrap()
+    let f = forensics(&a);
+    assert_eq!(f.reason, "requested", "{f:?}");
+    assert_eq!(f.job_id, id);
+    assert_eq!(f.nodes.len(), 2, "{f:?}");
+    let ranks: std::collections::BTreeSet<u32> = f
+        .nodes
         .iter()
-        .flat_map(|n| n["processes"].as_array().unwrap().clone())
-        .filter_map(|p| p["rank"].as_u64())
+        .flat_map(|n| n.processes.iter())
+        .filter_map(|p| p.rank)
         .collect();
-    assert_eq!(ranks, [0, 1, 2, 3].into(), "{f}");
-    assert_eq!(f["stalled_rank"], 3, "rank 3 is somewhere else: {f}");
+    assert_eq!(ranks, [0, 1, 2, 3].into(), "{f:?}");
+    assert_eq!(f.stalled_rank, Some(3), "rank 3 is somewhere else: {f:?}");
     assert_eq!(
         crate::fixture::scontrol(&id)["JobState"],
         "RUNNING",
