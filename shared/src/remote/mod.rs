@@ -448,6 +448,37 @@ mod tests {
         assert!(lock.exists(), "another run released our lock");
         run("run-a", "release_lock\n");
         assert!(!lock.exists());
+        // The holder releases while this run waits, its owner file first (as `rm -rf` does):
+        // the wait names the holder seen before, not "another run".
+        std::fs::create_dir(&lock).unwrap();
+        std::fs::write(lock.join("owner"), "run-c 1 elsewhere\n").unwrap();
+        let releaser = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                std::fs::remove_file(lock.join("owner")).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(700));
+                std::fs::remove_dir(&lock).unwrap();
+            })
+        };
+        let mut s = crate::remote::quote::Script::new();
+        super::Lock::of_clone(repo.to_str().unwrap(), "run-d", 10, 10, 15)
+            .define(&mut s)
+            .unwrap();
+        s.raw("take_lock\n");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(s.as_str())
+            .output()
+            .unwrap();
+        releaser.join().unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{said}");
+        assert!(
+            said.starts_with("WAITED ") && said.trim_end().ends_with(" run-c 1 elsewhere"),
+            "{said}"
+        );
+        std::fs::remove_dir_all(&lock).unwrap();
         // Cannot be made (its parent is a file): said at once, with its own code.
         std::fs::write(dir.path().join("f"), "x").unwrap();
         let mut s = crate::remote::quote::Script::new();

@@ -51,9 +51,12 @@ take_lock() {
       continue
     fi
     lock_gone=0
-    lock_holder=$(lock_owner)
-    if lock_is_stale "$lock_holder"; then
-      echo "BROKE_STALE_LOCK $lock_holder"
+    # The holder as last seen: a look that finds no owner line (the holder is removing the lock
+    # right now, owner file first) keeps the name seen before.
+    lock_seen=$(lock_owner)
+    [ -z "$lock_seen" ] || lock_holder=$lock_seen
+    if lock_is_stale "$lock_seen"; then
+      echo "BROKE_STALE_LOCK $lock_seen"
       rm -rf -- "$lock"
       continue
     fi
