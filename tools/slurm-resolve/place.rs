@@ -116,7 +116,7 @@ impl Answer {
                     }
                 }
                 "MINE_PENDING" => a.pending_mine = rest.trim().parse().ok(),
-                "PQ" | "PR" => facts.push(line.to_string()),
+                "PQ" | "PR" | "PA" => facts.push(line.to_string()),
                 _ => {}
             }
         }
@@ -164,6 +164,21 @@ impl Answer {
                     "your QOS {} allows {cap} GPUs per user and your running jobs {} use {used}; this request asks for {asked}",
                     qos.unwrap_or_default(),
                     if ids.is_empty() { "(none)".to_string() } else { ids.join(", ") }
+                )));
+            }
+        }
+        let partition = self
+            .partition
+            .as_deref()
+            .or(r.settings.partition.as_deref());
+        if let Some((cap, account)) = self
+            .facts
+            .assoc_gpu_max_per_job(r.settings.account.as_deref(), partition)
+        {
+            let asked = gpus_per_node(r).unwrap_or(0).max(0) as u64 * nodes.max(1) as u64;
+            if asked > cap {
+                return Ok(Some(format!(
+                    "your association (account {account}) allows {cap} GPUs per job (MaxTRES) and this request asks for {asked}"
                 )));
             }
         }
@@ -478,6 +493,30 @@ mod tests {
         assert_eq!(
             a.blocked_by(&Request::read(&d).unwrap()).unwrap().as_deref(),
             Some("your QOS gpucap allows 4 GPUs per user and your running jobs 12 use 4; this request asks for 1")
+        );
+    }
+
+    #[test]
+    fn an_association_gpu_cap_per_job_blocks_a_request_over_it_on_its_account_only() {
+        let a = Answer::parse(
+            "TEST sbatch: Job 1 to start at 5 using 1 processors\n\
+             PA capped|||gres/gpu=2|||\n\
+             PA other|gpu||cpu=64|||\n",
+        );
+        let over = doc(r#"{"account":"capped","gpus_per_node":2,"node_count":2}"#);
+        assert_eq!(
+            a.blocked_by(&Request::read(&over).unwrap()).unwrap().as_deref(),
+            Some("your association (account capped) allows 2 GPUs per job (MaxTRES) and this request asks for 4")
+        );
+        let within = doc(r#"{"account":"capped","gpus_per_node":2}"#);
+        assert_eq!(
+            a.blocked_by(&Request::read(&within).unwrap()).unwrap(),
+            None
+        );
+        let elsewhere = doc(r#"{"account":"other","gpus_per_node":8}"#);
+        assert_eq!(
+            a.blocked_by(&Request::read(&elsewhere).unwrap()).unwrap(),
+            None
         );
     }
 

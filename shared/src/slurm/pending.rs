@@ -168,6 +168,31 @@ impl Facts {
     }
 }
 
+impl Facts {
+    /// The smallest per-job GPU cap (MaxTRES) of the person's associations that a request with
+    /// `account` in `partition` falls under (an association of that account, for that partition
+    /// or for every partition; any account when the request names none), with the account it is
+    /// on; `None` without one.
+    pub fn assoc_gpu_max_per_job(
+        &self,
+        account: Option<&str>,
+        partition: Option<&str>,
+    ) -> Option<(u64, String)> {
+        self.assocs
+            .iter()
+            .filter(|a| account.is_none_or(|acct| a.first().map(String::as_str) == Some(acct)))
+            .filter(|a| {
+                let p = a.get(1).map(String::as_str).unwrap_or("");
+                p.is_empty() || partition.is_none_or(|want| p == want)
+            })
+            .filter_map(|a| {
+                let cap = gpus(&tres(a.get(3)?));
+                (cap > 0).then(|| (cap, a.first().cloned().unwrap_or_default()))
+            })
+            .min_by_key(|(cap, _)| *cap)
+    }
+}
+
 /// A pending job explained.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Explanation {

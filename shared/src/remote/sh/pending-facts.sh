@@ -7,6 +7,7 @@
 #                                        `explained`)
 #          pending_facts JOB REASON
 #          qos_facts QOS USER   the PQ and PR lines below (also slurm-resolve --place's)
+#          assoc_facts USER     the PA lines below (also slurm-resolve --place's)
 # Prints (each line tagged; a query the site refuses or lacks prints nothing):
 #   PJ <scontrol show job -o JOB>                         always
 #   PP <scontrol show partition -o, one per partition>    partition limits, resources, priority
@@ -37,7 +38,7 @@ pending_facts() {
     QOS* | Assoc* | MaxCpuPerAccount | AccountingPolicy)
       pf_me=$(id -un)
       pf_qos=$(printf '%s\n' "$pf_sc" | tr ' ' '\n' | sed -n 's/^QOS=//p' | head -n 1)
-      sacctmgr -n -P show assoc where user="$pf_me" format=Account,Partition,GrpTRES,MaxTRES,MaxJobs,GrpJobs 2>/dev/null | sed 's/^/PA /'
+      assoc_facts "$pf_me"
       qos_facts "$pf_qos" "$pf_me" ;;
   esac
 }
@@ -45,4 +46,8 @@ pending_facts() {
 qos_facts() {
   [ -z "$1" ] || sacctmgr -n -P show qos "$1" format=Name,MaxTRESPU,MaxJobsPU,GrpTRES,MaxTRES,MaxWall 2>/dev/null | sed 's/^/PQ /'
   squeue -h -t RUNNING -u "$2" -O 'JobID:30,QOS:40,tres-alloc:500' 2>/dev/null | sed 's/^/PR /'
+}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
+assoc_facts() {
+  sacctmgr -n -P show assoc where user="$1" format=Account,Partition,GrpTRES,MaxTRES,MaxJobs,GrpJobs 2>/dev/null | sed 's/^/PA /'
 }
