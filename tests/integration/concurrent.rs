@@ -18,7 +18,16 @@ fn whole_pipeline(doc: &Value) -> Result<(Value, String), String> {
         ("slurm-submit", &[][..]),
         ("slurm-watch", &["--interval", "1"][..]),
     ] {
-        let r = run(tool_name, args, &d);
+        let mut r = run(tool_name, args, &d);
+        // A test-bed artifact, not the tools': the origins here are local directories that this
+        // machine's pushes (as root) write and the cluster user's clone reads, so a clone can
+        // meet another pipeline's push quarantine (`objects/tmp_objdir-incoming-*`, 0700, root's)
+        // for the moment that push lasts. A real origin is a server, whose quarantine nobody
+        // else's clone walks. Such a clone is tried once more.
+        if r.code != 0 && r.stderr.contains("tmp_objdir-incoming") {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            r = run(tool_name, args, &d);
+        }
         if r.code != 0 {
             return Err(format!("{tool_name} exited {}: {}", r.code, r.stderr));
         }
