@@ -69,21 +69,31 @@ impl Pane {
     }
 
     fn start(name: String, shell: &str) -> Pane {
-        let ok = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &name,
-                "-x",
-                "250",
-                "-y",
-                "60",
-                shell,
-            ])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+        // The tmux server exits when its last session closes (another test's pane ending): a
+        // new session asked of it in that moment fails, and is asked again of a new server.
+        let mut tries = 0;
+        loop {
+            let ok = Command::new("tmux")
+                .args([
+                    "new-session",
+                    "-d",
+                    "-s",
+                    &name,
+                    "-x",
+                    "250",
+                    "-y",
+                    "60",
+                    shell,
+                ])
+                .status()
+                .unwrap();
+            tries += 1;
+            if ok.success() {
+                break;
+            }
+            assert!(tries < 3, "tmux new-session {name} failed {tries} times");
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
         Pane { name }
     }
 
