@@ -339,33 +339,13 @@ fn list_remote(
     t: &Target,
     globs: &[(Base, String)],
 ) -> Result<Vec<Remote>> {
-    let mut s = Script::new();
-    s.assign("tree", &t.tree)?;
-    s.assign("work", &t.work)?;
-    s.raw(shared::remote::FETCH_LIST);
-    for (base, glob) in globs {
-        s.raw("list ")
-            .arg(match base {
-                Base::Tree => "T",
-                Base::Work => "W",
-            })?
-            .raw(match base {
-                Base::Tree => " \"$tree\" ",
-                Base::Work => " \"$work\" ",
-            })
-            .arg(glob)?
-            .raw("\n");
-    }
-    let out = ssh.run_script(&s, None, Duration::from_secs(300))?;
-    if !out.success() {
-        return Err(ToolError::remote(format!(
-            "listing job {}'s files on the cluster failed ({})",
-            t.id,
-            out.exit_text()
-        ))
-        .with_command(out.record()));
-    }
-    let (remote, missing) = parse_listing(&out.stdout);
+    let params = Listing {
+        id: t.id.clone(),
+        tree: t.tree.clone(),
+        work: t.work.clone(),
+        globs: globs.to_vec(),
+    };
+    let (remote, missing) = shared::remote::run::<FetchList>(ssh, &params)?;
     shared::support::testhook::pause("fetch:listed");
     for b in missing {
         ctx.warn(format!(
@@ -382,6 +362,57 @@ fn list_remote(
         ));
     }
     Ok(remote)
+}
+
+/// What `FetchList` lists: the job's directories and the globs under each.
+struct Listing {
+    id: String,
+    tree: String,
+    work: String,
+    globs: Vec<(Base, String)>,
+}
+
+/// The files on the cluster that match (fetch-list.sh): NUL-terminated records, so no name can
+/// forge an entry; and the job's directories that are not there.
+struct FetchList;
+
+impl shared::remote::Operation for FetchList {
+    type Params = Listing;
+    type Reply = (Vec<Remote>, Vec<Base>);
+    const DEADLINE: Duration = Duration::from_secs(300);
+
+    fn script(l: &Listing) -> Result<Script> {
+        let mut s = Script::new();
+        s.assign("tree", &l.tree)?;
+        s.assign("work", &l.work)?;
+        s.raw(shared::remote::FETCH_LIST);
+        for (base, glob) in &l.globs {
+            s.raw("list ")
+                .arg(match base {
+                    Base::Tree => "T",
+                    Base::Work => "W",
+                })?
+                .raw(match base {
+                    Base::Tree => " \"$tree\" ",
+                    Base::Work => " \"$work\" ",
+                })
+                .arg(glob)?
+                .raw("\n");
+        }
+        Ok(s)
+    }
+
+    fn reply(l: &Listing, out: &shared::support::process::Output) -> Result<Self::Reply> {
+        if !out.success() {
+            return Err(ToolError::remote(format!(
+                "listing job {}'s files on the cluster failed ({})",
+                l.id,
+                out.exit_text()
+            ))
+            .with_command(out.record()));
+        }
+        Ok(parse_listing(&out.stdout))
+    }
 }
 
 /// The files not already in `dest` with the same size and modification time.

@@ -328,9 +328,7 @@ fn probe(cli: &Cli) -> Result<Probe> {
     }
     let doc = Document::from_map(conn);
     let ssh = Ssh::for_preflight(&shared::remote::ssh::Connection::read(&doc)?)?;
-    let mut s = Script::new();
-    s.raw(shared::remote::INIT_PROBE);
-    let out = ssh.run_script(&s, None, Duration::from_secs(60)).map_err(|e| {
+    shared::remote::run::<InitProbe>(&ssh, &cli.host).map_err(|e| {
         if e.kind == ErrorKind::NeedsPerson {
             e.with_hint(format!(
                 "log in once: echo '{{\"ssh_host\": \"{}\", \"mfa_style\": true, \"remote_cwd\": \"~\"}}' | slurm-ssh-preflight --establish, then rerun slurm-init",
@@ -339,17 +337,36 @@ fn probe(cli: &Cli) -> Result<Probe> {
         } else {
             e
         }
-    })?;
-    let probe = parse_probe(&out.stdout_text());
-    if probe.user.is_empty() {
-        return Err(ToolError::remote(format!(
-            "the login on {} answered nothing slurm-init understands ({})",
-            cli.host,
-            out.exit_text()
-        ))
-        .with_command(out.record()));
+    })
+}
+
+/// Who we are on the login and what its Slurm offers (init-probe.sh); an answer without a user
+/// is no answer.
+struct InitProbe;
+
+impl shared::remote::Operation for InitProbe {
+    /// The host, for what an error names.
+    type Params = str;
+    type Reply = Probe;
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn script(_: &str) -> Result<Script> {
+        let mut s = Script::new();
+        s.raw(shared::remote::INIT_PROBE);
+        Ok(s)
     }
-    Ok(probe)
+
+    fn reply(host: &str, out: &shared::support::process::Output) -> Result<Probe> {
+        let probe = parse_probe(&out.stdout_text());
+        if probe.user.is_empty() {
+            return Err(ToolError::remote(format!(
+                "the login on {host} answered nothing slurm-init understands ({})",
+                out.exit_text()
+            ))
+            .with_command(out.record()));
+        }
+        Ok(probe)
+    }
 }
 
 /// The entry merged into the catalog (written privately, in one step): the catalog's path.

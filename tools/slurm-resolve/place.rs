@@ -241,37 +241,53 @@ pub fn probe_failed(name: &str, why: &str) -> PlacementCandidate {
     }
 }
 
+/// What a cluster says about a request (pending-facts.sh, place-probe.sh): its partitions,
+/// nodes, queue and the person's associations, and `sbatch --test-only`'s word on the request.
+struct PlaceProbe;
+
+impl shared::remote::Operation for PlaceProbe {
+    type Params = Request;
+    type Reply = Answer;
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn script(r: &Request) -> Result<Script> {
+        let argv = request_argv(r)?;
+        let mut s = Script::new();
+        for (field, v) in [
+            ("partition", &r.settings.partition),
+            ("qos", &r.settings.qos),
+        ] {
+            s.assign(field, v.as_deref().unwrap_or(""))?;
+        }
+        s.raw("set --");
+        for w in &argv {
+            s.arg(w)?;
+        }
+        s.raw("\n");
+        s.raw(shared::remote::PENDING_FACTS);
+        s.raw(shared::remote::PLACE_PROBE);
+        Ok(s)
+    }
+
+    fn reply(_: &Request, out: &shared::support::process::Output) -> Result<Answer> {
+        if !out.success() {
+            return Err(ToolError::remote(format!(
+                "the probe failed ({}): {}",
+                out.exit_text(),
+                out.stderr_tail.trim()
+            )));
+        }
+        Ok(Answer::parse(&out.stdout_text()))
+    }
+}
+
 type AskError = (&'static str, String, Option<String>);
 
 fn ask(r: &Request) -> std::result::Result<Answer, AskError> {
     let bad = |e: ToolError| ("unreachable", e.message.clone(), None);
     let ssh = Ssh::for_preflight(&r.connection).map_err(bad)?;
-    let argv = request_argv(r).map_err(bad)?;
-    let mut s = Script::new();
-    for (field, v) in [
-        ("partition", &r.settings.partition),
-        ("qos", &r.settings.qos),
-    ] {
-        s.assign(field, v.as_deref().unwrap_or("")).map_err(bad)?;
-    }
-    s.raw("set --");
-    for w in &argv {
-        s.arg(w).map_err(bad)?;
-    }
-    s.raw("\n");
-    s.raw(shared::remote::PENDING_FACTS);
-    s.raw(shared::remote::PLACE_PROBE);
-    match ssh.run_script(&s, None, Duration::from_secs(60)) {
-        Ok(out) if out.success() => Ok(Answer::parse(&out.stdout_text())),
-        Ok(out) => Err((
-            "unreachable",
-            format!(
-                "the probe failed ({}): {}",
-                out.exit_text(),
-                out.stderr_tail.trim()
-            ),
-            None,
-        )),
+    match shared::remote::run::<PlaceProbe>(&ssh, r) {
+        Ok(answer) => Ok(answer),
         Err(e) if e.kind == ErrorKind::NeedsPerson => {
             let login = ssh
                 .control_path
@@ -605,5 +621,23 @@ mod tests {
         ] {
             assert!(argv.contains(&w.to_string()), "{w}: {argv:?}");
         }
+    }
+
+    /// The probe as assembled (a partition and QoS with a quote in them) passes shellcheck and
+    /// the four shells' `sh -n`; a failed probe is an error with its exit and stderr.
+    #[test]
+    fn the_probe_as_assembled_passes_the_static_checks_and_a_failed_one_says_why() {
+        use shared::remote::Operation;
+        let d = doc(r#"{"node_count":1,"account":"acct","partition":"it's","qos":"q;q"}"#);
+        let s = PlaceProbe::script(&Request::read(&d).unwrap()).unwrap();
+        shared::remote::script_check::assert_clean("place-probe", s.as_str());
+        assert!(
+            s.as_str().contains("partition='it'\\''s'"),
+            "{}",
+            s.as_str()
+        );
+        let failed = shared::support::process::Output::of(Some(2), "", "sinfo: not found\n");
+        let e = PlaceProbe::reply(&Request::read(&d).unwrap(), &failed).unwrap_err();
+        assert_eq!(e.message, "the probe failed (exit 2): sinfo: not found");
     }
 }

@@ -365,23 +365,7 @@ fn watch_verdict(status: Status, state: &str, summary: String, used: Option<Stri
 
 /// scancel of some tasks (or of the whole array): one execution.
 fn cancel(ssh: &Ssh, ids: &[String]) -> Result<()> {
-    let mut s = Script::new();
-    s.raw("scancel");
-    for id in ids {
-        s.arg(id)?;
-    }
-    s.raw("\n");
-    let out = ssh.run_script(&s, None, Duration::from_secs(60))?;
-    if !out.success()
-        && !out.stderr_tail.contains("already completed")
-        && !out.stderr_tail.contains("Invalid job id")
-    {
-        return Err(
-            ToolError::remote(format!("scancel {} failed", ids.join(" ")))
-                .with_command(out.record()),
-        );
-    }
-    Ok(())
+    shared::remote::run::<shared::remote::Scancel>(ssh, ids)
 }
 
 /// Watch the array to the end; the report goes in the document.

@@ -576,19 +576,7 @@ fn record_cancel(ctx: &Context, input: &Input, job_id: &str) {
 }
 
 fn cancel(ssh: &Ssh, job: &Job) -> Result<()> {
-    let mut s = Script::new();
-    s.raw("scancel").arg(&job.id)?.raw("\n");
-    let out = ssh.run_script(&s, None, Duration::from_secs(60))?;
-    // scancel of a job that already ended is success (docs/reliability.md 9).
-    if !out.success()
-        && !out.stderr_tail.contains("already completed")
-        && !out.stderr_tail.contains("Invalid job id")
-    {
-        return Err(
-            ToolError::remote(format!("scancel {} failed", job.id)).with_command(out.record())
-        );
-    }
-    Ok(())
+    shared::remote::run::<shared::remote::Scancel>(ssh, std::slice::from_ref(&job.id))
 }
 
 /// A hang was decided (`reason`: `pattern` or `stalled`, `what`: the line or the silence):

@@ -67,13 +67,61 @@ fn entrant(doc: Document, source: &str) -> Result<Entrant> {
     })
 }
 
-fn ask(e: &Entrant, call: &'static str) -> Result<String> {
+/// One entrant's state and reason (race.sh's `race_state`): Slurm's state word ("" when none
+/// knows the job) and squeue's reason ("" once it left the queue).
+struct RaceState;
+
+impl shared::remote::Operation for RaceState {
+    /// The job id.
+    type Params = str;
+    type Reply = (String, String);
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn script(job: &str) -> Result<Script> {
+        race_script(job, "race_state \"$job\"\n")
+    }
+
+    fn reply(_: &str, out: &shared::support::process::Output) -> Result<(String, String)> {
+        let text = out.stdout_text();
+        let line = shared::remote::Tagged::of(&text)
+            .first("STATE")
+            .unwrap_or("");
+        let (state, reason) = line.split_once('|').unwrap_or((line, ""));
+        let state = state.split_whitespace().next().unwrap_or("").to_string();
+        Ok((state, reason.to_string()))
+    }
+}
+
+/// The cancel of an entrant that lost (race.sh's `race_cancel`): its state once Slurm let go of
+/// it ("CANCELLED" when the queue no longer has it).
+struct RaceCancel;
+
+impl shared::remote::Operation for RaceCancel {
+    /// The job id.
+    type Params = str;
+    type Reply = String;
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn script(job: &str) -> Result<Script> {
+        race_script(job, "race_cancel \"$job\"\n")
+    }
+
+    fn reply(_: &str, out: &shared::support::process::Output) -> Result<String> {
+        let text = out.stdout_text();
+        let after = shared::remote::Tagged::of(&text)
+            .first("CANCELLED")
+            .unwrap_or("")
+            .trim();
+        Ok(if after.is_empty() { "CANCELLED" } else { after }.to_string())
+    }
+}
+
+fn race_script(job: &str, call: &'static str) -> Result<Script> {
     let mut s = Script::new();
-    s.assign("job", &e.job_id)?;
+    s.assign("job", job)?;
     s.raw(shared::remote::RACE);
     s.raw(call);
-    let out = e.ssh.run_script(&s, None, Duration::from_secs(60))?;
-    Ok(out.stdout_text())
+    Ok(s)
 }
 
 /// Race the document on stdin against `others`; on return `ctx.doc` is the winner's document
@@ -177,10 +225,10 @@ fn first_to_start(ctx: &mut Context, entrants: &mut [Entrant], interval: f64) ->
 /// Every entrant's state and reason, asked at once (one thread and one ssh execution each);
 /// true when any changed.
 fn poll_all(entrants: &mut [Entrant]) -> Result<bool> {
-    let answers: Vec<Result<String>> = std::thread::scope(|s| {
+    let answers: Vec<Result<(String, String)>> = std::thread::scope(|s| {
         let handles: Vec<_> = entrants
             .iter()
-            .map(|e| s.spawn(move || ask(e, "race_state \"$job\"\n")))
+            .map(|e| s.spawn(move || shared::remote::run::<RaceState>(&e.ssh, &e.job_id)))
             .collect();
         handles
             .into_iter()
@@ -189,17 +237,11 @@ fn poll_all(entrants: &mut [Entrant]) -> Result<bool> {
     });
     let mut changed = false;
     for (e, a) in entrants.iter_mut().zip(answers) {
-        let text = a?;
-        let line = text
-            .lines()
-            .find_map(|l| l.strip_prefix("STATE "))
-            .unwrap_or("");
-        let (state, reason) = line.split_once('|').unwrap_or((line, ""));
-        let state = state.split_whitespace().next().unwrap_or("").to_string();
+        let (state, reason) = a?;
         if state != e.state || reason != e.reason {
             changed = true;
             e.state = state;
-            e.reason = reason.to_string();
+            e.reason = reason;
         }
     }
     Ok(changed)
@@ -241,18 +283,7 @@ fn cancel_the_others(
         if i == winner {
             continue;
         }
-        let text = ask(e, "race_cancel \"$job\"\n")?;
-        let after = text
-            .lines()
-            .find_map(|l| l.strip_prefix("CANCELLED "))
-            .unwrap_or("")
-            .trim()
-            .to_string();
-        e.state = if after.is_empty() {
-            "CANCELLED".to_string()
-        } else {
-            after
-        };
+        e.state = shared::remote::run::<RaceCancel>(&e.ssh, &e.job_id)?;
         cancelled.push(i);
         shared::state::ledger::record_cancel(
             ctx,
@@ -271,6 +302,35 @@ fn cancel_the_others(
 
 #[cfg(test)]
 mod tests {
+    use shared::remote::Operation;
+    use shared::support::process::Output;
+
+    #[test]
+    fn the_race_replies_are_read_into_state_and_reason_and_the_state_after_a_cancel() {
+        let state =
+            |out: &str| super::RaceState::reply("7", &Output::of(Some(0), out, "")).unwrap();
+        assert_eq!(
+            state("STATE PENDING|Priority\n"),
+            ("PENDING".into(), "Priority".into())
+        );
+        assert_eq!(
+            state("STATE COMPLETED\n"),
+            ("COMPLETED".into(), String::new())
+        );
+        assert_eq!(state("STATE \n"), (String::new(), String::new()));
+        assert_eq!(state(""), (String::new(), String::new()));
+        let after =
+            |out: &str| super::RaceCancel::reply("7", &Output::of(Some(0), out, "")).unwrap();
+        assert_eq!(after("CANCELLED \n"), "CANCELLED");
+        assert_eq!(after("CANCELLED COMPLETING\n"), "COMPLETING");
+        for s in [
+            super::RaceState::script("7_1").unwrap(),
+            super::RaceCancel::script("7").unwrap(),
+        ] {
+            shared::remote::script_check::assert_clean("race", s.as_str());
+        }
+    }
+
     #[test]
     fn a_job_has_started_once_slurm_says_anything_but_pending_or_cancelled() {
         for s in [

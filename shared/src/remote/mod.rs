@@ -5,6 +5,7 @@
 //! - [`quote`]: the only place a value becomes shell text ([`quote::Script`]).
 //! - [`exit`]: the remote scripts' exit codes, named once for the shell and the Rust.
 //! - [`layout`]: the remote layout (root, `remote_repo_path`, `remote_work_dir`), decided once.
+//! - [`operation`]: one remote execution as types (its params, its reply) and [`run`].
 //! - [`running`]: the running-job check and node choice attach, forward and exec share.
 //! - [`trees`]: each job's own code tree on the cluster (made and pruned at submission).
 //! - [`forensics`]: a hung job's evidence, collected per node.
@@ -23,81 +24,14 @@ pub mod control_socket;
 pub mod exit;
 pub mod forensics;
 pub mod layout;
+pub mod operation;
 pub mod quote;
 pub mod running;
 pub mod script_check;
 pub mod ssh;
 pub mod trees;
 
-/// One remote operation as types: what it is given (its values, each assigned and quoted once
-/// by the script it makes) and what it answers (its reply lines, parsed once). A tool's body then
-/// reads `let reply = remote::run::<JobNodes>(&ssh, &job)?;` followed by its decisions.
-pub trait Operation {
-    /// What the operation is given.
-    type Params: ?Sized;
-    /// What it answers.
-    type Reply;
-    /// How long one execution may take.
-    const DEADLINE: std::time::Duration;
-    /// The script: the values assigned, then the `.sh` files it runs.
-    fn script(params: &Self::Params) -> crate::Result<quote::Script>;
-    /// The reply, from the execution's output (its stdout's tagged lines, its exit status); the
-    /// params are there for what an error names.
-    fn reply(
-        params: &Self::Params,
-        out: &crate::support::process::Output,
-    ) -> crate::Result<Self::Reply>;
-}
-
-/// Run `O` through `ssh` (one execution): its script, then its reply.
-pub fn run<O: Operation>(ssh: &ssh::Ssh, params: &O::Params) -> crate::Result<O::Reply> {
-    let script = O::script(params)?;
-    let out = ssh.run_script(&script, None, O::DEADLINE)?;
-    O::reply(params, &out)
-}
-
-/// The nodes a job ran on (job-nodes.sh): from accounting, else from scontrol; `None` when
-/// neither knows.
-pub struct JobNodes;
-
-impl Operation for JobNodes {
-    /// The job id.
-    type Params = str;
-    type Reply = Option<String>;
-    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
-
-    fn script(job: &str) -> crate::Result<quote::Script> {
-        let mut s = quote::Script::new();
-        s.assign("job", job)?;
-        s.raw(JOB_NODES);
-        Ok(s)
-    }
-
-    fn reply(_: &str, out: &crate::support::process::Output) -> crate::Result<Option<String>> {
-        let text = out.stdout_text();
-        let n = text.lines().next().unwrap_or("").trim().to_string();
-        Ok((!n.is_empty() && n != "None assigned" && n != "(null)").then_some(n))
-    }
-}
-
-/// The accounting of past jobs (usage-query.sh): one sacct for them all
-/// ([`crate::slurm::usage::Answer`]).
-pub struct UsageQuery;
-
-impl Operation for UsageQuery {
-    /// The job ids.
-    type Params = [String];
-    type Reply = crate::slurm::usage::Answer;
-    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
-
-    fn script(ids: &[String]) -> crate::Result<quote::Script> {
-        crate::slurm::usage::query(ids)
-    }
-
-    fn reply(_: &[String], out: &crate::support::process::Output) -> crate::Result<Self::Reply> {
-        Ok(crate::slurm::usage::Answer::parse(&out.stdout_text()))
-    }
-}
+pub use operation::{run, run_sending, JobNodes, Operation, Scancel, UsageQuery};
 
 /// The reply lines a remote script prints, `TAG value` (a bare `TAG` has the value ""): the one
 /// reader of them. A tag matches the whole first word only (`CREATED` never matches

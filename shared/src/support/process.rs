@@ -61,6 +61,19 @@ pub struct Output {
 }
 
 impl Output {
+    /// An execution's output as an operation's reply reads it (tests of reply parsers): its exit
+    /// code, stdout and stderr.
+    pub fn of(code: Option<i32>, stdout: &str, stderr: &str) -> Output {
+        Output {
+            code,
+            stdout: stdout.as_bytes().to_vec(),
+            stderr_tail: stderr.to_string(),
+            timed_out: false,
+            elapsed: Duration::ZERO,
+            argv: Vec::new(),
+        }
+    }
+
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }
