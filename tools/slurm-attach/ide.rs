@@ -10,7 +10,7 @@
 //! (the login node's sshd does not know it, and the in-job sshd exists only inside their job).
 
 use shared::remote::quote::{quote, Script};
-use shared::remote::running::{check_running, pick_node, run_on_job, Target};
+use shared::remote::running::{check_running, on_job, pick_node, Target};
 use shared::remote::ssh::Ssh;
 use shared::{Context, Result, ToolError};
 use std::path::{Path, PathBuf};
@@ -245,6 +245,78 @@ fn proxy_command(
     Ok(proxy_text)
 }
 
+/// What `SshdSetup` is given: the job, the node asked for, the IDE's public key.
+struct SshdAsk {
+    job_id: String,
+    node: Option<String>,
+    public: String,
+}
+
+/// The in-job sshd, ready: where it runs and what the entry needs.
+struct InJobSshd {
+    node: String,
+    sshd: String,
+    /// The cluster directory the host key and authorized key are in.
+    dir: String,
+    user: String,
+    hostkey: String,
+    /// `--overlap` when the cluster's srun needs it for a step beside the job's own.
+    overlap: Option<String>,
+}
+
+/// The job runs; on its node, a host key and the IDE's public key for an sshd the person runs
+/// inside the job (job-running.sh, attach-ide.sh): one execution.
+struct SshdSetup;
+
+impl shared::remote::Operation for SshdSetup {
+    type Params = SshdAsk;
+    type Reply = InJobSshd;
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn script(p: &SshdAsk) -> Result<Script> {
+        let mut s = Script::new();
+        s.raw("set -u\n");
+        check_running(&mut s, &p.job_id)?;
+        pick_node(&mut s, p.node.as_deref())?;
+        s.raw(shared::slurm::OVERLAP);
+        s.assign("pub", &p.public)?;
+        s.raw(shared::remote::ATTACH_IDE);
+        Ok(s)
+    }
+
+    fn reply(p: &SshdAsk, out: &shared::support::process::Output) -> Result<InJobSshd> {
+        let reply = on_job(&p.job_id, p.node.as_deref(), out)?;
+        let field = |k: &str| reply.field(k);
+        if reply.says("NO_SSHD") {
+            return Err(ToolError::remote(
+                "the OpenSSH server (sshd) is not installed on the cluster's nodes, and the IDE entry needs it (run by you inside the job, no root)",
+            )
+            .with_hint("ask the admins for the openssh-server package on the compute nodes, or use slurm-attach's shell instead"));
+        }
+        let (Some(node), Some(sshd), Some(dir), Some(user), Some(hostkey)) = (
+            field("NODE"),
+            field("SSHD"),
+            field("DIR"),
+            field("USER"),
+            field("HOSTKEY"),
+        ) else {
+            return Err(ToolError::remote(format!(
+                "could not set up the in-job sshd ({})",
+                out.exit_text()
+            ))
+            .with_command(out.record()));
+        };
+        Ok(InJobSshd {
+            node,
+            sshd,
+            dir,
+            user,
+            hostkey,
+            overlap: field("OVERLAP").filter(|o| o == "--overlap"),
+        })
+    }
+}
+
 /// Set up the cluster side, then write (or replace) the entry for this job in `file`.
 pub fn write_entry(
     ctx: &mut Context,
@@ -257,35 +329,19 @@ pub fn write_entry(
     let key = local_key()?;
     let public = std::fs::read_to_string(key.with_extension("pub"))
         .map_err(|e| ToolError::bad_input(format!("cannot read the public key: {e}")))?;
-    let mut s = Script::new();
-    s.raw("set -u\n");
-    check_running(&mut s, &t.job_id)?;
-    pick_node(&mut s, node)?;
-    s.raw(shared::slurm::OVERLAP);
-    s.assign("pub", public.trim())?;
-    s.raw(shared::remote::ATTACH_IDE);
-    let reply = run_on_job(ssh, t, node, &s)?;
-    let field = |k: &str| reply.field(k);
-    if reply.says("NO_SSHD") {
-        return Err(ToolError::remote(
-            "the OpenSSH server (sshd) is not installed on the cluster's nodes, and the IDE entry needs it (run by you inside the job, no root)",
-        )
-        .with_hint("ask the admins for the openssh-server package on the compute nodes, or use slurm-attach's shell instead"));
-    }
-    let (Some(node), Some(sshd), Some(dir), Some(user), Some(hostkey)) = (
-        field("NODE "),
-        field("SSHD "),
-        field("DIR "),
-        field("USER "),
-        field("HOSTKEY "),
-    ) else {
-        return Err(ToolError::remote(format!(
-            "could not set up the in-job sshd ({})",
-            reply.out.exit_text()
-        ))
-        .with_command(reply.out.record()));
+    let params = SshdAsk {
+        job_id: t.job_id.clone(),
+        node: node.map(str::to_string),
+        public: public.trim().to_string(),
     };
-    let overlap = field("OVERLAP ").filter(|o| o == "--overlap");
+    let InJobSshd {
+        node,
+        sshd,
+        dir,
+        user,
+        hostkey,
+        overlap,
+    } = shared::remote::run::<SshdSetup>(ssh, &params)?;
     let cluster = shared::remote::layout::sanitize(cluster, false);
     let alias = format!("slurm-{cluster}-{}", t.job_id);
     for (what, v) in [

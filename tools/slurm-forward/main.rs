@@ -4,7 +4,7 @@
 use clap::Parser;
 use shared::contract::schema::{Forward, SshPath};
 use shared::remote::quote::Script;
-use shared::remote::running::{check_running, not_running_error, pick_node, run_on_job, target};
+use shared::remote::running::{check_running, pick_node, target, StillRunning};
 use shared::remote::ssh::{ssh_program, Ssh};
 use shared::support::process::Cmd;
 use shared::{Context, Document, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
@@ -233,40 +233,99 @@ fn forward(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     Ok(Outcome::Done)
 }
 
+/// What `ForwardPort` is given: the job, the node asked for, the port or the file it is in.
+struct PortAsk {
+    job_id: String,
+    node: Option<String>,
+    port: Option<u16>,
+    port_file: Option<String>,
+}
+
+/// What the cluster said about the port.
+enum PortAnswer {
+    /// The port file is not there, or holds no number yet.
+    NoPortFile,
+    /// The job's node, the port there (as written), and whether it answers from the login node.
+    Port {
+        node: String,
+        port: String,
+        reachable: bool,
+    },
+}
+
+/// The job runs, its node, its port (given, or read from the port file), and whether the port
+/// answers there from the login node (job-running.sh, forward-port.sh): one execution.
+struct ForwardPort;
+
+impl shared::remote::Operation for ForwardPort {
+    type Params = PortAsk;
+    type Reply = PortAnswer;
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn script(p: &PortAsk) -> Result<Script> {
+        let mut s = Script::new();
+        // A literal ~/ in --port-file (quoted, as every value is) is the home, expanded there.
+        s.raw("# shellcheck disable=SC2088\nset -u\n");
+        check_running(&mut s, &p.job_id)?;
+        pick_node(&mut s, p.node.as_deref())?;
+        s.assign("port", &p.port.map(|p| p.to_string()).unwrap_or_default())?;
+        s.assign("port_file", p.port_file.as_deref().unwrap_or(""))?;
+        s.raw(shared::remote::FORWARD_PORT);
+        Ok(s)
+    }
+
+    fn reply(p: &PortAsk, out: &shared::support::process::Output) -> Result<PortAnswer> {
+        let reply = shared::remote::running::on_job(&p.job_id, p.node.as_deref(), out)?;
+        if reply.says("NO_PORT_FILE") || reply.says("NO_PORT_IN_FILE") {
+            return Ok(PortAnswer::NoPortFile);
+        }
+        let (Some(node), Some(port)) = (reply.field("NODE"), reply.field("PORT")) else {
+            return Err(ToolError::remote(format!(
+                "could not learn the job's node and port ({})",
+                out.exit_text()
+            ))
+            .with_command(out.record()));
+        };
+        Ok(PortAnswer::Port {
+            node,
+            port,
+            reachable: reply.field("REACH").as_deref() != Some("no"),
+        })
+    }
+}
+
 /// One round trip: the job runs, its node, the port (given, or from the job's port file), and
 /// that the port answers there from the login node.
 fn job_port(cli: &Cli, ssh: &Ssh, t: &shared::remote::running::Target) -> Result<(String, u16)> {
-    let mut s = Script::new();
-    // A literal ~/ in --port-file (quoted, as every value is) is the home, expanded below.
-    s.raw("# shellcheck disable=SC2088\nset -u\n");
-    check_running(&mut s, &t.job_id)?;
-    pick_node(&mut s, cli.node.as_deref())?;
-    s.assign("port", &cli.port.map(|p| p.to_string()).unwrap_or_default())?;
-    s.assign("port_file", cli.port_file.as_deref().unwrap_or(""))?;
-    s.raw(shared::remote::FORWARD_PORT);
-    let reply = run_on_job(ssh, t, cli.node.as_deref(), &s)?;
-    let field = |k: &str| reply.field(k);
-    if reply.says("NO_PORT_FILE") || reply.says("NO_PORT_IN_FILE") {
-        return Err(ToolError::new(
-            ErrorKind::NeedsPerson,
-            format!(
-                "{} has no port number on the cluster yet",
-                cli.port_file.as_deref().unwrap_or_default()
-            ),
-        )
-        .with_hint("the job writes it when its server starts: wait, then rerun; or give --port"));
-    }
-    let (Some(node), Some(port)) = (field("NODE "), field("PORT ")) else {
-        return Err(ToolError::remote(format!(
-            "could not learn the job's node and port ({})",
-            reply.out.exit_text()
-        ))
-        .with_command(reply.out.record()));
+    let params = PortAsk {
+        job_id: t.job_id.clone(),
+        node: cli.node.clone(),
+        port: cli.port,
+        port_file: cli.port_file.clone(),
+    };
+    let (node, port, reachable) = match shared::remote::run::<ForwardPort>(ssh, &params)? {
+        PortAnswer::NoPortFile => {
+            return Err(ToolError::new(
+                ErrorKind::NeedsPerson,
+                format!(
+                    "{} has no port number on the cluster yet",
+                    cli.port_file.as_deref().unwrap_or_default()
+                ),
+            )
+            .with_hint(
+                "the job writes it when its server starts: wait, then rerun; or give --port",
+            ))
+        }
+        PortAnswer::Port {
+            node,
+            port,
+            reachable,
+        } => (node, port, reachable),
     };
     let remote_port: u16 = port.parse().map_err(|_| {
         ToolError::bad_input(format!("the port file holds {port:?}, which is not a port"))
     })?;
-    if field("REACH ").as_deref() == Some("no") {
+    if !reachable {
         return Err(ToolError::remote(format!(
             "nothing answers on {node}:{remote_port} from the login node"
         ))
@@ -387,14 +446,10 @@ fn watch(file: &str) {
         if !alive {
             return;
         }
-        let mut s = Script::new();
-        if check_running(&mut s, &f.job_id).is_err() {
-            return;
-        }
-        let Ok(out) = ssh.run_script(&s, None, Duration::from_secs(60)) else {
+        let Ok(not_running) = shared::remote::run::<StillRunning>(&ssh, &f.job_id) else {
             continue;
         };
-        if not_running_error(&f.job_id, &out).is_some() {
+        if not_running.is_some() {
             let _ = control_forward(&ssh, "cancel", &f);
             return;
         }

@@ -137,32 +137,69 @@ pub fn collect(
     check: bool,
     install: bool,
 ) -> crate::Result<(String, f64)> {
-    let mut collector = Script::new();
-    collector.assign("job", job_id)?;
-    collector.assign("pyspy_timeout", "8")?;
-    collector.raw(crate::remote::FORENSICS_COLLECT);
-    let mut s = Script::new();
-    if check {
-        crate::remote::running::check_running(&mut s, job_id)?;
-    } else {
-        s.assign("job", job_id)?;
-    }
-    s.assign("limit", &limit(install).to_string())?;
-    s.assign("install", if install { "1" } else { "0" })?;
-    s.assign("collector", collector.as_str())?;
-    s.raw(crate::remote::FORENSICS_RUN);
     let started = Instant::now();
-    let out = ssh.run_script(&s, None, Duration::from_secs(limit(install) + 15))?;
-    if check {
-        if let Some(e) = crate::remote::running::not_running_error(job_id, &out) {
-            return Err(e);
-        }
-    }
-    let mut text = out.stdout_text();
-    if !out.stderr_tail.trim().is_empty() {
-        text.push_str(&format!("@@stderr {}\n", out.stderr_tail.trim()));
-    }
+    let params = Collection {
+        job_id: job_id.to_string(),
+        check,
+        install,
+    };
+    let text = crate::remote::run::<Collect>(ssh, &params)?;
     Ok((text, started.elapsed().as_secs_f64()))
+}
+
+/// What [`Collect`] is given.
+pub struct Collection {
+    pub job_id: String,
+    /// Check first that the job runs (a job that does not is an error that says so).
+    pub check: bool,
+    /// Install py-spy where it is missing (a longer limit).
+    pub install: bool,
+}
+
+/// The collection on every node of the job (forensics-run.sh running forensics-collect.sh in a
+/// step): its output, nodes' lines with srun's task label, and its stderr as a last
+/// `@@stderr` line.
+pub struct Collect;
+
+impl crate::remote::Operation for Collect {
+    type Params = Collection;
+    type Reply = String;
+    const DEADLINE: Duration = Duration::from_secs(LIMIT_SECONDS + 15);
+
+    fn deadline(p: &Collection) -> Duration {
+        Duration::from_secs(limit(p.install) + 15)
+    }
+
+    fn script(p: &Collection) -> crate::Result<Script> {
+        let mut collector = Script::new();
+        collector.assign("job", &p.job_id)?;
+        collector.assign("pyspy_timeout", "8")?;
+        collector.raw(crate::remote::FORENSICS_COLLECT);
+        let mut s = Script::new();
+        if p.check {
+            crate::remote::running::check_running(&mut s, &p.job_id)?;
+        } else {
+            s.assign("job", &p.job_id)?;
+        }
+        s.assign("limit", &limit(p.install).to_string())?;
+        s.assign("install", if p.install { "1" } else { "0" })?;
+        s.assign("collector", collector.as_str())?;
+        s.raw(crate::remote::FORENSICS_RUN);
+        Ok(s)
+    }
+
+    fn reply(p: &Collection, out: &crate::support::process::Output) -> crate::Result<String> {
+        if p.check {
+            if let Some(e) = crate::remote::running::not_running_error(&p.job_id, out) {
+                return Err(e);
+            }
+        }
+        let mut text = out.stdout_text();
+        if !out.stderr_tail.trim().is_empty() {
+            text.push_str(&format!("@@stderr {}\n", out.stderr_tail.trim()));
+        }
+        Ok(text)
+    }
 }
 
 /// The whole of it: collected, read, saved in the local folder (`local_dir`), diagnosed. A

@@ -136,7 +136,7 @@ pub fn pick_node(s: &mut Script, want: Option<&str>) -> Result<()> {
     Ok(())
 }
 
-/// The `KEY value` lines a script printed.
+/// The `KEY value` lines a script on a running job printed.
 pub struct Reply {
     pub out: Output,
     text: String,
@@ -156,28 +156,43 @@ impl Reply {
     }
 }
 
-/// Run a script built with [`check_running`] and [`pick_node`] for `t`: a job that does not run
-/// or a `want` node that is not the job's is an error here; the rest is the caller's.
-pub fn run_on_job(
-    ssh: &crate::remote::ssh::Ssh,
-    t: &Target,
-    want: Option<&str>,
-    s: &Script,
-) -> Result<Reply> {
-    let out = ssh.run_script(s, None, std::time::Duration::from_secs(60))?;
-    if let Some(e) = not_running_error(&t.job_id, &out) {
+/// The reply of a script built with [`check_running`] and [`pick_node`] for job `job_id` (an
+/// operation's `reply` calls it first): a job that does not run or a `want` node that is not
+/// the job's is an error here; the rest is the operation's.
+pub fn on_job(job_id: &str, want: Option<&str>, out: &Output) -> Result<Reply> {
+    if let Some(e) = not_running_error(job_id, out) {
         return Err(e);
     }
     let reply = Reply {
         text: out.stdout_text(),
-        out,
+        out: out.clone(),
     };
     if let Some(nodes) = reply.field("NOT_IN_JOB") {
         return Err(ToolError::bad_input(format!(
-            "--node {} is not a node of job {} (its nodes: {nodes})",
+            "--node {} is not a node of job {job_id} (its nodes: {nodes})",
             want.unwrap_or_default(),
-            t.job_id
         )));
     }
     Ok(reply)
+}
+
+/// Whether a job still runs (job-running.sh's check alone): `None` when it does, else the error
+/// that says what it is instead (pending, ended, another state).
+pub struct StillRunning;
+
+impl crate::remote::Operation for StillRunning {
+    /// The job id.
+    type Params = str;
+    type Reply = Option<ToolError>;
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn script(job: &str) -> Result<Script> {
+        let mut s = Script::new();
+        check_running(&mut s, job)?;
+        Ok(s)
+    }
+
+    fn reply(job: &str, out: &Output) -> Result<Option<ToolError>> {
+        Ok(not_running_error(job, out))
+    }
 }

@@ -50,6 +50,38 @@ mod tests {
         assert!(!out.status.success());
     }
 
+    /// The operations several tools share, as their scripts are assembled (a value with a quote
+    /// in it where one is given).
+    #[test]
+    fn the_shared_operations_scripts_are_clean_as_assembled() {
+        use crate::remote::forensics::{Collect, Collection};
+        use crate::remote::running::StillRunning;
+        use crate::remote::{JobNodes, Operation, Scancel, UsageQuery};
+        let ids = ["12".to_string(), "13_[1-3]".to_string()];
+        assert_clean("job-nodes", JobNodes::script("42").unwrap().as_str());
+        assert_clean("scancel", Scancel::script(&ids).unwrap().as_str());
+        assert_clean("usage-query", UsageQuery::script(&ids).unwrap().as_str());
+        assert_clean(
+            "still-running",
+            StillRunning::script("42").unwrap().as_str(),
+        );
+        for check in [false, true] {
+            let p = Collection {
+                job_id: "42".into(),
+                check,
+                install: !check,
+            };
+            let s = Collect::script(&p).unwrap();
+            assert_clean("forensics", s.as_str());
+            // The collector runs inside the job's step: it is clean on its own too.
+            let mut collector = crate::remote::quote::Script::new();
+            collector.assign("job", "42").unwrap();
+            collector.assign("pyspy_timeout", "8").unwrap();
+            collector.raw(crate::remote::FORENSICS_COLLECT);
+            assert_clean("forensics-collect", collector.as_str());
+        }
+    }
+
     #[test]
     fn the_shared_shell_fragments_are_clean() {
         let mut s = crate::remote::quote::Script::new();
