@@ -5,6 +5,7 @@ use clap::Parser;
 use shared::contract::events::{Event, Sink};
 use shared::remote::quote::Script;
 use shared::remote::ssh::Ssh;
+use shared::remote::Operation;
 use shared::state::ledger::{self, Entry, Run};
 use shared::{Document, ErrorKind, Result, ToolError};
 use std::collections::BTreeMap;
@@ -453,17 +454,12 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
     for r in runs.iter().filter(|r| !r.finished()) {
         by_cluster.entry(r.cluster.as_str()).or_default().push(r);
     }
-    let asks = ask_each_cluster(by_cluster, query_script)?;
+    let asks = ask_each_cluster::<RunsQuery>(by_cluster);
     let mut seen = Vec::new();
     let mut unreachable = false;
-    for (cluster, ids, out) in asks {
-        let out = match out {
-            Ok(o) if o.success() => o,
-            Ok(o) => {
-                unreachable = true;
-                shared::support::ui::warn(TOOL, &format!("{cluster}: the query failed ({}): {}; its runs are shown as the ledger has them", o.exit_text(), o.stderr_tail.trim()));
-                continue;
-            }
+    for (cluster, ids, reply) in asks {
+        let (found, calls) = match reply {
+            Ok(r) => r,
             Err(e) => {
                 unreachable = true;
                 shared::support::ui::warn(
@@ -477,7 +473,6 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
                 continue;
             }
         };
-        let (found, calls) = parse_reply(&out.stdout_text());
         shared::support::process::trace_event(&shared::support::process::TraceEvent::SlurmCalls {
             event: "slurm-calls",
             cluster: &cluster,
@@ -495,20 +490,17 @@ fn refresh(runs: &[Run]) -> Result<(Vec<(RunKey, Live)>, bool)> {
     Ok((seen, unreachable))
 }
 
-/// One ssh execution per cluster, all at once (one thread each): `make`'s script for that
+/// One ssh execution per cluster, all at once (one thread each): operation `O` for that
 /// cluster's job ids, through the cluster's newest trusted saved document. A cluster no saved
 /// document can reach is skipped with a warning. Each asked cluster, its ids, and what came back.
 #[allow(clippy::type_complexity)]
-fn ask_each_cluster(
+fn ask_each_cluster<O>(
     by_cluster: BTreeMap<&str, Vec<&Run>>,
-    make: impl Fn(&[String]) -> Result<Script>,
-) -> Result<
-    Vec<(
-        String,
-        Vec<String>,
-        Result<shared::support::process::Output>,
-    )>,
-> {
+) -> Vec<(String, Vec<String>, Result<O::Reply>)>
+where
+    O: Operation<Params = [String]>,
+    O::Reply: Send + 'static,
+{
     let mut asks = Vec::new();
     for (cluster, rs) in by_cluster {
         // The newest saved document of this cluster says how to reach it.
@@ -535,26 +527,45 @@ fn ask_each_cluster(
                 continue;
             }
         };
-        let script = make(&ids)?;
         let cluster = cluster.to_string();
         asks.push(std::thread::spawn(move || {
-            let out = ssh.run_script(&script, None, Duration::from_secs(120));
-            (cluster, ids, out)
+            let reply = shared::remote::run::<O>(&ssh, &ids);
+            (cluster, ids, reply)
         }));
     }
-    Ok(asks
-        .into_iter()
+    asks.into_iter()
         .map(|a| a.join().expect("a cluster's query thread"))
-        .collect())
+        .collect()
 }
 
-/// One squeue for every id (finished jobs Slurm still holds included), then one sacct for the
-/// ids squeue did not know.
-fn query_script(ids: &[String]) -> Result<Script> {
-    let mut s = Script::new();
-    s.assign("ids", &ids.join(","))?;
-    s.raw(shared::remote::RUNS_QUERY);
-    Ok(s)
+/// The live state of a cluster's runs (runs-query.sh): one squeue for every id (finished jobs
+/// Slurm still holds included), then one sacct for the ids squeue did not know. Its reply: the
+/// runs found, and the (squeue, sacct) calls it made.
+struct RunsQuery;
+
+impl Operation for RunsQuery {
+    /// The job ids.
+    type Params = [String];
+    type Reply = (Vec<(String, Live)>, (u32, u32));
+    const DEADLINE: Duration = Duration::from_secs(120);
+
+    fn script(ids: &[String]) -> Result<Script> {
+        let mut s = Script::new();
+        s.assign("ids", &ids.join(","))?;
+        s.raw(shared::remote::RUNS_QUERY);
+        Ok(s)
+    }
+
+    fn reply(_: &[String], out: &shared::support::process::Output) -> Result<Self::Reply> {
+        if !out.success() {
+            return Err(shared::ToolError::remote(format!(
+                "the query failed ({}): {}",
+                out.exit_text(),
+                out.stderr_tail.trim()
+            )));
+        }
+        Ok(parse_reply(&out.stdout_text()))
+    }
 }
 
 /// The runs a reply describes, and the (squeue, sacct) calls it made.
@@ -826,6 +837,31 @@ fn columns<const N: usize>(mut rows: Vec<[String; N]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The query's script as assembled is clean; a query that failed is an error with its exit
+    /// and stderr (the cluster's runs are then shown as the ledger has them).
+    #[test]
+    fn the_runs_query_as_assembled_is_clean_and_a_failed_one_says_why() {
+        let ids = ["12".to_string(), "13_[0-3]".to_string()];
+        shared::remote::script_check::assert_clean(
+            "runs-query",
+            RunsQuery::script(&ids).unwrap().as_str(),
+        );
+        let failed =
+            shared::support::process::Output::of(Some(1), "", "squeue: error: slurm_load_jobs\n");
+        let e = RunsQuery::reply(&ids, &failed).unwrap_err();
+        assert_eq!(
+            e.message,
+            "the query failed (exit 1): squeue: error: slurm_load_jobs"
+        );
+        let ok = shared::support::process::Output::of(
+            Some(0),
+            "SQUEUE 0\nQ 12|RUNNING|None|0|mn1\n",
+            "",
+        );
+        let (found, calls) = RunsQuery::reply(&ids, &ok).unwrap();
+        assert_eq!((found.len(), calls), (1, (1, 0)));
+    }
 
     #[test]
     fn a_job_array_is_one_run_with_its_tasks_counted() {

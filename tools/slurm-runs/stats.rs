@@ -29,12 +29,8 @@ pub fn stats(runs: &[Run], pattern: &str, json: bool) -> Result<(String, u8)> {
         .collect();
     let mut text = String::new();
     let mut code = 0;
-    for (cluster, ids, out) in super::ask_each_cluster(by_cluster, usage::query)? {
-        let answer = match out {
-            Ok(o) if o.code.is_some() => Answer::parse(&o.stdout_text()),
-            Ok(o) => Answer::Failed(o.exit_text()),
-            Err(e) => Answer::Failed(e.message),
-        };
+    for (cluster, ids, reply) in super::ask_each_cluster::<shared::remote::UsageQuery>(by_cluster) {
+        let answer = reply.unwrap_or_else(|e| Answer::Failed(e.message));
         let jobs = match answer {
             Answer::Jobs(j) => j,
             Answer::Disabled => {

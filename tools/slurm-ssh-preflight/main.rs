@@ -4,11 +4,12 @@ mod askpass;
 mod remote_check;
 
 use clap::Parser;
-use remote_check::Require;
+use remote_check::{RemoteEnv, Require};
 use shared::contract::schema::{Accounting, Master, Preflight, SshPath};
 use shared::remote::control_socket::{self, SocketState};
 use shared::remote::quote::quote_for_display;
 use shared::remote::ssh::{spawn_error, ssh_program, Ssh, SshFailure};
+use shared::remote::Operation;
 use shared::slurm::container;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
 use std::time::Duration;
@@ -134,7 +135,7 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     // Preflight settles the control path itself: an earlier run's choice is not reused.
     let mut ssh = Ssh::for_preflight(&input.connection)?;
     ssh.connect_timeout = 5;
-    let script = remote_check::script(&remote_cwd)?;
+    let script = RemoteEnv::script(&remote_cwd)?;
 
     let ours = ssh.resolved_config(true)?.control_path.ok_or_else(|| {
         ToolError::field(
@@ -154,7 +155,7 @@ fn preflight(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         None => probe(cli, ctx, &ssh, &ours, socket, &script, multiplex)?,
     };
 
-    let remote = remote_check::parse(&out.stdout_text(), &remote_cwd);
+    let remote = RemoteEnv::reply(&remote_cwd, &out)?;
     remote.require(&ssh.host)?;
     // The container runtime the job will use: one the cluster has, and an image form it runs.
     let runtime = match &image {

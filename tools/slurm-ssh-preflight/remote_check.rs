@@ -8,7 +8,28 @@ use shared::contract::schema::{Accounting, RemoteCheck};
 use shared::remote::quote::Script;
 use shared::{Result, ToolError};
 
-pub fn script(remote_cwd: &str) -> Result<Script> {
+/// The check as an operation: given `remote_cwd`, it answers the `preflight.remote` report.
+/// slurm-ssh-preflight runs its script over each connection it tries while it decides the path
+/// (the direct host, a master, a login), so it calls `script` and `reply` itself around those
+/// tries instead of `shared::remote::run`; a failed execution is the connection's error there.
+pub struct RemoteEnv;
+
+impl shared::remote::Operation for RemoteEnv {
+    /// `remote_cwd`, as given.
+    type Params = str;
+    type Reply = RemoteCheck;
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(60);
+
+    fn script(remote_cwd: &str) -> Result<Script> {
+        script(remote_cwd)
+    }
+
+    fn reply(remote_cwd: &str, out: &shared::support::process::Output) -> Result<RemoteCheck> {
+        Ok(parse(&out.stdout_text(), remote_cwd))
+    }
+}
+
+fn script(remote_cwd: &str) -> Result<Script> {
     let mut s = Script::new();
     // A literal ~ (quoted, as every value is) is the home, expanded below where it is known.
     s.raw("# shellcheck disable=SC2088\n");

@@ -101,7 +101,12 @@ impl Operation for UsageQuery {
         crate::slurm::usage::query(ids)
     }
 
+    /// A query cut short (its deadline, a signal) is `Failed`, said as such; otherwise sacct's
+    /// own exit, in the reply's lines, decides.
     fn reply(_: &[String], out: &Output) -> crate::Result<Self::Reply> {
+        if out.code.is_none() {
+            return Ok(crate::slurm::usage::Answer::Failed(out.exit_text()));
+        }
         Ok(crate::slurm::usage::Answer::parse(&out.stdout_text()))
     }
 }

@@ -326,8 +326,6 @@ pub fn pyxis_cache(
     starts: &str,
     nothing: &str,
 ) -> Result<Option<crate::contract::schema::ContainerUse>> {
-    use crate::remote::quote::Script;
-    use std::time::Duration;
     let (Some(Runtime::Pyxis), Some(written)) = (st.container_runtime, st.container_image.clone())
     else {
         return Ok(None);
@@ -340,48 +338,24 @@ pub fn pyxis_cache(
         return Ok(None);
     }
     let cache = image_cache(&st.places)?;
-    let mut s = Script::new();
-    s.assign("image", reference)?;
-    s.assign("cache", &cache)?;
-    s.assign("keep", &st.image_cache_keep.to_string())?;
-    s.assign("user", token)?;
-    s.assign("E_PULL", "3")?;
-    s.raw(crate::remote::IMAGE_CACHE);
-    s.raw(crate::remote::PYXIS_IMPORT);
     ctx.note(format!("looking for the container image {reference} in the image cache {cache} on {} (a new image goes there once, by `enroot import` on the login node)", ssh.host));
-    let out = ssh.run_script(&s, None, Duration::from_secs(3600))?;
-    let text = out.stdout_text();
-    let mut used = None;
-    let mut file = None;
-    for line in text.lines() {
-        note_use(line, &mut used);
-        if let Some(f) = line.strip_prefix("FILE ") {
-            file = Some(f.trim().to_string());
-        } else if let Some((_, said)) = line.split_once("slurm-tools: container: ") {
-            if said.starts_with("removed ") {
-                ctx.note(said);
-            }
-        }
+    let params = ImportAsk {
+        reference: reference.clone(),
+        written: written.clone(),
+        cache,
+        keep: st.image_cache_keep,
+        token: token.to_string(),
+        host: ssh.host.clone(),
+        nothing: nothing.to_string(),
+    };
+    let imported = crate::remote::run::<PyxisImport>(ssh, &params)?;
+    for said in &imported.removed {
+        ctx.note(said);
     }
-    if !out.success() {
-        let lines: Vec<String> = text
-            .lines()
-            .chain(out.stderr_tail.lines())
-            .map(str::to_string)
-            .collect();
-        let why = failure(&lines).unwrap_or_else(|| {
-            format!(
-                "the import on {} failed ({})",
-                ssh.host,
-                crate::support::process::describe_exit(out.code)
-            )
-        });
-        return Err(ToolError::remote(format!("`container_image` {written}: {why}; {nothing}"))
-            .with_field("container_image")
-            .with_hint("check the image reference (registry host, path and tag) and that the registry answers from the login node; enroot's own output is in this error")
-            .with_command(out.record()));
+    if let Some(e) = imported.failure {
+        return Err(e);
     }
-    match (used, file) {
+    match (imported.used, imported.file) {
         (Some(u), Some(f)) => {
             match u.cache.as_str() {
                 "hit" => ctx.note(format!("the image cache has {reference} ({}): {starts} from {f}", u.digest.as_deref().unwrap_or("?"))),
@@ -392,18 +366,108 @@ pub fn pyxis_cache(
             Ok(Some(u))
         }
         (u, _) => {
-            let why = text
-                .lines()
-                .find_map(|l| l.split_once("slurm-tools: container: uncached "))
-                .and_then(|(_, r)| r.split_once(" ("))
-                .map(|(_, r)| r.trim_end_matches(')'));
-            if let Some(why) = why {
+            if let Some(why) = imported.uncached {
                 ctx.note(format!(
                     "no image cache ({why}): pyxis imports the image on the nodes"
                 ));
             }
             Ok(u)
         }
+    }
+}
+
+/// What [`PyxisImport`] is given: the registry reference (and the image as the document wrote
+/// it), the cache, how many images it keeps, the submission's tag, and for what a failure says
+/// the host and what it left.
+pub struct ImportAsk {
+    pub reference: String,
+    pub written: String,
+    pub cache: String,
+    pub keep: i64,
+    pub token: String,
+    pub host: String,
+    pub nothing: String,
+}
+
+/// What the image cache said.
+pub struct Imported {
+    /// The cache's use (a hit, a wait for another import, an import).
+    pub used: Option<crate::contract::schema::ContainerUse>,
+    /// The image file the job starts from.
+    pub file: Option<String>,
+    /// What the cache's pruning removed, each as said.
+    pub removed: Vec<String>,
+    /// Why the image goes uncached (no enroot, no digest, ...), when it does.
+    pub uncached: Option<String>,
+    /// The import failed: the error, with enroot's own words.
+    pub failure: Option<ToolError>,
+}
+
+/// A registry image found in the image cache on the login node by its digest, or imported there
+/// (image-cache.sh, pyxis-import.sh): one execution, up to an hour for a large image.
+pub struct PyxisImport;
+
+impl crate::remote::Operation for PyxisImport {
+    type Params = ImportAsk;
+    type Reply = Imported;
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+    fn script(p: &ImportAsk) -> Result<crate::remote::quote::Script> {
+        let mut s = crate::remote::quote::Script::new();
+        s.assign("image", &p.reference)?;
+        s.assign("cache", &p.cache)?;
+        s.assign("keep", &p.keep.to_string())?;
+        s.assign("user", &p.token)?;
+        s.assign("E_PULL", "3")?;
+        s.raw(crate::remote::IMAGE_CACHE);
+        s.raw(crate::remote::PYXIS_IMPORT);
+        Ok(s)
+    }
+
+    fn reply(p: &ImportAsk, out: &crate::support::process::Output) -> Result<Imported> {
+        let text = out.stdout_text();
+        let mut r = Imported {
+            used: None,
+            file: None,
+            removed: Vec::new(),
+            uncached: None,
+            failure: None,
+        };
+        for line in text.lines() {
+            note_use(line, &mut r.used);
+            if let Some(f) = line.strip_prefix("FILE ") {
+                r.file = Some(f.trim().to_string());
+            } else if let Some((_, said)) = line.split_once(SAY) {
+                if said.starts_with("removed ") {
+                    r.removed.push(said.to_string());
+                } else if let Some(rest) = said.strip_prefix("uncached ") {
+                    if r.uncached.is_none() {
+                        r.uncached = rest
+                            .split_once(" (")
+                            .map(|(_, why)| why.trim_end_matches(')').to_string());
+                    }
+                }
+            }
+        }
+        if !out.success() {
+            let lines: Vec<String> = text
+                .lines()
+                .chain(out.stderr_tail.lines())
+                .map(str::to_string)
+                .collect();
+            let why = failure(&lines).unwrap_or_else(|| {
+                format!(
+                    "the import on {} failed ({})",
+                    p.host,
+                    crate::support::process::describe_exit(out.code)
+                )
+            });
+            r.failure = Some(ToolError::remote(format!("`container_image` {}: {why}; {}", p.written, p.nothing))
+                .with_field("container_image")
+                .with_hint("check the image reference (registry host, path and tag) and that the registry answers from the login node; enroot's own output is in this error")
+                .with_command(out.record()));
+        }
+        Ok(r)
     }
 }
 
@@ -528,6 +592,74 @@ pub fn failure(lines: &[String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ask() -> ImportAsk {
+        ImportAsk {
+            reference: "reg:5000/img:1".into(),
+            written: "docker://reg:5000/img:1".into(),
+            cache: "/h/u/.cache/slurm-tools/images".into(),
+            keep: 3,
+            token: "slurm-tools-abc".into(),
+            host: "login".into(),
+            nothing: "nothing was submitted".into(),
+        }
+    }
+
+    /// The image cache's reply: its use, the file, what pruning removed, why an image goes
+    /// uncached, and a failed import with enroot's words; the script as assembled is clean.
+    #[test]
+    fn the_image_caches_reply_is_read_once_into_its_parts() {
+        use crate::remote::Operation;
+        use crate::support::process::Output;
+        let hit = Output::of(
+            Some(0),
+            "slurm-tools: container: removed the cached image /c/old.sqsh (least recently used; the cache keeps 3)\n\
+             slurm-tools: container: cache hit reg:5000/img:1 sha256:ab at /c/ab.sqsh\nFILE /c/ab.sqsh\n",
+            "",
+        );
+        let r = PyxisImport::reply(&ask(), &hit).unwrap();
+        assert_eq!(r.file.as_deref(), Some("/c/ab.sqsh"));
+        assert_eq!(r.used.as_ref().map(|u| u.cache.as_str()), Some("hit"));
+        assert_eq!(
+            r.removed,
+            ["removed the cached image /c/old.sqsh (least recently used; the cache keeps 3)"]
+        );
+        assert!(r.uncached.is_none() && r.failure.is_none());
+        let uncached = Output::of(
+            Some(0),
+            "slurm-tools: container: uncached reg:5000/img:1 (no enroot on the login node l: pyxis imports the image in each job)\n",
+            "",
+        );
+        let r = PyxisImport::reply(&ask(), &uncached).unwrap();
+        assert_eq!(
+            r.uncached.as_deref(),
+            Some("no enroot on the login node l: pyxis imports the image in each job")
+        );
+        assert!(r.file.is_none());
+        let failed = Output::of(Some(3), "", "[ERROR] something enroot said\n");
+        let e = PyxisImport::reply(&ask(), &failed)
+            .unwrap()
+            .failure
+            .unwrap();
+        assert!(
+            e.message
+                .starts_with("`container_image` docker://reg:5000/img:1: "),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.ends_with("; nothing was submitted"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.field.as_deref(), Some("container_image"));
+        let script = PyxisImport::script(&ImportAsk {
+            token: "it's".into(),
+            ..ask()
+        })
+        .unwrap();
+        crate::remote::script_check::assert_clean("pyxis-import", script.as_str());
+    }
 
     fn remote(pyxis: bool, apptainer: bool) -> RemoteCheck {
         RemoteCheck {
