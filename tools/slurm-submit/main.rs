@@ -10,6 +10,7 @@ use shared::remote::layout::{self, join, Layout};
 use shared::remote::quote::{quote, Script};
 use shared::remote::ssh::Ssh;
 use shared::remote::trees::{tree_notes, Trees};
+use shared::remote::Operation;
 use shared::repo::archive::{self, Item, Stats};
 use shared::slurm::Settings;
 use shared::{Context, ErrorKind, InputArg, Outcome, Result, ToolCli, ToolError};
@@ -271,7 +272,14 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     };
     // Built before anything is recorded or sent, so a value that cannot be quoted stops here.
     let resumed = journal.as_ref().is_some_and(|e| e.resumed);
-    let script = remote_script(&plan, &repo, resumed)?;
+    let host = ssh.as_ref().map(|s| s.host.clone()).unwrap_or_default();
+    let ask = SubmitAsk {
+        plan: &plan,
+        repo: &repo,
+        thorough: resumed,
+        host: &host,
+    };
+    let script = Submission::script(&ask)?;
     let mut section = job_section(&st, &plan, &repo, &token, container_use)?;
     let command = section.command.clone().unwrap_or_default();
     if cli.dry_run {
@@ -294,8 +302,8 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         record_input(ctx, entry, &input_line, cli.build);
     }
     let (job_id, said) = match ready {
-        Some(ready) => submit_synced(ctx, &ssh, &plan, &repo, script, ready)?,
-        None => submit_once(ctx, &ssh, &plan, &repo, script)?,
+        Some(ready) => submit_synced(ctx, &ssh, &ask, script, ready)?,
+        None => submit_once(ctx, &ssh, ask)?,
     };
     let trees_kb = tree_notes(ctx, &plan.tree, &said);
     shared::support::testhook::pause("submit:accepted");
@@ -1135,14 +1143,58 @@ fn job_id_of(text: &str) -> Option<String> {
         .filter(|id| shared::slurm::is_job_id(id))
 }
 
-fn send(ssh: &Ssh, plan: &Plan, script: &Script) -> Result<shared::support::process::Output> {
+/// What the submission is given: its plan, the clone's path, whether it first looks in squeue
+/// for a job with its tag (a retry, a resumed run), and the host, for what a failure names.
+struct SubmitAsk<'a> {
+    plan: &'a Plan,
+    repo: &'a str,
+    thorough: bool,
+    host: &'a str,
+}
+
+/// Slurm took the job: its id, all the script said, and whether Slurm had it already (the
+/// tag found: not submitted again).
+#[derive(Debug)]
+struct Accepted {
+    job_id: String,
+    said: String,
+    resumed: bool,
+}
+
+/// The submission (submit.sh under the tag's lock, the job's files on stdin): one execution, or
+/// the last part of the fused one after --sync.
+struct Submission<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'a> shared::remote::Operation for Submission<'a> {
+    type Params = SubmitAsk<'a>;
+    type Reply = Accepted;
+    const DEADLINE: Duration = Duration::from_secs(180);
+
+    fn script(a: &SubmitAsk<'a>) -> Result<Script> {
+        remote_script(a.plan, a.repo, a.thorough)
+    }
+
+    /// The job id, or the error the script's exit means.
+    fn reply(a: &SubmitAsk<'a>, out: &shared::support::process::Output) -> Result<Accepted> {
+        let text = out.stdout_text();
+        match (out.success(), job_id_of(&text)) {
+            (true, Some(job_id)) => Ok(Accepted {
+                job_id,
+                resumed: text.lines().any(|l| l == "RESUMED"),
+                said: text,
+            }),
+            _ => Err(failure(out, a.plan, a.host)),
+        }
+    }
+}
+
+/// The job's files, as the tar stream the submission reads on its stdin.
+fn payload(plan: &Plan) -> shared::support::process::StreamWriter {
     let items = plan.items.clone();
     let stats = Arc::new(Mutex::new(Stats::default()));
-    let payload: shared::support::process::StreamWriter =
-        Box::new(move |w: &mut dyn std::io::Write| {
-            archive::write_archive(&items, w, false, &stats, None)
-        });
-    ssh.run_script(script, Some(payload), Duration::from_secs(180))
+    Box::new(move |w: &mut dyn std::io::Write| {
+        archive::write_archive(&items, w, false, &stats, None)
+    })
 }
 
 /// --sync, before the submission is planned: the snapshot made and the layout derived, nothing
@@ -1203,14 +1255,14 @@ impl std::io::Write for Capped {
 fn submit_synced(
     ctx: &mut Context,
     ssh: &Ssh,
-    plan: &Plan,
-    repo: &str,
+    ask: &SubmitAsk,
     script: Script,
     ready: shared::sync::fused::Ready,
 ) -> Result<(String, String)> {
+    let plan = ask.plan;
     let Some(uploads) = uploads_in_memory(plan)? else {
         ready.separately(ctx, "the job's files are over 256 KiB")?;
-        return submit_once(ctx, ssh, plan, repo, script);
+        return submit_once(ctx, ssh, SubmitAsk { ..*ask });
     };
     let fused = ready.push(ctx, ssh)?;
     let command = shared::sync::fused::Command {
@@ -1220,7 +1272,7 @@ fn submit_synced(
     };
     // A first sync clones the repository: as long as slurm-sync-tracked gives that.
     match Box::new(fused).run(ctx, ssh, command, Duration::from_secs(30 * 60)) {
-        Ok(out) => accepted(ctx, out, plan, ssh),
+        Ok(out) => accepted(ctx, ask, &out),
         Err(e) if e.kind == ErrorKind::Remote => Err(e.with_hint(format!(
             "the job may or may not have been submitted: rerun slurm-submit --sync on the same input document, it finds a job with tag {} instead of submitting again (or look: squeue -u $USER -o '%i %k' | grep {})",
             plan.token, plan.token
@@ -1229,42 +1281,32 @@ fn submit_synced(
     }
 }
 
-/// The submission script's answer: the job id (and all it said), or the error it means.
+/// The submission's answer: the job id (and all it said), or the error it means.
 fn accepted(
     ctx: &Context,
-    out: shared::support::process::Output,
-    plan: &Plan,
-    ssh: &Ssh,
+    ask: &SubmitAsk,
+    out: &shared::support::process::Output,
 ) -> Result<(String, String)> {
-    let text = out.stdout_text();
-    if let (true, Some(id)) = (out.success(), job_id_of(&text)) {
-        if text.lines().any(|l| l == "RESUMED") {
-            ctx.note(format!(
-                "Slurm already had this submission (job {id}, tag {}); not submitting again",
-                plan.token
-            ));
-        }
-        return Ok((id, text));
+    let a = Submission::reply(ask, out)?;
+    if a.resumed {
+        ctx.note(format!(
+            "Slurm already had this submission (job {}, tag {}); not submitting again",
+            a.job_id, ask.plan.token
+        ));
     }
-    Err(failure(out, plan, ssh))
+    Ok((a.job_id, a.said))
 }
 
-/// Send `script`; after a lost connection, send it once more in its thorough form.
-fn submit_once(
-    ctx: &Context,
-    ssh: &Ssh,
-    plan: &Plan,
-    repo: &str,
-    mut script: Script,
-) -> Result<(String, String)> {
+/// Send the submission; after a lost connection, send it once more in its thorough form.
+fn submit_once(ctx: &Context, ssh: &Ssh, mut ask: SubmitAsk) -> Result<(String, String)> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         if attempt > 1 {
-            script = remote_script(plan, repo, true)?;
+            ask.thorough = true;
         }
-        match send(ssh, plan, &script) {
-            Ok(out) => return accepted(ctx, out, plan, ssh),
+        match shared::remote::execute::<Submission>(ssh, &ask, Some(payload(ask.plan))) {
+            Ok(out) => return accepted(ctx, &ask, &out),
             Err(e) if e.kind == ErrorKind::Remote && attempt == 1 => {
                 // The request may have reached Slurm. The script looks for the tag before it
                 // submits, under a lock the first attempt holds while it lives: sending it
@@ -1275,29 +1317,29 @@ fn submit_once(
             Err(e) => {
                 return Err(e.with_hint(format!(
                     "the job may or may not have been submitted: rerun slurm-submit on the same input document, it finds a job with tag {} instead of submitting again (or look: squeue -u $USER -o '%i %k' | grep {})",
-                    plan.token, plan.token
+                    ask.plan.token, ask.plan.token
                 )))
             }
         }
     }
 }
 
-fn failure(out: shared::support::process::Output, plan: &Plan, ssh: &Ssh) -> ToolError {
+fn failure(out: &shared::support::process::Output, plan: &Plan, host: &str) -> ToolError {
     let token = &plan.token;
     let record = out.record();
     let e = match Exit::from_status(out.code) {
         Some(Exit::SubmitFailed | Exit::SrunExited) => shared::slurm::submission_error(&out.stderr_tail),
-        Some(Exit::UploadDir | Exit::Extract) => ToolError::remote(format!("could not upload the job's files into {} on {}", plan.upload_dir, ssh.host))
+        Some(Exit::UploadDir | Exit::Extract) => ToolError::remote(format!("could not upload the job's files into {} on {}", plan.upload_dir, host))
             .with_hint("check that the directory is writable and the disk is not full"),
-        Some(Exit::Tree) => ToolError::remote(format!("could not make the job's own code tree {} on {}", plan.tree.job, ssh.host))
+        Some(Exit::Tree) => ToolError::remote(format!("could not make the job's own code tree {} on {}", plan.tree.job, host))
             .with_hint("see git's stderr in this error: the disk may be full, or the snapshot commit missing from the clone (rerun slurm-sync-tracked)"),
-        Some(Exit::NoCheckout) => ToolError::remote(format!("the remote checkout does not exist on {}", ssh.host)).with_field("remote_repo_path")
+        Some(Exit::NoCheckout) => ToolError::remote(format!("the remote checkout does not exist on {}", host)).with_field("remote_repo_path")
             .with_hint("run slurm-sync-tracked first"),
-        Some(Exit::TmuxStart | Exit::NoTmux) => ToolError::remote(format!("could not start a tmux session on {} to hold the srun", ssh.host))
+        Some(Exit::TmuxStart | Exit::NoTmux) => ToolError::remote(format!("could not start a tmux session on {} to hold the srun", host))
             .with_hint("check that tmux works on the login node (`tmux new -d true`), or use the batch recipe"),
-        Some(Exit::LockTimeout) => ToolError::remote(format!("another submission with tag {token} held its lock on {} for two minutes", ssh.host))
+        Some(Exit::LockTimeout) => ToolError::remote(format!("another submission with tag {token} held its lock on {} for two minutes", host))
             .with_hint("another slurm-submit on the same input is still submitting; wait for it, then rerun"),
-        Some(Exit::LockFailed) => ToolError::remote(format!("could not create the submission's lock directory in {} on {}", plan.state_dir, ssh.host))
+        Some(Exit::LockFailed) => ToolError::remote(format!("could not create the submission's lock directory in {} on {}", plan.state_dir, host))
             .with_hint("mkdir failed there (read-only, full, or not yours): check the directory; nothing was submitted"),
         Some(Exit::ArrayTooBig) => {
             let max = out.stdout_text().lines().find_map(|l| l.strip_prefix("ARRAY_TOO_BIG ").map(str::to_string)).unwrap_or_default();
@@ -1307,7 +1349,7 @@ fn failure(out: shared::support::process::Output, plan: &Plan, ssh: &Ssh) -> Too
         }
         Some(Exit::NoJobId) => ToolError::remote(format!("srun started in tmux session {token}, but its job did not show up in squeue within a minute"))
             .with_hint(format!("look with: squeue -u $USER -o '%i %k' | grep {token}; attach with: tmux attach -t {token}")),
-        None => ToolError::remote(format!("submission on {} failed ({}) without a job id", ssh.host, shared::support::process::describe_exit(out.code))).with_hint("see the command's stderr in this error"),
+        None => ToolError::remote(format!("submission on {} failed ({}) without a job id", host, shared::support::process::describe_exit(out.code))).with_hint("see the command's stderr in this error"),
     };
     e.with_command(record)
 }
@@ -1369,7 +1411,13 @@ mod tests {
                 dependency: None,
             };
             for thorough in [false, true] {
-                let s = remote_script(&plan, repo, thorough).unwrap();
+                let ask = SubmitAsk {
+                    plan: &plan,
+                    repo,
+                    thorough,
+                    host: "login1",
+                };
+                let s = Submission::script(&ask).unwrap();
                 assert!(s.as_str().contains(if tmux {
                     "submit_in_tmux"
                 } else {
@@ -1379,6 +1427,23 @@ mod tests {
                     if tmux { "submit-tmux" } else { "submit-batch" },
                     s.as_str(),
                 );
+                // The reply: the job id (Slurm had it already: RESUMED), or what the exit means.
+                let out = |code, stdout: &str| {
+                    shared::support::process::Output::of(Some(code), stdout, "")
+                };
+                let a = Submission::reply(&ask, &out(0, "JOBID 4242\nRESUMED\n")).unwrap();
+                assert_eq!((a.job_id.as_str(), a.resumed), ("4242", true));
+                let a = Submission::reply(&ask, &out(0, "JOBID 17\n")).unwrap();
+                assert_eq!((a.job_id.as_str(), a.resumed), ("17", false));
+                let e = Submission::reply(&ask, &out(0, "nothing\n")).unwrap_err();
+                assert_eq!(
+                    e.message,
+                    "submission on login1 failed (exit 0) without a job id"
+                );
+                let locked = Exit::LockTimeout.code();
+                let e = Submission::reply(&ask, &out(locked, "")).unwrap_err();
+                assert_eq!(e.message, format!("another submission with tag {token} held its lock on login1 for two minutes"));
+                assert!(e.command.is_some());
             }
         }
     }

@@ -31,7 +31,7 @@ pub mod script_check;
 pub mod ssh;
 pub mod trees;
 
-pub use operation::{run, run_sending, JobNodes, Operation, Scancel, UsageQuery};
+pub use operation::{execute, run, run_sending, JobNodes, Operation, Scancel, UsageQuery};
 
 /// The reply lines a remote script prints, `TAG value` (a bare `TAG` has the value ""): the one
 /// reader of them. A tag matches the whole first word only (`CREATED` never matches

@@ -39,14 +39,7 @@ pub trait Operation {
 
 /// Run `O` through `ssh` (one execution): its script, then its reply.
 pub fn run<O: Operation>(ssh: &Ssh, params: &O::Params) -> crate::Result<O::Reply> {
-    let script = O::script(params)?;
-    let deadline = O::deadline(params);
-    let out = if O::shows_progress(params) {
-        ssh.run_script_showing_progress(&script, deadline)?
-    } else {
-        ssh.run_script(&script, None, deadline)?
-    };
-    O::reply(params, &out)
+    run_sending::<O>(ssh, params, None)
 }
 
 /// [`run`], with `payload` streamed to the script's stdin (an archive, a bundle).
@@ -55,12 +48,25 @@ pub fn run_sending<O: Operation>(
     params: &O::Params,
     payload: Option<StreamWriter>,
 ) -> crate::Result<O::Reply> {
-    if payload.is_none() {
-        return run::<O>(ssh, params);
-    }
-    let script = O::script(params)?;
-    let out = ssh.run_script(&script, payload, O::deadline(params))?;
+    let out = execute::<O>(ssh, params, payload)?;
     O::reply(params, &out)
+}
+
+/// The first half of [`run_sending`] alone: the execution, its errors the connection's only
+/// (lost, timed out, refused). For a caller whose next step depends on which half failed (a
+/// submission is sent again after a lost connection, never after its script's own answer); it
+/// then reads the output with `O::reply`.
+pub fn execute<O: Operation>(
+    ssh: &Ssh,
+    params: &O::Params,
+    payload: Option<StreamWriter>,
+) -> crate::Result<Output> {
+    let script = O::script(params)?;
+    let deadline = O::deadline(params);
+    if payload.is_none() && O::shows_progress(params) {
+        return ssh.run_script_showing_progress(&script, deadline);
+    }
+    ssh.run_script(&script, payload, deadline)
 }
 
 /// The nodes a job ran on (job-nodes.sh): from accounting, else from scontrol; `None` when
