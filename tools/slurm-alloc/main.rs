@@ -294,10 +294,6 @@ fn section(input: &Input) -> Allocation {
     input.allocation.clone().unwrap_or_default()
 }
 
-fn run(a: &Alloc, script: &Script, secs: u64) -> Result<shared::support::process::Output> {
-    a.ssh.run_script(script, None, Duration::from_secs(secs))
-}
-
 fn tagged<'a>(text: &'a str, tag: &'a str) -> Option<&'a str> {
     shared::remote::Tagged::of(text).first(tag)
 }
@@ -692,38 +688,13 @@ fn pyxis_up(
         &held,
     )
     .inspect_err(|_| ctx.doc.set_section("allocation", sec))?;
-    let mut s = Script::new();
-    exit::assign::<Exit>(&mut s)?;
-    s.raw(OVERLAP);
-    s.assign("job", job)?;
-    // Every node of the allocation: a step started from outside it spans one node unless
-    // told otherwise.
-    s.raw(ALL_NODES);
-    s.raw("srun $ov")
-        .arg(&format!("--jobid={job}"))?
-        .raw(" --nodes=\"$nn\"")
-        .arg("--ntasks-per-node=1")?;
-    s.arg(&format!(
-        "--container-image={}",
-        st.container_ref.as_deref().unwrap_or(img)
-    ))?
-    .arg(&format!("--container-name={container}"))?;
-    s.raw(" true || exit \"$E_IMPORT\"\n");
-    if !packages.is_empty() {
-        // pip of the image's python3, in the writable container; an image without python3
-        // is said as such (not as pip's "command not found").
-        s.raw("srun $ov")
-            .arg(&format!("--jobid={job}"))?
-            .raw(" --nodes=\"$nn\"")
-            .arg("--ntasks-per-node=1")?;
-        s.arg(&format!("--container-name={container}"))?
-            .arg("--container-writable")?;
-        s.raw(" sh -c 'command -v python3 >/dev/null 2>&1 || exit 97; exec python3 -m pip install \"$@\"' sh --");
-        for p in packages {
-            s.arg(p)?;
-        }
-        s.raw("\ncase $? in 0) ;; 97) exit \"$E_NO_PYTHON\" ;; *) exit \"$E_PACKAGES\" ;; esac\n");
-    }
+    let params = PyxisUpAsk {
+        job: job.to_string(),
+        image: st.container_ref.clone().unwrap_or_else(|| img.to_string()),
+        written: img.to_string(),
+        container: container.clone(),
+        packages: packages.to_vec(),
+    };
     ctx.note(format!(
         "importing the container image {img} on each node of allocation {job} ({})",
         match &sec.container_use {
@@ -731,11 +702,8 @@ fn pyxis_up(
             None => "pyxis imports it once per node; a large image takes minutes",
         }
     ));
-    let out = run(a, &s, 3600)?;
-    if !out.success() {
-        ctx.doc.set_section("allocation", sec);
-        return Err(container_setup_error(&out, img, job, "importing"));
-    }
+    shared::remote::run::<PyxisUp>(&a.ssh, &params)
+        .inspect_err(|_| ctx.doc.set_section("allocation", sec))?;
     ctx.note(format!(
         "container {container} {} on each node{}",
         if reused {
@@ -752,16 +720,96 @@ fn pyxis_up(
     Ok(())
 }
 
+/// What [`PyxisUp`] is given: the allocation, the image (the cache's file when there is one) and
+/// as the document wrote it, the container's name, the packages.
+struct PyxisUpAsk {
+    job: String,
+    image: String,
+    written: String,
+    container: String,
+    packages: Vec<String>,
+}
+
+/// pyxis: the named container created from the image on every node of the allocation, then
+/// `packages` installed in it with the image's python3 (one execution, up to an hour).
+struct PyxisUp;
+
+impl shared::remote::Operation for PyxisUp {
+    type Params = PyxisUpAsk;
+    type Reply = ();
+    const DEADLINE: Duration = Duration::from_secs(3600);
+
+    fn script(p: &PyxisUpAsk) -> Result<Script> {
+        let mut s = Script::new();
+        exit::assign::<Exit>(&mut s)?;
+        s.raw(OVERLAP);
+        s.assign("job", &p.job)?;
+        // Every node of the allocation: a step started from outside it spans one node unless
+        // told otherwise.
+        s.raw(ALL_NODES);
+        let every_node = |s: &mut Script| -> Result<()> {
+            s.raw("srun $ov")
+                .arg(&format!("--jobid={}", p.job))?
+                .raw(" --nodes=\"$nn\"")
+                .arg("--ntasks-per-node=1")?;
+            Ok(())
+        };
+        every_node(&mut s)?;
+        s.arg(&format!("--container-image={}", p.image))?
+            .arg(&format!("--container-name={}", p.container))?;
+        s.raw(" true || exit \"$E_IMPORT\"\n");
+        if !p.packages.is_empty() {
+            // pip of the image's python3, in the writable container; an image without python3
+            // is said as such (not as pip's "command not found").
+            every_node(&mut s)?;
+            s.arg(&format!("--container-name={}", p.container))?
+                .arg("--container-writable")?;
+            s.raw(" sh -c 'command -v python3 >/dev/null 2>&1 || exit 97; exec python3 -m pip install \"$@\"' sh --");
+            for w in &p.packages {
+                s.arg(w)?;
+            }
+            s.raw(
+                "\ncase $? in 0) ;; 97) exit \"$E_NO_PYTHON\" ;; *) exit \"$E_PACKAGES\" ;; esac\n",
+            );
+        }
+        Ok(s)
+    }
+
+    fn reply(p: &PyxisUpAsk, out: &shared::support::process::Output) -> Result<()> {
+        if !out.success() {
+            return Err(container_setup_error(out, &p.written, &p.job, "importing"));
+        }
+        Ok(())
+    }
+}
+
+/// How many GPUs one node of the allocation has (nvidia-smi -L); `None` without nvidia-smi.
+struct GpuProbe;
+
+impl shared::remote::Operation for GpuProbe {
+    /// The allocation's job id.
+    type Params = str;
+    type Reply = Option<u64>;
+    const DEADLINE: Duration = Duration::from_secs(120);
+
+    fn script(job: &str) -> Result<Script> {
+        let mut s = Script::new();
+        s.raw(OVERLAP);
+        s.raw("srun $ov").arg(&format!("--jobid={job}"))?.raw(" --ntasks=1 sh -c 'if command -v nvidia-smi >/dev/null; then nvidia-smi -L | wc -l; else echo none; fi'\n");
+        Ok(s)
+    }
+
+    fn reply(_: &str, out: &shared::support::process::Output) -> Result<Option<u64>> {
+        Ok(out.stdout_text().trim().parse::<u64>().ok())
+    }
+}
+
 /// Ask one node of the allocation how many GPUs it has (nvidia-smi), into the section and the
 /// document's `gpus_per_node`.
 fn probe_gpus(ctx: &mut Context, a: &Alloc, job: &str, sec: &mut Allocation) -> Result<()> {
-    let mut s = Script::new();
-    s.raw(OVERLAP);
-    s.raw("srun $ov").arg(&format!("--jobid={job}"))?.raw(" --ntasks=1 sh -c 'if command -v nvidia-smi >/dev/null; then nvidia-smi -L | wc -l; else echo none; fi'\n");
-    let out = run(a, &s, 120)?;
-    let probed = out.stdout_text().trim().to_string();
-    sec.gpus_per_node_probed = Some(probed.parse::<u64>().ok());
-    if let Ok(n) = probed.parse::<u64>() {
+    let probed = shared::remote::run::<GpuProbe>(&a.ssh, job)?;
+    sec.gpus_per_node_probed = Some(probed);
+    if let Some(n) = probed {
         let mut derived = Vec::new();
         ctx.doc.derive("gpus_per_node", n.into(), &mut derived);
     } else {
@@ -797,44 +845,90 @@ fn apptainer_up(
         )?
         .expect("on Apptainer with an image");
     let img = st.container_ref.as_deref().unwrap_or_default();
-    let mut s = Script::new();
-    // The packages, as the script's arguments (exact words, each quoted once).
-    s.raw("set --");
-    for p in packages {
-        s.arg(p)?;
-    }
-    s.raw("\n");
-    exit::assign::<Exit>(&mut s)?;
-    s.raw(OVERLAP);
-    s.assign("job", job)?;
-    s.assign("dir", &dir)?;
-    s.assign("launcher", &launcher_path)?;
-    s.assign("launcher_text", &text)?;
-    s.assign("packages_dir", packages_dir.as_deref().unwrap_or(""))?;
-    s.assign("wait_seconds", "300")?;
-    s.raw(ALL_NODES);
-    s.raw(shared::remote::ALLOC_APPTAINER_UP);
+    let params = ApptainerUpAsk {
+        job: job.to_string(),
+        image: img.to_string(),
+        dir,
+        launcher: launcher_path,
+        launcher_text: text,
+        packages_dir,
+        packages: packages.to_vec(),
+    };
     ctx.note(format!(
         "getting the container image {img} ready on each node of allocation {job} (Apptainer pulls it once into the image cache {cache}; a large image takes minutes)"
     ));
-    let out = run(a, &s, 3600)?;
-    let text = out.stdout_text();
-    let failed: Vec<&str> = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("INSTANCE_FAILED "))
-        .collect();
-    if !failed.is_empty() {
+    let up = shared::remote::run::<ApptainerUp>(&a.ssh, &params)?;
+    if !up.instance_failed.is_empty() {
         ctx.warn(format!(
             "the allocation's instance {} did not start on {} ({}): commands there run in the image, and what they change in the container is not kept (an image without Apptainer's start action, such as an enroot .sqsh, cannot be an instance; a registry image or a .sif can)",
             sec.container_instance.as_deref().unwrap_or_default(),
-            failed.join(", "),
-            tagged(&text, "INSTANCE_WHY").unwrap_or("the runtime said nothing more")
+            up.instance_failed.join(", "),
+            up.instance_why.as_deref().unwrap_or("the runtime said nothing more")
         ));
     }
-    if !out.success() {
-        return Err(container_setup_error(&out, img, job, "starting"));
+    up.failure.map_or(Ok(()), Err)
+}
+
+/// What [`ApptainerUp`] is given: the allocation, its image, its container files' directory,
+/// the launcher's path and text, the packages and where they go.
+struct ApptainerUpAsk {
+    job: String,
+    image: String,
+    dir: String,
+    launcher: String,
+    launcher_text: String,
+    packages_dir: Option<String>,
+    packages: Vec<String>,
+}
+
+/// What Apptainer's setup said: the nodes whose instance did not start (and why), and a
+/// failure, with the runtime's words.
+struct ApptainerReady {
+    instance_failed: Vec<String>,
+    instance_why: Option<String>,
+    failure: Option<ToolError>,
+}
+
+/// Apptainer: the launcher written, the image pulled once into the image cache, the instance
+/// started on every node, the packages installed (alloc-apptainer-up.sh): one execution.
+struct ApptainerUp;
+
+impl shared::remote::Operation for ApptainerUp {
+    type Params = ApptainerUpAsk;
+    type Reply = ApptainerReady;
+    const DEADLINE: Duration = Duration::from_secs(3600);
+
+    fn script(p: &ApptainerUpAsk) -> Result<Script> {
+        let mut s = Script::new();
+        // The packages, as the script's arguments (exact words, each quoted once).
+        s.raw("set --");
+        for w in &p.packages {
+            s.arg(w)?;
+        }
+        s.raw("\n");
+        exit::assign::<Exit>(&mut s)?;
+        s.raw(OVERLAP);
+        s.assign("job", &p.job)?;
+        s.assign("dir", &p.dir)?;
+        s.assign("launcher", &p.launcher)?;
+        s.assign("launcher_text", &p.launcher_text)?;
+        s.assign("packages_dir", p.packages_dir.as_deref().unwrap_or(""))?;
+        s.assign("wait_seconds", "300")?;
+        s.raw(ALL_NODES);
+        s.raw(shared::remote::ALLOC_APPTAINER_UP);
+        Ok(s)
     }
-    Ok(())
+
+    fn reply(p: &ApptainerUpAsk, out: &shared::support::process::Output) -> Result<ApptainerReady> {
+        let text = out.stdout_text();
+        let said = shared::remote::Tagged::of(&text);
+        Ok(ApptainerReady {
+            instance_failed: said.all("INSTANCE_FAILED").map(str::to_string).collect(),
+            instance_why: said.first("INSTANCE_WHY").map(str::to_string),
+            failure: (!out.success())
+                .then(|| container_setup_error(out, &p.image, &p.job, "starting")),
+        })
+    }
 }
 
 /// The allocation's named container on every node: pyxis's container (created from the image
@@ -942,34 +1036,68 @@ fn hours(secs: u64) -> String {
 }
 
 fn queue(a: &Alloc, job: &str) -> Result<Option<slurm::QueueEntry>> {
-    let mut s = Script::new();
-    s.raw("env SLURM_TIME_FORMAT=%s squeue -h -j")
-        .arg(job)?
-        .raw(" -o")
-        .arg(slurm::SQUEUE_FORMAT)?
-        .raw(" 2>/dev/null\n");
-    let out = run(a, &s, 60)?;
-    Ok(out
-        .stdout_text()
-        .lines()
-        .next()
-        .and_then(slurm::parse_squeue))
+    shared::remote::run::<QueueEntryOf>(&a.ssh, job)
 }
 
 fn set_limit(a: &Alloc, job: &str, secs: u64) -> Result<()> {
-    let mut s = Script::new();
-    s.raw("scontrol update")
-        .arg(&format!("JobId={job}"))?
-        .arg(&format!("TimeLimit={}", format_duration(secs)))?
-        .raw("\n");
-    let out = run(a, &s, 60)?;
-    if !out.success() {
-        return Err(
-            ToolError::remote(format!("scontrol update of job {job}'s time limit failed"))
-                .with_command(out.record()),
-        );
+    shared::remote::run::<SetTimeLimit>(&a.ssh, &(job.to_string(), secs))
+}
+
+/// The allocation's line in squeue (times in seconds); `None` once it left the queue.
+struct QueueEntryOf;
+
+impl shared::remote::Operation for QueueEntryOf {
+    /// The job id.
+    type Params = str;
+    type Reply = Option<slurm::QueueEntry>;
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn script(job: &str) -> Result<Script> {
+        let mut s = Script::new();
+        s.raw("env SLURM_TIME_FORMAT=%s squeue -h -j")
+            .arg(job)?
+            .raw(" -o")
+            .arg(slurm::SQUEUE_FORMAT)?
+            .raw(" 2>/dev/null\n");
+        Ok(s)
     }
-    Ok(())
+
+    fn reply(_: &str, out: &shared::support::process::Output) -> Result<Self::Reply> {
+        Ok(out
+            .stdout_text()
+            .lines()
+            .next()
+            .and_then(slurm::parse_squeue))
+    }
+}
+
+/// A new time limit for the allocation (scontrol update), in seconds.
+struct SetTimeLimit;
+
+impl shared::remote::Operation for SetTimeLimit {
+    /// The job id and the limit in seconds.
+    type Params = (String, u64);
+    type Reply = ();
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn script((job, secs): &(String, u64)) -> Result<Script> {
+        let mut s = Script::new();
+        s.raw("scontrol update")
+            .arg(&format!("JobId={job}"))?
+            .arg(&format!("TimeLimit={}", format_duration(*secs)))?
+            .raw("\n");
+        Ok(s)
+    }
+
+    fn reply((job, _): &(String, u64), out: &shared::support::process::Output) -> Result<()> {
+        if !out.success() {
+            return Err(ToolError::remote(format!(
+                "scontrol update of job {job}'s time limit failed"
+            ))
+            .with_command(out.record()));
+        }
+        Ok(())
+    }
 }
 
 fn job_of(input: &Input) -> Result<(Alloc, String, Allocation)> {
@@ -1164,12 +1292,29 @@ fn exec(args: &ExecArgs, ctx: &mut Context) -> Result<Outcome> {
 
 /// Close this allocation's tmux session (and with it a salloc still waiting in it).
 fn release_session(a: &Alloc) -> Result<bool> {
-    let mut s = Script::new();
-    s.assign("session", &a.session)?;
-    s.raw(shared::remote::TMUX);
-    s.raw("kill_session \"$session\" && echo KILLED\nexit 0\n");
-    let out = run(a, &s, 60)?;
-    Ok(out.stdout_text().contains("KILLED"))
+    shared::remote::run::<KillSession>(&a.ssh, &a.session)
+}
+
+/// A tmux session closed (tmux.sh's `kill_session`): whether there was one.
+struct KillSession;
+
+impl shared::remote::Operation for KillSession {
+    /// The session's name.
+    type Params = str;
+    type Reply = bool;
+    const DEADLINE: Duration = Duration::from_secs(60);
+
+    fn script(session: &str) -> Result<Script> {
+        let mut s = Script::new();
+        s.assign("session", session)?;
+        s.raw(shared::remote::TMUX);
+        s.raw("kill_session \"$session\" && echo KILLED\nexit 0\n");
+        Ok(s)
+    }
+
+    fn reply(_: &str, out: &shared::support::process::Output) -> Result<bool> {
+        Ok(shared::remote::Tagged::of(&out.stdout_text()).has("KILLED"))
+    }
 }
 
 /// `nn`: the node count of allocation `$job`, for a step on every node of it.
@@ -1321,6 +1466,89 @@ mod tests {
             "{}",
             s.as_str()
         );
+    }
+
+    /// The allocation's other operations as assembled (values with quotes in them) pass the
+    /// static checks, and their replies read as the tool decides on them.
+    #[test]
+    fn the_allocations_operations_are_clean_and_their_replies_read() {
+        use shared::remote::Operation;
+        use shared::support::process::Output;
+        for packages in [vec![], vec!["numpy==2.0".to_string(), "it's".to_string()]] {
+            let p = PyxisUpAsk {
+                job: "42".into(),
+                image: "/c/ab.sqsh".into(),
+                written: "reg:5000/img:1".into(),
+                container: instance_name("42"),
+                packages: packages.clone(),
+            };
+            shared::remote::script_check::assert_clean(
+                "alloc-pyxis-up",
+                PyxisUp::script(&p).unwrap().as_str(),
+            );
+            assert!(PyxisUp::reply(&p, &Output::of(Some(0), "", "")).is_ok());
+            let e = PyxisUp::reply(
+                &p,
+                &Output::of(Some(Exit::Packages.code()), "", "pip: error\n"),
+            )
+            .unwrap_err();
+            assert_eq!(e.field.as_deref(), Some("packages"), "{}", e.message);
+            let a = ApptainerUpAsk {
+                job: "42".into(),
+                image: "docker://reg:5000/img:1".into(),
+                dir: "/h/u/slurm-tools-alloc/42".into(),
+                launcher: "/h/u/slurm-tools-alloc/42/launch.sh".into(),
+                launcher_text: "#!/bin/sh\nexec apptainer exec 'x' \"$@\"\n".into(),
+                packages_dir: Some("/h/u/slurm-tools-alloc/42/packages".into()),
+                packages,
+            };
+            shared::remote::script_check::assert_clean(
+                "alloc-apptainer-up",
+                ApptainerUp::script(&a).unwrap().as_str(),
+            );
+        }
+        let a = ApptainerUpAsk {
+            job: "42".into(),
+            image: "x.sqsh".into(),
+            dir: "/d".into(),
+            launcher: "/d/l".into(),
+            launcher_text: String::new(),
+            packages_dir: None,
+            packages: vec![],
+        };
+        let r = ApptainerUp::reply(
+            &a,
+            &Output::of(
+                Some(0),
+                "INSTANCE_FAILED mn1\nINSTANCE_FAILED mn2\nINSTANCE_WHY no start script\n",
+                "",
+            ),
+        )
+        .unwrap();
+        assert_eq!(r.instance_failed, ["mn1", "mn2"]);
+        assert_eq!(r.instance_why.as_deref(), Some("no start script"));
+        assert!(r.failure.is_none());
+        for s in [
+            GpuProbe::script("42").unwrap(),
+            QueueEntryOf::script("42").unwrap(),
+            SetTimeLimit::script(&("42".into(), 7200)).unwrap(),
+            KillSession::script("slurm-tools-it's").unwrap(),
+        ] {
+            shared::remote::script_check::assert_clean("alloc-small", s.as_str());
+        }
+        assert_eq!(
+            GpuProbe::reply("42", &Output::of(Some(0), "4\n", "")).unwrap(),
+            Some(4)
+        );
+        assert_eq!(
+            GpuProbe::reply("42", &Output::of(Some(0), "none\n", "")).unwrap(),
+            None
+        );
+        assert!(KillSession::reply("s", &Output::of(Some(0), "KILLED\n", "")).unwrap());
+        assert!(!KillSession::reply("s", &Output::of(Some(0), "", "")).unwrap());
+        let e = SetTimeLimit::reply(&("42".into(), 60), &Output::of(Some(1), "", "denied\n"))
+            .unwrap_err();
+        assert_eq!(e.message, "scontrol update of job 42's time limit failed");
     }
 
     /// `down`'s script as assembled (with and without an Apptainer instance and its files)
