@@ -445,27 +445,18 @@ fn confirmed_unchanged(p: &Prepared, plan: &remote::Plan, ctx: &Context) -> Resu
     {
         return Ok(false);
     }
-    let out = p.ssh.run_script(
-        &remote::unchanged_script(plan, &p.snapshot)?,
-        None,
-        Duration::from_secs(30 * 60),
+    let report = step(
+        &p.ssh,
+        plan,
+        remote::Step::Unchanged {
+            snapshot: &p.snapshot,
+        },
     )?;
-    let text = out.stdout_text();
-    let report = remote::parse(&text);
-    if !out.success() {
-        return Err(
-            remote::failure(out.code, &report, &p.ssh.host, &p.repo_path)
-                .with_command(out.record()),
-        );
-    }
     say_lock(ctx, &report, &p.repo_path);
-    if text.lines().any(|l| l == "UNCHANGED") {
+    if report.unchanged {
         return Ok(true);
     }
-    let what = text
-        .lines()
-        .find_map(|l| l.strip_prefix("CHANGED "))
-        .unwrap_or("it did not say");
+    let what = report.changed.as_deref().unwrap_or("it did not say");
     ctx.note(format!(
         "the snapshot is the one last synced, but the remote clone changed since ({what}): syncing it again"
     ));
@@ -845,11 +836,7 @@ fn sync_lfs(
     let (have, missing): (Vec<&String>, Vec<&String>) =
         need.iter().partition(|oid| local.lfs_object(oid).is_file());
     if !missing.is_empty() {
-        let _ = ssh.run_script(
-            &remote::direct_release_script(plan)?,
-            None,
-            Duration::from_secs(60),
-        );
+        release_lock(ssh, plan);
         let names: Vec<&str> = files
             .iter()
             .filter(|(o, _)| missing.contains(&o))
@@ -891,14 +878,14 @@ fn sync_lfs(
             crate::repo::archive::write_archive(&items, w, false, &stats, None)
         }) as crate::support::process::StreamWriter
     });
-    let script = remote::lfs_script(plan, payload.is_some())?;
-    let out = ssh.run_script(&script, payload, PUSH_DEADLINE)?;
-    let report = remote::parse(&out.stdout_text());
-    if !out.success() {
-        return Err(
-            remote::failure(out.code, &report, &ssh.host, plan.repo).with_command(out.record())
-        );
-    }
+    let ask = remote::StepAsk {
+        plan,
+        step: remote::Step::Lfs {
+            payload: payload.is_some(),
+        },
+        host: &ssh.host,
+    };
+    crate::remote::run_sending::<remote::CloneStep>(ssh, &ask, payload)?;
     Ok((have.len() as u64, bytes))
 }
 
@@ -966,7 +953,7 @@ fn sync_submodules(
             String::new()
         }
     ));
-    run_remote(ssh, &remote::modules_script(plan)?, plan)
+    step(ssh, plan, remote::Step::Modules)
 }
 
 /// Submodule pushes in flight at once. Each is a session of its own on the master (sshd allows
@@ -1047,9 +1034,7 @@ const PUSH_HINT: &str =
 
 /// After a failed push: the clone's sync lock goes (a direct sync holds it across pushes).
 fn release_lock(ssh: &Ssh, plan: &remote::Plan) {
-    if let Ok(script) = remote::direct_release_script(plan) {
-        let _ = ssh.run_script(&script, None, Duration::from_secs(60));
-    }
+    let _ = step(ssh, plan, remote::Step::DirectRelease);
 }
 
 /// `repo_url` must be one of the local repository's remotes; a repository without remotes must
@@ -1141,23 +1126,14 @@ fn temp_branch(input: &Input) -> String {
     )
 }
 
-fn run_remote(
-    ssh: &Ssh,
-    script: &crate::remote::quote::Script,
-    plan: &remote::Plan,
-) -> Result<remote::Report> {
-    let repo = plan.repo;
-    let deadline = Duration::from_secs(30 * 60);
-    let out = if plan.show_progress {
-        ssh.run_script_showing_progress(script, deadline)?
-    } else {
-        ssh.run_script(script, None, deadline)?
+/// One step on the cluster's clone (one execution): its report, or the error its exit means.
+fn step(ssh: &Ssh, plan: &remote::Plan, step: remote::Step) -> Result<remote::Report> {
+    let ask = remote::StepAsk {
+        plan,
+        step,
+        host: &ssh.host,
     };
-    let report = remote::parse(&out.stdout_text());
-    if !out.success() {
-        return Err(remote::failure(out.code, &report, &ssh.host, repo).with_command(out.record()));
-    }
-    Ok(report)
+    crate::remote::run::<remote::CloneStep>(ssh, &ask)
 }
 
 fn via_origin(
@@ -1168,7 +1144,7 @@ fn via_origin(
     sha: &str,
 ) -> Result<(remote::Report, Option<bool>)> {
     push_to_origin(local, plan, sha)?;
-    let result = run_remote(ssh, &remote::origin_script(plan)?, plan);
+    let result = step(ssh, plan, remote::Step::Origin);
     crate::support::testhook::pause("sync-tracked:checked-out");
     // 4f: the temporary branch goes, whatever happened remotely.
     let deleted = delete_temp_ref(ctx, local, plan.url, plan.temp);
@@ -1334,7 +1310,7 @@ fn via_direct(
     plan: &remote::Plan,
     sha: &str,
 ) -> Result<remote::Report> {
-    let prepared = run_remote(ssh, &remote::direct_prepare_script(plan)?, plan)?;
+    let prepared = step(ssh, plan, remote::Step::DirectPrepare)?;
     let git_ssh = ssh.git_ssh_command()?;
     let target = format!("{}:{}", ssh.host, plan.repo);
     let refspec = format!("+{sha}:refs/slurm-tools/incoming/{}", plan.temp);
@@ -1347,7 +1323,7 @@ fn via_direct(
         ssh,
         plan,
     )?;
-    let mut report = run_remote(ssh, &remote::direct_checkout_script(plan)?, plan)?;
+    let mut report = step(ssh, plan, remote::Step::DirectCheckout)?;
     report.created |= prepared.created;
     if report.broke_stale_lock.is_none() {
         report.broke_stale_lock = prepared.broke_stale_lock;

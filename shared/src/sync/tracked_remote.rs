@@ -204,6 +204,81 @@ pub fn direct_release_script(p: &Plan) -> Result<Script> {
     Ok(s)
 }
 
+/// One step of the tracked sync on the cluster's clone: which script it runs.
+#[derive(Clone, Copy)]
+pub enum Step<'s> {
+    /// `--via origin`: fetch, stash, check out ([`origin_script`]).
+    Origin,
+    /// `--via direct`, before the push ([`direct_prepare_script`]).
+    DirectPrepare,
+    /// `--via direct`, after the push ([`direct_checkout_script`]).
+    DirectCheckout,
+    /// After a failed push: the lock given back ([`direct_release_script`]).
+    DirectRelease,
+    /// The LFS content, with the objects on stdin when there are any ([`lfs_script`]).
+    Lfs { payload: bool },
+    /// The submodules checked out ([`modules_script`]).
+    Modules,
+    /// Is the clone as the last sync of this snapshot left it ([`unchanged_script`])?
+    Unchanged { snapshot: &'s str },
+}
+
+/// What [`CloneStep`] is given: the plan, the step, and the host, for what a failure names.
+pub struct StepAsk<'a> {
+    pub plan: &'a Plan<'a>,
+    pub step: Step<'a>,
+    pub host: &'a str,
+}
+
+/// One execution of the tracked sync on the cluster: its step's script, and its tagged lines
+/// read into a [`Report`]; a non-zero exit is the error [`failure`] names (with the command).
+pub struct CloneStep<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'a> crate::remote::Operation for CloneStep<'a> {
+    type Params = StepAsk<'a>;
+    type Reply = Report;
+    /// A first clone of a large repository: as long as it takes, within half an hour.
+    const DEADLINE: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+    fn deadline(a: &StepAsk<'a>) -> std::time::Duration {
+        match a.step {
+            Step::DirectRelease => std::time::Duration::from_secs(60),
+            _ => Self::DEADLINE,
+        }
+    }
+
+    /// A first clone says how far it got where a person watches; the LFS step's objects and
+    /// an unchanged re-sync's look say nothing on the way.
+    fn shows_progress(a: &StepAsk<'a>) -> bool {
+        a.plan.show_progress
+            && matches!(
+                a.step,
+                Step::Origin | Step::DirectPrepare | Step::DirectCheckout | Step::Modules
+            )
+    }
+
+    fn script(a: &StepAsk<'a>) -> Result<Script> {
+        let p = a.plan;
+        match a.step {
+            Step::Origin => origin_script(p),
+            Step::DirectPrepare => direct_prepare_script(p),
+            Step::DirectCheckout => direct_checkout_script(p),
+            Step::DirectRelease => direct_release_script(p),
+            Step::Lfs { payload } => lfs_script(p, payload),
+            Step::Modules => modules_script(p),
+            Step::Unchanged { snapshot } => unchanged_script(p, snapshot),
+        }
+    }
+
+    fn reply(a: &StepAsk<'a>, out: &crate::support::process::Output) -> Result<Report> {
+        let report = parse(&out.stdout_text());
+        if !out.success() {
+            return Err(failure(out.code, &report, a.host, a.plan.repo).with_command(out.record()));
+        }
+        Ok(report)
+    }
+}
+
 /// What the tagged lines said.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -231,6 +306,10 @@ pub struct Report {
     pub lfs_need: Vec<String>,
     /// The cluster has no git-lfs.
     pub lfs_no_tool: bool,
+    /// An unchanged re-sync's look: the clone is as the last sync left it.
+    pub unchanged: bool,
+    /// ... or what changed in it since.
+    pub changed: Option<String>,
 }
 
 /// `<seconds> <holder>` of the lock's WAITED and LOCKED lines.
@@ -268,6 +347,8 @@ pub fn parse(text: &str) -> Report {
             "SUB_FAILED" => r.module_failed = Some(rest.to_string()),
             "LFS_NEED" => r.lfs_need.push(rest.trim().to_string()),
             "LFS_NO_TOOL" => r.lfs_no_tool = true,
+            "UNCHANGED" => r.unchanged = true,
+            "CHANGED" => r.changed = Some(rest.to_string()),
             _ => {}
         }
     }
@@ -395,6 +476,37 @@ mod tests {
             lfs: &["d".repeat(64)],
             show_progress: true,
         };
+        // Each step of the operation runs its own script; the unchanged look is clean too.
+        use crate::remote::Operation;
+        for step in [
+            Step::Origin,
+            Step::DirectPrepare,
+            Step::DirectCheckout,
+            Step::DirectRelease,
+            Step::Lfs { payload: false },
+            Step::Modules,
+            Step::Unchanged {
+                snapshot: "slurm-tools/snap-it's",
+            },
+        ] {
+            let ask = StepAsk {
+                plan: &p,
+                step,
+                host: "h",
+            };
+            let progress = CloneStep::shows_progress(&ask);
+            assert_eq!(
+                progress,
+                !matches!(
+                    step,
+                    Step::DirectRelease | Step::Lfs { .. } | Step::Unchanged { .. }
+                )
+            );
+            crate::remote::script_check::assert_clean(
+                "sync-tracked-step",
+                CloneStep::script(&ask).unwrap().as_str(),
+            );
+        }
         for (name, s) in [
             ("sync-tracked-origin", origin_script(&p)),
             ("sync-tracked-direct-prepare", direct_prepare_script(&p)),
@@ -442,6 +554,10 @@ mod tests {
         assert_eq!(r.origin_differs.as_deref(), Some("/o.git"));
         assert_eq!(r.broke_stale_lock.as_deref(), Some("old"));
         assert_eq!(r.head.as_deref(), Some("def456"));
+        assert!(parse("UNCHANGED\n").unchanged);
+        let c = parse("CHANGED submodule a b edited\n");
+        assert!(!c.unchanged);
+        assert_eq!(c.changed.as_deref(), Some("submodule a b edited"));
     }
 
     #[test]
