@@ -363,6 +363,18 @@ pub fn section_of<T: serde::de::DeserializeOwned>(doc: &Value, name: &str) -> T 
         .unwrap_or_else(|e| panic!("the `{name}` section does not decode: {e}\n{value:#}"))
 }
 
+/// A saved document (a pipeline's output read from a file) decoded whole into the schema's
+/// types; the test fails naming what does not decode.
+pub fn typed_of(doc: &Value) -> shared::contract::schema::JobDocument {
+    shared::contract::schema::check(doc)
+        .unwrap_or_else(|e| panic!("not a job document as the schema types it: {e}\n{doc:#}"))
+}
+
+/// The `preflight` section of a saved document.
+pub fn preflight_of(doc: &Value) -> shared::contract::schema::Preflight {
+    section_of(doc, "preflight")
+}
+
 /// The `report` section of a saved document.
 pub fn report_of(doc: &Value) -> shared::contract::schema::Report {
     section_of(doc, "report")

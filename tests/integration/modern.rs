@@ -262,13 +262,9 @@ fn one_document_runs_on_both_clusters_by_changing_only_slurm_cluster() {
     let on_modern = main_job(&state, &modern);
     let on_local = main_job(&state, &local);
     for (site, d) in [("modern", &on_modern), ("local", &on_local)] {
-        let r = &d["report"];
-        assert_eq!(r["status"], "PASSED", "{site}: {r}");
-        assert_eq!(
-            r["excerpt"],
-            json!(["hello from the sample project"]),
-            "{site}: {r}"
-        );
+        let r = report_of(d);
+        assert_eq!(r.status.name(), "PASSED", "{site}: {r:?}");
+        assert_eq!(r.excerpt, ["hello from the sample project"], "{site}: {r:?}");
         assert_eq!(
             section_of::<shared::contract::schema::Resolve>(d, "resolve").cluster_name,
             site
@@ -276,18 +272,22 @@ fn one_document_runs_on_both_clusters_by_changing_only_slurm_cluster() {
     }
     // What differs was learned, not assumed: the login host and the home from the catalog, the
     // partition is each site's default, the missing accounting from preflight's one round trip.
-    assert_eq!(on_modern["ssh_host"], testbed().s("modern_host"));
-    assert_eq!(on_modern["partition"], Value::Null);
+    let modern_doc = typed_of(&on_modern);
+    assert_eq!(modern_doc.ssh_host, Some(testbed().s("modern_host")));
+    assert_eq!(modern_doc.partition, None);
+    let accounting = |d: &Value| preflight_of(d).remote.accounting;
+    use shared::contract::schema::Accounting;
     assert_eq!(
-        on_modern["preflight"]["remote"]["accounting"], "disabled",
-        "{}",
-        on_modern["preflight"]
+        accounting(&on_modern),
+        Some(Accounting::Disabled),
+        "{:?}",
+        preflight_of(&on_modern)
     );
     assert_eq!(report_of(&on_modern).source.to_string(), "scontrol");
-    assert_ne!(on_local["preflight"]["remote"]["accounting"], "disabled");
-    assert!(on_modern["remote_repo_path"]
-        .as_str()
-        .unwrap()
+    assert_ne!(accounting(&on_local), Some(Accounting::Disabled));
+    assert!(modern_doc
+        .remote_repo_path
+        .unwrap_or_default()
         .starts_with(&testbed().s("modern_cluster_home")));
     assert_eq!(
         accepted() - before,
@@ -358,7 +358,7 @@ fn slurm_resolve_picks_each_cluster_by_gpu_type() {
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert_eq!(r.resolve().cluster_name, cluster, "{gpu}: {}", r.stderr);
-        assert_eq!(r.doc["slurm_cluster"], cluster);
+        assert_eq!(r.typed().slurm_cluster.as_deref(), Some(cluster));
     }
 }
 
@@ -367,12 +367,10 @@ fn slurm_resolve_picks_each_cluster_by_gpu_type() {
 fn the_watch_verdicts_on_the_modern_site() {
     crate::needs_cluster!();
     let j = ModernJob::new("verdicts");
-    let report = |w: &Run| w.doc["report"].clone();
-
     let w = submit_and_watch(&j.doc, "single", "echo part; exit 3", &[], &[]);
     assert_eq!(w.code, 1, "{}", w.stderr);
-    assert_eq!(report(&w)["status"], "FAILED", "{}", w.stderr);
-    assert_eq!(report(&w)["exit_code"], "3:0");
+    assert_eq!(w.report().status.name(), "FAILED", "{}", w.stderr);
+    assert_eq!(w.report().exit_code.as_deref(), Some("3:0"));
 
     let w = submit_and_watch(
         &j.doc,
@@ -381,7 +379,7 @@ fn the_watch_verdicts_on_the_modern_site() {
         &[],
         &[],
     );
-    assert_eq!(report(&w)["status"], "HANG_DETECTED", "{}", w.stderr);
+    assert_eq!(w.report().status.name(), "HANG_DETECTED", "{}", w.stderr);
 
     let mut d = j.doc.clone();
     d["recipe"] = json!("batch");
@@ -394,10 +392,11 @@ fn the_watch_verdicts_on_the_modern_site() {
     });
     let w = run("slurm-watch", &["--interval", "2"], &s.doc);
     killer.join().unwrap();
-    assert_eq!(report(&w)["status"], "CANCELLED", "{}", w.stderr);
+    let r = w.report();
+    assert_eq!(r.status.name(), "CANCELLED", "{}", w.stderr);
     // Who cancelled is in accounting only: without it the report does not guess.
-    assert_eq!(report(&w)["cancelled_by"], Value::Null);
-    assert_eq!(report(&w)["summary"], "the job was cancelled");
+    assert_eq!(r.cancelled_by, None);
+    assert_eq!(r.summary, "the job was cancelled");
 }
 
 /// Sizing from history on a cluster without accounting: said, nothing guessed.
@@ -420,13 +419,13 @@ fn sizing_from_history_on_the_modern_site_says_it_keeps_no_accounting() {
     d["size_from_history"] = json!(true);
     let r = run("slurm-resolve", &["--catalog", &testbed().s("catalog")], &d);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let s = &r.doc["resolve"]["sized_from_history"];
-    assert_eq!(s["runs"], 1, "{s}");
-    assert_eq!(s["filled"], json!([]), "{s}");
-    assert!(
-        s["note"].as_str().unwrap().contains("keeps no accounting"),
-        "{s}"
-    );
+    let s = r
+        .resolve()
+        .sized_from_history
+        .expect("the resolve section says what sizing did");
+    assert_eq!(s.runs, 1, "{s:?}");
+    assert!(s.filled.is_empty(), "{s:?}");
+    assert!(s.note.contains("keeps no accounting"), "{s:?}");
 }
 
 #[test]
@@ -475,9 +474,9 @@ fn two_node_recipes_run_across_both_modern_nodes() {
             ],
             &["--interval", "1"],
         );
-        let r = &w.doc["report"];
-        assert_eq!(r["status"], "PASSED", "{recipe}: {}", w.stderr);
-        let out = std::fs::read_to_string(r["local_log"].as_str().unwrap()).unwrap();
+        let r = w.report();
+        assert_eq!(r.status.name(), "PASSED", "{recipe}: {}", w.stderr);
+        let out = std::fs::read_to_string(r.local_log.unwrap()).unwrap();
         let hosts: BTreeSet<&str> = testbed().info["modern_nodes"]
             .as_array()
             .unwrap()
@@ -610,8 +609,8 @@ fn alloc_attach_and_fetch_on_the_modern_site() {
     assert_eq!(
         std::fs::read_to_string(to.join("tree/out/r.txt")).unwrap(),
         "result\n",
-        "{}",
-        f.doc["fetch"]
+        "{:?}",
+        f.decoded::<shared::contract::schema::Fetch>("fetch")
     );
 }
 

@@ -76,10 +76,18 @@ pub(crate) fn digest_of(reference: &str) -> String {
 
 /// The image cache on the modern site (the catalog's user root there).
 fn cache_dir(doc: &Value) -> String {
-    doc["job"]["image_cache"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no image_cache in {}", doc["job"]))
-        .to_string()
+    let job = job_of(doc);
+    job.image_cache
+        .clone()
+        .unwrap_or_else(|| panic!("no image_cache in {job:?}"))
+}
+
+/// Which cached image the job ran from (the report's `container`).
+fn used_of(doc: &Value) -> shared::contract::schema::ContainerUse {
+    let r = report_of(doc);
+    r.container
+        .clone()
+        .unwrap_or_else(|| panic!("no container in the report: {r:?}"))
 }
 
 /// A synced document on the modern site for one container test: one GPU per job (the site's
@@ -153,52 +161,57 @@ fn the_main_job_runs_in_the_same_image_on_apptainer_and_on_pyxis() {
         ("modern", &on_modern, "apptainer"),
         ("local", &on_local, "pyxis"),
     ] {
-        let r = &d["report"];
-        assert_eq!(r["status"], "PASSED", "{site}: {r}");
+        let r = report_of(d);
+        assert_eq!(r.status.name(), "PASSED", "{site}: {r:?}");
         assert_eq!(
-            r["excerpt"],
-            json!([
+            r.excerpt,
+            [
                 "slurm-tools testbed image devbox:1",
                 "hello from the sample project"
-            ]),
-            "{site}: the command ran inside the image: {r}"
+            ],
+            "{site}: the command ran inside the image: {r:?}"
         );
-        assert_eq!(d["job"]["container_runtime"], runtime, "{site}");
+        assert_eq!(
+            job_of(d).container_runtime.as_deref(),
+            Some(runtime),
+            "{site}"
+        );
         // The build job ran in the image too.
-        assert_eq!(d["build"]["report"]["status"], "PASSED", "{site}");
+        let build: shared::contract::schema::Build = section_of(d, "build");
+        let built = build.report.expect("the build job's report");
+        assert_eq!(built.status.name(), "PASSED", "{site}");
     }
     // Preflight learned the runtimes in its one round trip.
-    let remote = &on_modern["preflight"]["remote"];
-    assert_eq!(remote["container_flags"], false, "{remote}");
+    let preflight: shared::contract::schema::Preflight = section_of(&on_modern, "preflight");
+    let remote = preflight.remote;
+    assert!(!remote.container_flags, "{remote:?}");
     assert!(
-        remote["apptainer"]
-            .as_str()
-            .is_some_and(|a| a.contains("1.4.5")),
-        "{remote}"
+        remote.apptainer.as_deref().is_some_and(|a| a.contains("1.4.5")),
+        "{remote:?}"
     );
     assert_eq!(
-        on_modern["job"]["container_image"],
-        format!("docker://{}", testbed().s("container_image"))
+        job_of(&on_modern).container_image,
+        Some(format!("docker://{}", testbed().s("container_image")))
     );
     // pyxis runs the file the first site's login node imported the image into once.
-    let local_file = on_local["job"]["container_image"].as_str().unwrap();
-    assert!(local_file.ends_with(".sqsh"), "{}", on_local["job"]);
+    let local_file = job_of(&on_local).container_image.unwrap_or_default();
+    assert!(local_file.ends_with(".sqsh"), "{local_file}");
+    let local_used = used_of(&on_local);
     assert_eq!(
-        on_local["report"]["container"]["digest"],
-        digest_of(&testbed().s("container_image")),
-        "{}",
-        on_local["report"]
+        local_used.digest,
+        Some(digest_of(&testbed().s("container_image"))),
+        "{local_used:?}"
     );
     // The report says which cached image the modern job ran from.
-    let used = &on_modern["report"]["container"];
+    let used = used_of(&on_modern);
     assert_eq!(
-        used["digest"],
-        digest_of(&testbed().s("container_image")),
-        "{used}"
+        used.digest,
+        Some(digest_of(&testbed().s("container_image"))),
+        "{used:?}"
     );
     assert!(
-        ["hit", "pulled", "waited"].contains(&used["cache"].as_str().unwrap_or("")),
-        "{used}"
+        ["hit", "pulled", "waited"].contains(&used.cache.as_str()),
+        "{used:?}"
     );
     let text = run_raw(tool("slurm-report"), on_modern.to_string().as_bytes()).stderr;
     assert!(
@@ -243,11 +256,12 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
     let (a, b) = (wa.doc, wb.doc);
     let mut caches = Vec::new();
     for w in [&a, &b] {
-        let r = &w["report"];
-        assert_eq!(r["status"], "PASSED", "{r}");
-        assert_eq!(r["excerpt"], json!([format!("salt={salt}-a")]), "{r}");
-        assert_eq!(r["container"]["digest"], first, "{r}");
-        caches.push(r["container"]["cache"].as_str().unwrap_or("").to_string());
+        let r = report_of(w);
+        assert_eq!(r.status.name(), "PASSED", "{r:?}");
+        assert_eq!(r.excerpt, [format!("salt={salt}-a")], "{r:?}");
+        let used = used_of(w);
+        assert_eq!(used.digest.as_deref(), Some(first.as_str()), "{r:?}");
+        caches.push(used.cache);
     }
     caches.sort();
     assert!(
@@ -256,24 +270,15 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
     );
     // slurm-runs says which cached image each job ran from (learned by the watch here).
     for w in [&a, &b] {
-        let run = listed_run(Some(&j.state), w["job"]["job_id"].as_str().unwrap());
+        let run = listed_run(Some(&j.state), &job_of(w).job_id.unwrap());
         assert_eq!(run["image_digest"], first, "{run}");
     }
     let cache = cache_dir(&a);
     let sif = format!("{cache}/{}.sif", first.trim_start_matches("sha256:"));
-    assert_eq!(a["report"]["container"]["file"], sif);
-    let pulled = if a["report"]["container"]["cache"] == "pulled" {
-        &a
-    } else {
-        &b
-    };
-    assert!(
-        pulled["report"]["container"]["pull_seconds"]
-            .as_u64()
-            .is_some(),
-        "{}",
-        pulled["report"]
-    );
+    assert_eq!(used_of(&a).file, Some(sif));
+    let pulled = if used_of(&a).cache == "pulled" { &a } else { &b };
+    let pull = used_of(pulled);
+    assert!(pull.pull_seconds.is_some(), "{pull:?}");
     let text = run_raw(tool("slurm-report"), pulled.to_string().as_bytes()).stderr;
     assert!(text.contains("pulled into the image cache in "), "{text}");
     // One file for the digest, no partial pull or lock left behind.
@@ -297,18 +302,15 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
     let second = digest_of(&reference);
     assert_ne!(first, second);
     let c = run(&j.state, &d);
-    let r = &c["report"];
-    assert_eq!(r["status"], "PASSED", "{r}");
-    assert_eq!(r["excerpt"], json!([format!("salt={salt}-b")]), "{r}");
-    assert_eq!(r["container"]["digest"], second, "{r}");
-    assert_eq!(r["container"]["cache"], "pulled", "{r}");
+    let r = report_of(&c);
+    assert_eq!(r.status.name(), "PASSED", "{r:?}");
+    assert_eq!(r.excerpt, [format!("salt={salt}-b")], "{r:?}");
+    let used = used_of(&c);
+    assert_eq!(used.digest.as_deref(), Some(second.as_str()), "{r:?}");
+    assert_eq!(used.cache, "pulled", "{r:?}");
     // A third job of the same content is a cache hit.
     let again = run(&j.state, &d);
-    assert_eq!(
-        again["report"]["container"]["cache"], "hit",
-        "{}",
-        again["report"]
-    );
+    assert_eq!(used_of(&again).cache, "hit", "{:?}", report_of(&again));
     for dg in [&first, &second] {
         let h = dg.trim_start_matches("sha256:");
         on_modern(
@@ -354,18 +356,18 @@ fn a_runtime_or_image_the_cluster_cannot_run_is_refused_and_failures_are_named()
     d["recipe"] = json!("single");
     d["command"] = json!("true");
     d["container_image"] = json!(format!("{}/testbed/none:1", registry()));
-    let w = run_failing(&j.state, &d);
-    let s = w["report"]["summary"].as_str().unwrap_or("");
-    assert_eq!(w["report"]["status"], "FAILED", "{}", w["report"]);
+    let w = report_of(&run_failing(&j.state, &d));
+    let s = w.summary.as_str();
+    assert_eq!(w.status.name(), "FAILED", "{w:?}");
     assert!(
         s.contains("testbed/none:1") && s.contains("could not be pulled"),
         "{s}"
     );
     d["container_image"] = json!(testbed().s("container_image"));
     d["mounts"] = json!(["/nonexistent-src:/data"]);
-    let w = run_failing(&j.state, &d);
-    let s = w["report"]["summary"].as_str().unwrap_or("");
-    assert_eq!(w["report"]["status"], "FAILED", "{}", w["report"]);
+    let w = report_of(&run_failing(&j.state, &d));
+    let s = w.summary.as_str();
+    assert_eq!(w.status.name(), "FAILED", "{w:?}");
     assert!(
         s.contains("the `mounts` source /nonexistent-src does not exist on the node"),
         "{s}"
@@ -387,20 +389,14 @@ fn two_node_recipes_run_in_apptainer_on_both_nodes_with_mounts() {
     d["command"] = json!(
         "printf '%s %s %s %s\\n' \"$RANK\" \"$(hostname)\" \"$(cut -d' ' -f4 /etc/slurm-tools-image)\" \"$(test -f /host-etc/hostname && echo mounted)\""
     );
-    let w = run(&j.state, &d);
-    let r = &w["report"];
-    assert_eq!(r["status"], "PASSED", "{r}");
-    let mut lines: Vec<String> = r["excerpt"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l.as_str().unwrap().to_string())
-        .collect();
+    let r = report_of(&run(&j.state, &d));
+    assert_eq!(r.status.name(), "PASSED", "{r:?}");
+    let mut lines = r.excerpt.clone();
     lines.sort();
     assert_eq!(
         lines,
         ["0 gn1 devbox:1 mounted", "1 gn2 devbox:1 mounted"],
-        "{r}"
+        "{r:?}"
     );
 }
 
@@ -437,21 +433,17 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     a["packages"] = json!([on_site]);
     a["mounts"] = json!(["/etc:/host-etc:ro"]);
     let up = step(&j.state, "slurm-alloc", &["up", "--wait"], &a);
-    let sec = &up.doc["allocation"];
-    let packages = sec["packages_dir"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{sec}"))
-        .to_string();
-    assert!(sec["container_launcher"].as_str().is_some(), "{sec}");
-    assert_eq!(
-        sec["container_name"],
-        Value::Null,
-        "pyxis's name only on pyxis: {sec}"
-    );
+    let sec = up.allocation();
+    let packages = sec
+        .packages_dir
+        .clone()
+        .unwrap_or_else(|| panic!("{sec:?}"));
+    assert!(sec.container_launcher.is_some(), "{sec:?}");
+    assert_eq!(sec.container_name, None, "pyxis's name only on pyxis: {sec:?}");
     assert!(up.stderr.contains("packages installed"), "{}", up.stderr);
     // The allocation's instance runs on both nodes, each with its own overlay.
-    let instance = format!("slurm-tools-{}", sec["job_id"].as_str().unwrap());
-    assert_eq!(sec["container_instance"], json!(instance), "{sec}");
+    let instance = format!("slurm-tools-{}", sec.job_id.clone().unwrap());
+    assert_eq!(sec.container_instance.as_deref(), Some(instance.as_str()), "{sec:?}");
     assert_eq!(
         instances_on_nodes(&instance),
         ["1\n1", "1\n1"],
@@ -598,28 +590,20 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
     let at = Run { doc, ..at };
 
     let down = step(&j.state, "slurm-alloc", &["down"], &at.doc);
+    let released = down.allocation().released.unwrap_or_default();
     assert!(
-        down.doc["allocation"]["released"]
-            .as_array()
-            .unwrap()
+        released
             .iter()
-            .any(|r| r
-                .as_str()
-                .unwrap_or("")
-                .starts_with("CONTAINER_FILES_REMOVED")),
-        "{}",
-        down.doc["allocation"]
+            .any(|r| r.starts_with("CONTAINER_FILES_REMOVED")),
+        "{released:?}"
     );
     let gone = on_modern(
         "modern-login",
         &format!("test -e {packages} && echo present || echo gone"),
     );
     assert_eq!(gone.trim(), "gone");
-    let released: Vec<&str> = down.doc["allocation"]["released"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|r| r.as_str())
+    let released: Vec<String> = released
+        .into_iter()
         .filter(|r| r.starts_with("INSTANCE_STOPPED"))
         .collect();
     assert_eq!(
@@ -644,13 +628,14 @@ fn an_allocation_slurm_ends_without_down_leaves_no_instance_on_its_nodes() {
     let (j, mut a, _release) = allocation("ctr-alloc-end", &testbed().s("container_image"));
     a["node_count"] = json!(2);
     let up = step(&j.state, "slurm-alloc", &["up", "--wait"], &a);
-    let instance = up.doc["allocation"]["container_instance"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{}", up.doc["allocation"]))
-        .to_string();
+    let sec = up.allocation();
+    let instance = sec
+        .container_instance
+        .clone()
+        .unwrap_or_else(|| panic!("{sec:?}"));
     let on_nodes = || instances_on_nodes(&instance);
     assert_eq!(on_nodes(), ["1\n1", "1\n1"]);
-    let job = up.doc["allocation"]["job_id"].as_str().unwrap();
+    let job = sec.job_id.unwrap();
     on_modern("modern-login", &format!("scancel {job}"));
     let started = std::time::Instant::now();
     while on_nodes() != ["0\n0", "0\n0"] {
@@ -704,18 +689,23 @@ fn every_recipe_runs_in_apptainer_with_the_documents_settings() {
                 json!(mounts.join(","))
             };
             let s = step(&j.state, "slurm-submit", &[], &d);
-            assert_eq!(s.doc["job"]["container_runtime"], "apptainer", "{recipe}");
+            assert_eq!(
+                s.job().container_runtime.as_deref(),
+                Some("apptainer"),
+                "{recipe}"
+            );
             jobs.push((image, recipe, tasks, s.doc));
         }
     }
     for (image, recipe, tasks, doc) in jobs {
         let w = step(&j.state, "slurm-watch", &["--interval", "1"], &doc);
-        let r = &w.doc["report"];
-        let ctx = format!("{image} {recipe}: {r}");
-        assert_eq!(r["status"], "PASSED", "{ctx}");
+        let r = w.report();
+        let ctx = format!("{image} {recipe}: {r:?}");
+        assert_eq!(r.status.name(), "PASSED", "{ctx}");
+        let submitted = job_of(&doc);
         let out = on_modern(
             "modern-login",
-            &format!("cat {}", doc["job"]["stdout_path"].as_str().unwrap()),
+            &format!("cat {}", submitted.stdout_path.clone().unwrap()),
         );
         let ctx = format!("{image} {recipe}: {out}");
         assert!(
@@ -725,14 +715,14 @@ fn every_recipe_runs_in_apptainer_with_the_documents_settings() {
         assert!(out.contains("devbox.sqsh"), "sees the mount: {ctx}");
         if recipe != "launcher" {
             assert!(
-                out.contains(&format!("pwd={}", doc["job"]["tree"].as_str().unwrap())),
+                out.contains(&format!("pwd={}", submitted.tree.clone().unwrap())),
                 "starts in its own code tree: {ctx}"
             );
             assert!(out.contains("code-visible"), "{ctx}");
         }
         crate::submit::assert_recipe_output(recipe, &out, tasks, "gn", &ctx);
         if image == sqsh {
-            assert_eq!(r["container"], Value::Null, "a file is run as it is: {ctx}");
+            assert_eq!(r.container, None, "a file is run as it is: {ctx}");
         }
     }
 }
@@ -764,7 +754,7 @@ fn the_image_cache_keeps_its_bound_and_never_removes_an_image_a_running_job_uses
     long["recipe"] = json!("batch");
     long["command"] = json!("sleep 600");
     let running = step(&j.state, "slurm-submit", &[], &long).doc;
-    let id = running["job"]["job_id"].as_str().unwrap().to_string();
+    let id = job_of(&running).job_id.unwrap();
     let marker = format!("{cache}/{}.users/{id}", sif(&dx));
     let started = std::time::Instant::now();
     while on_modern(
@@ -786,8 +776,8 @@ fn the_image_cache_keeps_its_bound_and_never_removes_an_image_a_running_job_uses
     other["container_image"] = json!(y);
     other["command"] = json!("true");
     let w = run(&j.state, &other);
-    assert_eq!(w["report"]["status"], "PASSED", "{}", w["report"]);
-    assert_eq!(w["report"]["container"]["cache"], "pulled");
+    assert_eq!(report_of(&w).status.name(), "PASSED", "{:?}", report_of(&w));
+    assert_eq!(used_of(&w).cache, "pulled");
     let now = listing();
     assert!(now.contains(&sif(&dx)) && now.contains(&sif(&dy)), "{now}");
     // X's job ends; the next use of the cache removes X, the least recently used.
@@ -796,12 +786,12 @@ fn the_image_cache_keeps_its_bound_and_never_removes_an_image_a_running_job_uses
     c.env("SLURM_TOOLS_STATE_DIR", &j.state)
         .args(["--interval", "1"]);
     let done = run_raw(c, running.to_string().as_bytes());
-    assert_eq!(done.doc["report"]["status"], "CANCELLED", "{}", done.stderr);
+    assert_eq!(done.report().status.name(), "CANCELLED", "{}", done.stderr);
     let w = run(&j.state, &other);
-    assert_eq!(w["report"]["container"]["cache"], "hit", "{}", w["report"]);
+    assert_eq!(used_of(&w).cache, "hit", "{:?}", report_of(&w));
     let err = on_modern(
         "modern-login",
-        &format!("cat {}", w["job"]["stderr_path"].as_str().unwrap()),
+        &format!("cat {}", job_of(&w).stderr_path.unwrap()),
     );
     assert!(
         err.contains(&format!("removed the cached image {cache}/{}", sif(&dx))),
@@ -834,15 +824,9 @@ fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
         .args(["up", "--wait"]);
     let up = run_raw(c, a.to_string().as_bytes());
     assert_eq!(up.code, 4, "{}", up.stderr);
-    assert_eq!(up.doc["error"]["field"], "packages", "{}", up.doc["error"]);
-    assert!(
-        up.doc["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("has no python3"),
-        "{}",
-        up.doc["error"]
-    );
+    let e = up.error();
+    assert_eq!(e.field.as_deref(), Some("packages"), "{e:?}");
+    assert!(e.message.contains("has no python3"), "{e:?}");
     // An enroot squashfs file has no Apptainer start action: no instance, said once by `up`,
     // and the commands run in the image.
     assert!(
@@ -852,19 +836,14 @@ fn alloc_on_apptainer_names_an_image_without_python_for_packages() {
         up.stderr
     );
     // The allocation stayed held for `down`, which releases it (and the launcher's files).
-    let id = up.doc["allocation"]["job_id"].as_str().unwrap().to_string();
+    let id = up.allocation().job_id.unwrap();
     let down = step(&j.state, "slurm-alloc", &["down"], &up.doc);
+    let released = down.allocation().released.unwrap_or_default();
     assert!(
-        down.doc["allocation"]["released"]
-            .as_array()
-            .unwrap()
+        released
             .iter()
-            .any(|r| r
-                .as_str()
-                .unwrap_or("")
-                .starts_with("CONTAINER_FILES_REMOVED")),
-        "{}",
-        down.doc["allocation"]
+            .any(|r| r.starts_with("CONTAINER_FILES_REMOVED")),
+        "{released:?}"
     );
     let state = on_modern("modern-login", &format!("squeue -h -j {id} -o %T"));
     assert!(!state.contains("RUNNING"), "released: {state}");
@@ -887,15 +866,19 @@ fn a_sweep_runs_every_task_in_apptainer_and_judges_each_without_accounting() {
         "echo \"rank $RANK v=[{v}] task $SWEEP_INDEX\"; head -n 1 /etc/slurm-tools-image; [ {v} != fails ]"
     );
     let s = step(&j.state, "slurm-submit", &[], &d);
-    assert_eq!(s.doc["job"]["container_runtime"], "apptainer", "{}", s.doc);
-    assert_eq!(s.doc["job"]["array"], "0-2");
+    let submitted = s.job();
+    assert_eq!(
+        submitted.container_runtime.as_deref(),
+        Some("apptainer"),
+        "{submitted:?}"
+    );
+    assert_eq!(submitted.array.as_deref(), Some("0-2"));
     let mut c = tool("slurm-watch");
     c.env("SLURM_TOOLS_STATE_DIR", &j.state)
         .args(["--interval", "1"]);
     let w = run_raw(c, s.doc.to_string().as_bytes());
     assert_eq!(w.code, 1, "{}", w.stderr);
-    let r: shared::contract::schema::Report =
-        serde_json::from_value(w.doc["report"].clone()).unwrap();
+    let r = w.report();
     assert_eq!(
         r.source,
         shared::contract::schema::Source::Scontrol,
