@@ -4,6 +4,7 @@
 //! listed with the command that opens one.
 
 use super::*;
+use shared::contract::schema::{Placement, PlacementCandidate};
 use std::collections::BTreeMap;
 
 /// Held by a test of this file for its whole run: each makes a site busy with a filler job and
@@ -73,13 +74,17 @@ fn place_with(doc: &Value, trace: &Path, flags: &[&str]) -> (Run, BTreeMap<Strin
     (r, per_host)
 }
 
-fn candidate<'a>(r: &'a Run, name: &str) -> &'a Value {
-    r.doc["placement"]["candidates"]
-        .as_array()
-        .unwrap()
+fn placement(r: &Run) -> Placement {
+    r.decoded("placement")
+}
+
+fn candidate(r: &Run, name: &str) -> PlacementCandidate {
+    let p = placement(r);
+    p.candidates
         .iter()
-        .find(|c| c["cluster_name"] == name)
-        .unwrap_or_else(|| panic!("{name}: {}", r.doc["placement"]))
+        .find(|c| c.cluster_name == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("{name}: {p:?}"))
 }
 
 #[test]
@@ -107,46 +112,40 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     let busy = filler("modern", "-N 2 --gpus-per-node=4");
     let (r, per_host) = place(&doc, &trace);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let p = &r.doc["placement"];
-    assert_eq!(p["policy"], "earliest_start", "{p}");
-    assert_eq!(p["chosen"], "local", "{p}");
-    assert_eq!(r.doc["slurm_cluster"], "local");
-    assert_eq!(r.doc["resolve"]["selected_by"], "placement");
+    let p = placement(&r);
+    assert_eq!(p.policy, "earliest_start", "{p:?}");
+    assert_eq!(p.chosen.as_deref(), Some("local"), "{p:?}");
+    assert_eq!(r.typed().slurm_cluster.as_deref(), Some("local"));
+    assert_eq!(
+        r.resolve().selected_by,
+        shared::contract::schema::SelectedBy::Placement
+    );
     let local = candidate(&r, "local");
-    assert_eq!(local["chosen"], true, "{local}");
-    assert_eq!(local["state"], "answered", "{local}");
-    assert!(local["free_gpus"].as_u64().unwrap() >= 1, "{local}");
+    assert!(local.chosen, "{local:?}");
+    assert_eq!(local.state, "answered", "{local:?}");
+    assert!(local.free_gpus.unwrap() >= 1, "{local:?}");
     assert!(
-        local["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("earliest estimated start"),
-        "{local}"
+        local.reason.starts_with("earliest estimated start"),
+        "{local:?}"
     );
     let modern = candidate(&r, "modern");
-    assert_eq!(modern["state"], "answered", "{modern}");
-    assert_eq!(modern["free_gpus"], 0, "{modern}");
-    assert_eq!(modern["total_gpus"], 8, "{modern}");
+    assert_eq!(modern.state, "answered", "{modern:?}");
+    assert_eq!(modern.free_gpus, Some(0), "{modern:?}");
+    assert_eq!(modern.total_gpus, Some(8), "{modern:?}");
+    assert!(modern.starts_in_seconds.unwrap() > 600, "{modern:?}");
     assert!(
-        modern["starts_in_seconds"].as_u64().unwrap() > 600,
-        "{modern}"
-    );
-    assert!(
-        modern["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("starts later: in ")
-            && modern["reason"]
-                .as_str()
-                .unwrap()
+        modern.reason.starts_with("starts later: in ")
+            && modern
+                .reason
                 .contains("(0 GPUs free now), against now on local"),
-        "{modern}"
+        "{modern:?}"
     );
     let mfa = candidate(&r, "local-mfa");
-    assert_eq!(mfa["state"], "login_needed", "{mfa}");
+    assert_eq!(mfa.state, "login_needed", "{mfa:?}");
     assert!(
-        mfa["login_command"].as_str().unwrap().contains("slurm-mfa"),
-        "{mfa}"
+        mfa.login_command.unwrap().contains("slurm-mfa"),
+        "{:?}",
+        candidate(&r, "local-mfa")
     );
     // One ssh execution per cluster (the one without a master: one refused attempt).
     assert_eq!(
@@ -177,8 +176,8 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     };
     assert_eq!(r.code, 0, "{}", r.stderr);
     let mfa = candidate(&r, "local-mfa");
-    assert_eq!(mfa["state"], "answered", "{mfa}: {}", r.stderr);
-    assert!(mfa["free_gpus"].as_u64().is_some(), "{mfa}");
+    assert_eq!(mfa.state, "answered", "{mfa:?}: {}", r.stderr);
+    assert!(mfa.free_gpus.is_some(), "{mfa:?}");
     assert!(
         r.stderr.contains("placement: waiting up to"),
         "{}",
@@ -196,28 +195,24 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     let (r, _) = place(&capped, &trace);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(
-        r.doc["placement"]["chosen"], "modern",
-        "{}",
-        r.doc["placement"]
+        placement(&r).chosen.as_deref(),
+        Some("modern"),
+        "{:?}",
+        placement(&r)
     );
-    assert_eq!(r.doc["slurm_cluster"], "modern");
+    assert_eq!(r.typed().slurm_cluster.as_deref(), Some("modern"));
     let local = candidate(&r, "local");
-    let blocked = local["blocked_by"]
-        .as_str()
-        .unwrap_or_else(|| panic!("{local}"));
+    let blocked = local
+        .blocked_by
+        .clone()
+        .unwrap_or_else(|| panic!("{local:?}"));
     assert!(
         blocked.starts_with(&format!(
             "your QOS {qos} allows 4 GPUs per user and your running jobs "
         )),
-        "{local}"
+        "{local:?}"
     );
-    assert!(
-        local["reason"]
-            .as_str()
-            .unwrap()
-            .starts_with("blocked: your QOS"),
-        "{local}"
-    );
+    assert!(local.reason.starts_with("blocked: your QOS"), "{local:?}");
     logout(&cp);
 
     // One literal control path would be one socket for every cluster: refused, nothing asked.
@@ -226,9 +221,10 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     let (r, per_host) = place(&literal, &trace);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert_eq!(
-        r.doc["error"]["field"], "control_path",
-        "{}",
-        r.doc["error"]
+        r.error().field.as_deref(),
+        Some("control_path"),
+        "{:?}",
+        r.error()
     );
     assert!(per_host.is_empty(), "{per_host:?}");
 }
@@ -256,11 +252,11 @@ fn a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other() {
     let _busy = filler("modern", "-N 2 --gpus-per-node=4");
     let m = run("slurm-submit", &[], &set(&modern.doc));
     assert_eq!(m.code, 0, "{}", m.stderr);
-    let m_id = m.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let m_id = m.job_id();
     let _m_cancel = Cancel("modern", m_id.clone());
     let f = run("slurm-submit", &[], &set(&first));
     assert_eq!(f.code, 0, "{}", f.stderr);
-    let f_id = f.doc["job"]["job_id"].as_str().unwrap().to_string();
+    let f_id = f.job_id();
     let dir = tempdir();
     let other = dir.path().join("modern.json");
     std::fs::write(&other, m.doc.to_string()).unwrap();
@@ -299,18 +295,14 @@ fn a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other() {
     }
     let w = watching.join().unwrap();
     assert_eq!(w.code, 0, "{}", w.stderr);
-    let race = &w.doc["race"];
-    assert_eq!(race["winner_job_id"], json!(f_id), "{race}");
-    assert_eq!(w.doc["job"]["job_id"], json!(f_id), "the winner's document");
-    assert_eq!(w.doc["report"]["status"], "PASSED", "{}", w.stderr);
-    let entrants = race["entrants"].as_array().unwrap();
-    assert_eq!(entrants.len(), 2, "{race}");
-    let lost = entrants
-        .iter()
-        .find(|e| e["job_id"] == json!(m_id))
-        .unwrap();
-    assert_eq!(lost["cancelled"], true, "{race}");
-    assert_eq!(lost["won"], false, "{race}");
+    let race: shared::contract::schema::Race = w.decoded("race");
+    assert_eq!(race.winner_job_id, f_id, "{race:?}");
+    assert_eq!(w.job_id(), f_id, "the winner's document");
+    assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
+    assert_eq!(race.entrants.len(), 2, "{race:?}");
+    let lost = race.entrants.iter().find(|e| e.job_id == m_id).unwrap();
+    assert!(lost.cancelled, "{race:?}");
+    assert!(!lost.won, "{race:?}");
     assert!(
         w.stderr
             .contains(&format!("race: cancelled modern job {m_id}")),
@@ -352,7 +344,7 @@ fn a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other() {
             .unwrap()
             .starts_with(&format!(
                 "the race: {} job {f_id} started first",
-                race["winner_cluster"].as_str().unwrap()
+                race.winner_cluster
             )),
         "{m_run}"
     );
