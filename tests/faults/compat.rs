@@ -277,8 +277,8 @@ fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a
     }
     let deadline = Instant::now() + Duration::from_secs(180);
     for (d, _, _) in &later {
-        let id = d["job"]["job_id"].as_str().unwrap();
-        while !purged(id) {
+        let id = job_of(d).job_id.unwrap();
+        while !purged(&id) {
             assert!(Instant::now() < deadline, "job {id} was never purged");
             std::thread::sleep(Duration::from_secs(2));
         }
@@ -438,11 +438,8 @@ fn without_pmix_the_mpi_recipe_is_refused_before_anything_is_submitted() {
     let (_fx, base) = fixture::synced(&format!("nopmix-{}", std::process::id()));
     let pf = run("slurm-ssh-preflight", &[], &base);
     assert_eq!(pf.code, 0, "{}", pf.stderr);
-    let plugins = pf.doc["preflight"]["remote"]["mpi_plugins"].clone();
-    assert!(
-        !plugins.as_array().unwrap().iter().any(|p| p == "pmix"),
-        "{plugins}"
-    );
+    let plugins = pf.preflight().remote.mpi_plugins.unwrap_or_default();
+    assert!(!plugins.iter().any(|p| p == "pmix"), "{plugins:?}");
     let mut d = pf.doc.clone();
     d["recipe"] = json!("mpi");
     d["command"] = json!(testbed().s("mpi_program"));

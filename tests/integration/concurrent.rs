@@ -117,7 +117,7 @@ fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_cod
                 "PASSED",
                 "round {round} {name}: {d}"
             );
-            let log = std::fs::read_to_string(d["job"]["stdout_path"].as_str().unwrap()).unwrap();
+            let log = std::fs::read_to_string(job_of(&d).stdout_path.unwrap()).unwrap();
             assert!(
                 log.contains(&format!("edit of {name} in round {round}")),
                 "round {round}: the job from checkout {name} ran other code: {log}"

@@ -547,9 +547,9 @@ fn finish(b: &Block, base: &Path, expected: &[(&str, i32, &str)]) -> Outcome {
 
 /// The job of a submitted document serves on `port` of its node: wait until it answers there.
 fn wait_serving(doc: &Value, port: u16) {
-    let id = doc["job"]["job_id"].as_str().expect("a submitted document");
+    let id = job_of(doc).job_id.expect("a submitted document");
     let serving = || {
-        let sc = scontrol(id);
+        let sc = scontrol(&id);
         let node = sc.get("BatchHost").or_else(|| sc.get("NodeList"))?;
         let ip = testbed().info["node_addresses"][node].as_str()?.to_string();
         (sc.get("JobState").map(String::as_str) == Some("RUNNING")
@@ -557,7 +557,7 @@ fn wait_serving(doc: &Value, port: u16) {
         .then_some(())
     };
     wait_until(
-        &|| format!("job {id} never served port {port}: {:?}", scontrol(id)),
+        &|| format!("job {id} never served port {port}: {:?}", scontrol(&id)),
         180,
         serving,
     )
@@ -726,7 +726,9 @@ fn the_readmes_examples_run_as_printed() {
                     o.both()
                 );
                 let alloc = s.read_doc("alloc.json");
-                let id = alloc["allocation"]["job_id"].as_str().unwrap().to_string();
+                let id = section_of::<shared::contract::schema::Allocation>(&alloc, "allocation")
+                    .job_id
+                    .unwrap();
                 let cfg = std::fs::read_to_string(s.home().join(".ssh/slurm-jobs")).unwrap();
                 assert!(cfg.contains("Host slurm-"), "{cfg}");
                 let (state, _) = wait_done(&id, 60);
@@ -758,8 +760,8 @@ fn the_readmes_examples_run_as_printed() {
                     o.out
                 );
                 touch_stop_file(&stop);
-                let id = submitted["job"]["job_id"].as_str().unwrap();
-                assert_eq!(wait_done(id, 120).0, "COMPLETED");
+                let id = job_of(&submitted).job_id.unwrap();
+                assert_eq!(wait_done(&id, 120).0, "COMPLETED");
             }
             ("More than one job", 2) => {
                 let got = s.webhook();
@@ -774,9 +776,9 @@ fn the_readmes_examples_run_as_printed() {
                     o.err
                 );
                 let served = s.read_doc("submitted.json");
-                let id = served["job"]["job_id"].as_str().unwrap();
+                let id = job_of(&served).job_id.unwrap();
                 assert!(
-                    o.out.contains(id),
+                    o.out.contains(&id),
                     "slurm-runs lists the earlier job {id}:\n{}",
                     o.out
                 );
@@ -981,7 +983,7 @@ fn the_cookbooks_examples_run_as_printed() {
                 let report = s.read_doc("report.json");
                 assert_eq!(report_of(&report).status.name(), "PASSED", "{}", o.err);
                 assert!(
-                    report["report"]["container"].is_object(),
+                    report_of(&report).container.is_some(),
                     "the image the job ran in: {report}"
                 );
             }
@@ -1007,11 +1009,11 @@ fn the_cookbooks_examples_run_as_printed() {
                 let o = s.run(&b, &[]);
                 let swept = s.read_doc("swept.json");
                 assert_eq!(report_of(&swept).status.name(), "PASSED", "{}", o.err);
-                let tasks = swept["report"]["tasks"].as_array().unwrap();
+                let tasks = report_of(&swept).tasks.unwrap_or_default();
                 assert_eq!(tasks.len(), 4, "{swept}");
                 assert_eq!(
-                    tasks[3]["excerpt"],
-                    json!(["training with lr=0.01 seed=2 as task 3 of 4"]),
+                    tasks[3].excerpt,
+                    ["training with lr=0.01 seed=2 as task 3 of 4"],
                     "{swept}"
                 );
                 assert!(o.out.contains("lr=0.01 seed=2"), "the table:\n{}", o.both());
@@ -1024,10 +1026,10 @@ fn the_cookbooks_examples_run_as_printed() {
             ("A sweep: one document, many runs, one verdict table", 1) => {
                 let o = s.run(&b, &[]);
                 let agg = s.read_doc("aggregated.json");
-                let sweep_id = s.read_doc("submitted.json")["job"]["job_id"].clone();
+                let sweep_id = job_of(&s.read_doc("submitted.json")).job_id.unwrap();
                 assert_eq!(
-                    agg["job"]["dependency"],
-                    json!(format!("afterok:{}", sweep_id.as_str().unwrap())),
+                    job_of(&agg).dependency,
+                    Some(format!("afterok:{sweep_id}")),
                     "{}",
                     o.err
                 );
@@ -1093,9 +1095,9 @@ fn the_cookbooks_examples_run_as_printed() {
                     &[("--follow", 143, "ended by the person: --follow never ends")],
                 );
                 let posted = got.lock().unwrap().clone();
-                let id = submitted["job"]["job_id"].as_str().unwrap();
+                let id = job_of(&submitted).job_id.unwrap();
                 assert!(
-                    posted.iter().any(|e| e["job_id"] == id),
+                    posted.iter().any(|e| e["job_id"] == id.as_str()),
                     "the webhook got the run's events: {posted:?}"
                 );
             }
@@ -1143,11 +1145,9 @@ fn the_cookbooks_examples_run_as_printed() {
                 crate::forensics::four_ranks(&mut d, "free", "");
                 let submitted = s.tool("slurm-submit", &[], &s.synced(&d));
                 s.write_doc("submitted.json", &submitted);
-                let id = submitted["job"]["job_id"].as_str().unwrap().to_string();
-                let log = submitted["job"]["stdout_path"]
-                    .as_str()
-                    .unwrap()
-                    .to_string();
+                let submitted_job = job_of(&submitted);
+                let id = submitted_job.job_id.unwrap();
+                let log = submitted_job.stdout_path.unwrap();
                 // Rank 3 has stopped once the others are past their step 3.
                 wait_for_text(Path::new(&log), "0: step 5", 180);
                 let o = s.run(&b, &[]);
@@ -1168,7 +1168,7 @@ fn the_cookbooks_examples_run_as_printed() {
             ("Logging in behind two-factor MFA", 0) => {
                 let o = s.run(&b, &[]);
                 assert!(
-                    s.read_doc("ready.json")["preflight"].is_object(),
+                    typed_of(&s.read_doc("ready.json")).preflight.is_some(),
                     "{}",
                     o.err
                 );

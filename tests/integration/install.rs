@@ -198,8 +198,8 @@ slurm-tools --list > tools.txt
         "{report:#}\n{err}"
     );
     assert_eq!(
-        report["report"]["excerpt"],
-        serde_json::json!(["hello from the sample project"])
+        report_of(&report).excerpt,
+        ["hello from the sample project"]
     );
     // The master the pipeline opened belongs to that user: close it.
     let _ = Command::new("runuser")

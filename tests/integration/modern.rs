@@ -264,7 +264,11 @@ fn one_document_runs_on_both_clusters_by_changing_only_slurm_cluster() {
     for (site, d) in [("modern", &on_modern), ("local", &on_local)] {
         let r = report_of(d);
         assert_eq!(r.status.name(), "PASSED", "{site}: {r:?}");
-        assert_eq!(r.excerpt, ["hello from the sample project"], "{site}: {r:?}");
+        assert_eq!(
+            r.excerpt,
+            ["hello from the sample project"],
+            "{site}: {r:?}"
+        );
         assert_eq!(
             section_of::<shared::contract::schema::Resolve>(d, "resolve").cluster_name,
             site

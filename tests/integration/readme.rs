@@ -84,7 +84,7 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
     assert_eq!(report_of(&report).status.name(), "PASSED", "{stderr}");
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("PASSED"), "slurm-report --table: {table}");
-    let log = std::fs::read_to_string(report["job"]["stdout_path"].as_str().unwrap()).unwrap();
+    let log = std::fs::read_to_string(job_of(&report).stdout_path.unwrap()).unwrap();
     assert!(log.contains("Python 3"), "the README's command ran: {log}");
 
     // The same with both syncs inside the submission (`slurm-submit --sync`), after an edit.
@@ -112,9 +112,11 @@ fn the_readmes_quickstart_runs_as_printed_to_passed() {
     let report: Value =
         serde_json::from_slice(&std::fs::read(fx.local.join("report.json")).unwrap()).unwrap();
     assert_eq!(report_of(&report).status.name(), "PASSED", "{stderr}");
-    assert!(report["sync_untracked"].is_object(), "{report}");
+    let typed = typed_of(&report);
+    assert!(typed.sync_untracked.is_some(), "{report}");
     assert_eq!(
-        report["job"]["tree_commit"], report["sync_tracked"]["commit"],
+        typed.job.and_then(|j| j.tree_commit),
+        typed.sync_tracked.map(|t| t.commit),
         "{report}"
     );
     assert!(
@@ -223,10 +225,10 @@ fn the_catalogs_worked_example_resolves_as_documented() {
     ] {
         assert_eq!(d[k], v, "{k} as docs/catalog.md says");
         assert!(
-            d["resolve"]["derived"]
-                .as_array()
-                .unwrap()
-                .contains(&json!(k)),
+            section_of::<shared::contract::schema::Resolve>(&d, "resolve")
+                .derived
+                .iter()
+                .any(|f| f == k),
             "{k} listed in derived"
         );
     }

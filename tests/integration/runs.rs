@@ -127,7 +127,7 @@ fn twenty_runs_on_two_clusters_are_listed_with_one_squeue_and_at_most_one_sacct_
         .arg(listed[0]["document"].as_str().unwrap());
     let w = run_raw(c, b"");
     assert_eq!(w.code, 0, "{}", w.stderr);
-    assert_eq!(w.doc["report"]["job_id"], listed[0]["job_id"]);
+    assert_eq!(json!(w.report().job_id), listed[0]["job_id"]);
 
     // Filters.
     let (out, _, _) = runs(
@@ -596,8 +596,8 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
         &w.doc,
     );
     assert_eq!(f.code, 0, "{}", f.stderr);
-    let sec = &f.doc["fetch"];
-    assert_eq!(sec["fetched"], 4, "{sec}");
+    let sec: shared::contract::schema::Fetch = f.decoded("fetch");
+    assert_eq!(sec.fetched, 4, "{sec:?}");
     assert_eq!(
         std::fs::read_to_string(to.join("tree/out/result.txt")).unwrap(),
         "partial\n"
@@ -616,12 +616,7 @@ fn slurm_fetch_brings_back_a_failed_jobs_files_incrementally_and_refuses_past_it
             .contains("failing"),
         "{job}"
     );
-    let paths: Vec<&str> = sec["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths: Vec<&str> = sec.files.iter().map(|f| f.path.as_str()).collect();
     assert!(paths.contains(&"tree/out/result.txt"), "{paths:?}");
     // Again: nothing new, nothing copied.
     let again = run_in(
@@ -765,7 +760,7 @@ fn slurm_fetch_copies_only_listed_regular_files_whatever_the_names() {
     assert!(to.join("tree/many/100000").is_file());
 
     // A listed file swapped for a symlink between the listing and the copy: refused, no link.
-    let tree = s.doc["job"]["tree"].as_str().unwrap().to_string();
+    let tree = s.job().tree.unwrap();
     let swap_to = tempdir();
     let mut c = tool_in(state.path(), "slurm-fetch");
     c.args([

@@ -126,10 +126,9 @@ fn a_canary_password_given_to_every_tool_never_appears_anywhere() {
     let found = grep_tree(&fx.local, &canary);
     assert!(found.is_empty(), "in local files (log copy): {found:?}");
     // Slurm's records of the jobs.
-    for job in [
-        d["build"]["job"]["job_id"].as_str().unwrap(),
-        d["job"]["job_id"].as_str().unwrap(),
-    ] {
+    let build: shared::contract::schema::Build = section_of(&d, "build");
+    for job in [build.job.job_id.unwrap(), job_of(&d).job_id.unwrap()] {
+        let job = job.as_str();
         let sc = std::process::Command::new("scontrol")
             .args(["show", "job", job])
             .output()

@@ -171,11 +171,8 @@ fn a_six_task_grid_has_a_verdict_per_task_and_one_squeue_per_poll() {
     );
     assert!(f.status.success(), "{}", String::from_utf8_lossy(&f.stderr));
     let fetched: Value = serde_json::from_slice(&f.stdout).unwrap();
-    assert_eq!(
-        fetched["fetch"]["task_dirs"].as_array().map(Vec::len),
-        Some(6),
-        "{fetched}"
-    );
+    let fetch: shared::contract::schema::Fetch = section_of(&fetched, "fetch");
+    assert_eq!(fetch.task_dirs.as_ref().map(Vec::len), Some(6), "{fetch:?}");
     let id = job.job_id.clone().unwrap();
     let three = to.path().join("tasks/3");
     let err = std::fs::read_to_string(three.join(format!("st-sweep-grid-{id}_3.err"))).unwrap();

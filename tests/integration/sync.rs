@@ -799,7 +799,7 @@ fn a_remote_root_in_the_cluster_home_lands_there_or_is_refused_before_preflight(
     // After preflight, `~/` is the cluster user's home: the checkout lands there.
     let p = run("slurm-ssh-preflight", &[], &d);
     assert_eq!(p.code, 0, "{}", p.stderr);
-    assert_eq!(p.doc["preflight"]["remote"]["home"], home.as_str());
+    assert_eq!(p.preflight().remote.home.as_deref(), Some(home.as_str()));
     let t = run("slurm-sync-tracked", &[], &p.doc);
     assert_eq!(t.code, 0, "{}", t.stderr);
     let repo = t.synced().remote_repo_path;
@@ -1025,7 +1025,8 @@ fn a_sync_in_a_terminal_shows_the_push_and_clone_progress_and_a_piped_one_does_n
     );
     assert!(!screen.contains("@@slurm-tools"), "{screen}");
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
-    assert!(doc["sync_tracked"]["commit"].is_string(), "{doc}");
+    let synced: shared::contract::schema::SyncTracked = section_of(&doc, "sync_tracked");
+    assert!(!synced.commit.is_empty(), "{synced:?}");
     // Piped: not a line of it.
     let mut again = fx.doc();
     again["remote_repo_path"] = json!(format!("{}-piped", fx.remote_repo));

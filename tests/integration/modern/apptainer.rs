@@ -186,7 +186,10 @@ fn the_main_job_runs_in_the_same_image_on_apptainer_and_on_pyxis() {
     let remote = preflight.remote;
     assert!(!remote.container_flags, "{remote:?}");
     assert!(
-        remote.apptainer.as_deref().is_some_and(|a| a.contains("1.4.5")),
+        remote
+            .apptainer
+            .as_deref()
+            .is_some_and(|a| a.contains("1.4.5")),
         "{remote:?}"
     );
     assert_eq!(
@@ -276,7 +279,11 @@ fn an_image_is_pulled_once_per_digest_and_again_when_its_tag_moves() {
     let cache = cache_dir(&a);
     let sif = format!("{cache}/{}.sif", first.trim_start_matches("sha256:"));
     assert_eq!(used_of(&a).file, Some(sif));
-    let pulled = if used_of(&a).cache == "pulled" { &a } else { &b };
+    let pulled = if used_of(&a).cache == "pulled" {
+        &a
+    } else {
+        &b
+    };
     let pull = used_of(pulled);
     assert!(pull.pull_seconds.is_some(), "{pull:?}");
     let text = run_raw(tool("slurm-report"), pulled.to_string().as_bytes()).stderr;
@@ -439,11 +446,18 @@ fn alloc_on_apptainer_installs_packages_once_for_both_nodes_and_down_removes_the
         .clone()
         .unwrap_or_else(|| panic!("{sec:?}"));
     assert!(sec.container_launcher.is_some(), "{sec:?}");
-    assert_eq!(sec.container_name, None, "pyxis's name only on pyxis: {sec:?}");
+    assert_eq!(
+        sec.container_name, None,
+        "pyxis's name only on pyxis: {sec:?}"
+    );
     assert!(up.stderr.contains("packages installed"), "{}", up.stderr);
     // The allocation's instance runs on both nodes, each with its own overlay.
     let instance = format!("slurm-tools-{}", sec.job_id.clone().unwrap());
-    assert_eq!(sec.container_instance.as_deref(), Some(instance.as_str()), "{sec:?}");
+    assert_eq!(
+        sec.container_instance.as_deref(),
+        Some(instance.as_str()),
+        "{sec:?}"
+    );
     assert_eq!(
         instances_on_nodes(&instance),
         ["1\n1", "1\n1"],
