@@ -541,3 +541,113 @@ fn behind_a_round_robin_login_alias_the_allocations_login_node_is_named() {
         std::thread::sleep(Duration::from_secs(1));
     }
 }
+
+/// The cluster user's association given a cap on its running jobs' GPUs (GrpTRES) for one test,
+/// and none again when dropped, whatever happens.
+struct AssociationGpuCap;
+
+impl AssociationGpuCap {
+    fn set(gpus: i64) -> AssociationGpuCap {
+        association_gpu_cap(gpus);
+        AssociationGpuCap
+    }
+}
+
+impl Drop for AssociationGpuCap {
+    fn drop(&mut self) {
+        association_gpu_cap(-1);
+    }
+}
+
+fn association_gpu_cap(gpus: i64) {
+    let out = Command::new("sacctmgr")
+        .args(["-i", "modify", "user", "where"])
+        .arg(format!("name={}", testbed().s("cluster_user")))
+        .arg(format!("account={}", testbed().s("account")))
+        .arg("set")
+        .arg(format!("GrpTRES=gres/gpu={gpus}"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sacctmgr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An association's cap on the GPUs its running jobs hold at once (GrpTRES), for real: with the
+/// cap used up by a running job of the person's, placement says what blocks the first site (the
+/// cap, the job, the ask) and a job that pends on it is explained with the same figures and what
+/// fits (issue 36).
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn an_association_gpu_cap_on_running_jobs_blocks_placement_and_explains_the_pending_job() {
+    crate::needs_cluster!();
+    let _one = crate::one_at_a_time();
+    let _cap = AssociationGpuCap::set(4);
+    let account = testbed().s("account");
+    let filler = first_site_filler(&["--gpus-per-node=4"]);
+    let _f = CancelJobs(vec![filler.clone()]);
+
+    // Placement, with the first site alone in the catalog: blocked, and it says by what.
+    let dir = tempdir();
+    let mut catalog: Value =
+        serde_json::from_str(&std::fs::read_to_string(testbed().s("catalog")).unwrap()).unwrap();
+    catalog["clusters"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|c| c["cluster_name"] == "local");
+    let catalog_file = dir.path().join("clusters.json");
+    std::fs::write(&catalog_file, catalog.to_string()).unwrap();
+    let doc = json!({
+        "required_devices_per_node": 1,
+        "account": account,
+        "slurm_user": testbed().s("cluster_user"),
+        "ssh_config_file": testbed().ssh_config(),
+        "command": "true",
+    });
+    let mut c = tool("slurm-resolve");
+    c.args(["--catalog", catalog_file.to_str().unwrap(), "--place"]);
+    let r = run_raw(c, doc.to_string().as_bytes());
+    assert_eq!(r.code, 2, "nothing can start it now: {}", r.stderr);
+    let placement: shared::contract::schema::Placement = r.decoded("placement");
+    let local = &placement.candidates[0];
+    assert_eq!(local.state, "answered", "{local:?}");
+    assert_eq!(
+        local.blocked_by.as_deref(),
+        Some(
+            format!(
+                "your association (account {account}) allows 4 GPUs at once (GrpTRES) and your running job {filler} uses 4; this request asks for 1"
+            )
+            .as_str()
+        ),
+        "{local:?}"
+    );
+    assert!(
+        r.error().message.contains("allows 4 GPUs at once"),
+        "{}",
+        r.stderr
+    );
+
+    // A job that pends on the cap: the category, the figures, what fits.
+    let state = tempdir();
+    let (_fx, mut d) = fixture::synced("assoc-gpu-cap");
+    d["recipe"] = json!("batch");
+    d["command"] = json!("echo ran");
+    d["gpus_per_node"] = json!(1);
+    let (e, stderr, id) = explained(state.path(), &d, "your_limit");
+    assert_eq!(e["reason"], "AssocGrpGRES", "{e}");
+    assert_eq!(
+        e["explanation"],
+        format!("your association (account {account}) allows 4 GPUs at once (GrpTRES) and your running job {filler} uses 4; this job asks for 1"),
+        "{e}"
+    );
+    assert_eq!(
+        e["action"], "wait for it to end (or `scancel` it), or use another account (`account`)",
+        "{e}"
+    );
+    assert!(
+        stderr.contains(&format!("job {id} is pending (AssocGrpGRES, your_limit)")),
+        "{stderr}"
+    );
+}

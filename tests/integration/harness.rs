@@ -789,3 +789,89 @@ pub fn first_site_filler(args: &[&str]) -> String {
     });
     id
 }
+
+/// Cancels the jobs it names when dropped (a failed assertion leaves nothing queued).
+pub struct CancelJobs(pub Vec<String>);
+
+impl Drop for CancelJobs {
+    fn drop(&mut self) {
+        for id in &self.0 {
+            let _ = Command::new("scancel").arg(id).status();
+        }
+    }
+}
+
+/// Pending explained (issue 36): `d` submitted and watched until slurm-watch says the job pends for a reason of `category`;
+/// then the job is cancelled and the watch ends by itself. That pending event, the watch's
+/// stderr, and the job id.
+pub fn explained(state: &Path, d: &Value, category: &str) -> (Value, String, String) {
+    explained_as(state, d, &[category])
+}
+
+/// [`explained`] for the first of several categories Slurm may give the same wait.
+pub fn explained_as(state: &Path, d: &Value, categories: &[&str]) -> (Value, String, String) {
+    let category = categories.join(" or ");
+    let mut c = tool("slurm-submit");
+    c.env("SLURM_TOOLS_STATE_DIR", state);
+    let s = run_raw(c, d.to_string().as_bytes());
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    let id = s.job_id();
+    let _cancel = CancelJobs(vec![id.clone()]);
+    let events = state.join(format!("events-{id}.jsonl"));
+    let err = state.join(format!("watch-{id}.err"));
+    let mut w = tool("slurm-watch");
+    w.env("SLURM_TOOLS_STATE_DIR", state)
+        .args(["--interval", "1", "--events", events.to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap());
+    let mut child = w.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(s.doc.to_string().as_bytes()).unwrap();
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let event = loop {
+        let text = std::fs::read_to_string(&events).unwrap_or_default();
+        if let Some(e) = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["event"] == "pending" && categories.iter().any(|c| e["category"] == *c))
+        {
+            break e;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!(
+                "no pending event of category {category} within 90 s: {text}\n{}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    // slurm-runs names the same category beside Slurm's reason.
+    let listed = tool("slurm-runs")
+        .env("SLURM_TOOLS_STATE_DIR", state)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    let row = listed
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(id.as_str()))
+        .unwrap_or_else(|| panic!("job {id} in slurm-runs: {listed}"));
+    assert!(
+        categories.iter().any(|c| row.contains(&format!(": {c})"))),
+        "{row}"
+    );
+    let _ = Command::new("scancel").arg(&id).status();
+    let status = child.wait().unwrap();
+    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the cancelled job's verdict: {stderr}"
+    );
+    (event, stderr, id)
+}

@@ -7,96 +7,7 @@
 
 use crate::fixture::synced;
 use crate::harness::*;
-use serde_json::{json, Value};
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// Cancels the jobs it names when dropped (a failed assertion leaves nothing queued).
-struct Cancel(Vec<String>);
-
-impl Drop for Cancel {
-    fn drop(&mut self) {
-        for id in &self.0 {
-            let _ = Command::new("scancel").arg(id).status();
-        }
-    }
-}
-
-/// `d` submitted and watched until slurm-watch says the job pends for a reason of `category`;
-/// then the job is cancelled and the watch ends by itself. That pending event, the watch's
-/// stderr, and the job id.
-fn explained(state: &Path, d: &Value, category: &str) -> (Value, String, String) {
-    explained_as(state, d, &[category])
-}
-
-/// [`explained`] for the first of several categories Slurm may give the same wait.
-fn explained_as(state: &Path, d: &Value, categories: &[&str]) -> (Value, String, String) {
-    let category = categories.join(" or ");
-    let mut c = tool("slurm-submit");
-    c.env("SLURM_TOOLS_STATE_DIR", state);
-    let s = run_raw(c, d.to_string().as_bytes());
-    assert_eq!(s.code, 0, "{}", s.stderr);
-    let id = s.job_id();
-    let _cancel = Cancel(vec![id.clone()]);
-    let events = state.join(format!("events-{id}.jsonl"));
-    let err = state.join(format!("watch-{id}.err"));
-    let mut w = tool("slurm-watch");
-    w.env("SLURM_TOOLS_STATE_DIR", state)
-        .args(["--interval", "1", "--events", events.to_str().unwrap()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap());
-    let mut child = w.spawn().unwrap();
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(s.doc.to_string().as_bytes()).unwrap();
-    }
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let event = loop {
-        let text = std::fs::read_to_string(&events).unwrap_or_default();
-        if let Some(e) = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|e| e["event"] == "pending" && categories.iter().any(|c| e["category"] == *c))
-        {
-            break e;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!(
-                "no pending event of category {category} within 90 s: {text}\n{}",
-                std::fs::read_to_string(&err).unwrap_or_default()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(300));
-    };
-    // slurm-runs names the same category beside Slurm's reason.
-    let listed = tool("slurm-runs")
-        .env("SLURM_TOOLS_STATE_DIR", state)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
-    let row = listed
-        .lines()
-        .find(|l| l.split_whitespace().nth(1) == Some(id.as_str()))
-        .unwrap_or_else(|| panic!("job {id} in slurm-runs: {listed}"));
-    assert!(
-        categories.iter().any(|c| row.contains(&format!(": {c})"))),
-        "{row}"
-    );
-    let _ = Command::new("scancel").arg(&id).status();
-    let status = child.wait().unwrap();
-    let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-    assert_eq!(
-        status.code(),
-        Some(1),
-        "the cancelled job's verdict: {stderr}"
-    );
-    (event, stderr, id)
-}
+use serde_json::json;
 
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
@@ -143,7 +54,7 @@ fn a_pending_job_is_explained_with_the_limit_and_the_action_for_each_kind_of_wai
     // The QOS's per-user GPU cap, used up by a running job of the same user.
     let qos = testbed().s("capped_qos");
     let filler = first_site_filler(&[&format!("--qos={qos}"), "--gpus-per-node=4"]);
-    let _f = Cancel(vec![filler.clone()]);
+    let _f = CancelJobs(vec![filler.clone()]);
     let mut d = base.clone();
     d["qos"] = json!(qos);
     d["gpus_per_node"] = json!(1);
@@ -163,7 +74,7 @@ fn a_pending_job_is_explained_with_the_limit_and_the_action_for_each_kind_of_wai
     // Resources: every GPU of one node taken, the job asks for one there.
     let node = testbed().s("node");
     let filler = first_site_filler(&[&format!("--nodelist={node}"), "--gpus-per-node=4"]);
-    let _f = Cancel(vec![filler]);
+    let _f = CancelJobs(vec![filler]);
     let mut d = base.clone();
     d["gpus_per_node"] = json!(1);
     d["slurm_options"] = json!([format!("--nodelist={node}")]);

@@ -156,8 +156,8 @@ impl Answer {
                 )));
             }
         }
+        let asked = gpus_per_node(r).unwrap_or(0).max(0) as u64 * nodes.max(1) as u64;
         if let Some((cap, used, ids)) = self.facts.qos_gpu_cap() {
-            let asked = gpus_per_node(r).unwrap_or(0).max(0) as u64 * nodes.max(1) as u64;
             if asked > 0 && used + asked > cap {
                 let qos = self.facts.qos.as_ref().and_then(|q| q.first()).cloned();
                 return Ok(Some(format!(
@@ -175,11 +175,18 @@ impl Answer {
             .facts
             .assoc_gpu_max_per_job(r.settings.account.as_deref(), partition)
         {
-            let asked = gpus_per_node(r).unwrap_or(0).max(0) as u64 * nodes.max(1) as u64;
             if asked > cap {
                 return Ok(Some(format!(
                     "your association (account {account}) allows {cap} GPUs per job (MaxTRES) and this request asks for {asked}"
                 )));
+            }
+        }
+        if let Some(g) = self
+            .facts
+            .assoc_gpu_group_cap(r.settings.account.as_deref(), partition)
+        {
+            if asked > 0 && g.used + asked > g.cap {
+                return Ok(Some(format!("{}; this request asks for {asked}", g.said())));
             }
         }
         Ok(None)
@@ -532,6 +539,67 @@ mod tests {
         let elsewhere = doc(r#"{"account":"other","gpus_per_node":8}"#);
         assert_eq!(
             a.blocked_by(&Request::read(&elsewhere).unwrap()).unwrap(),
+            None
+        );
+    }
+
+    /// GrpTRES on an association caps its running jobs' GPUs together: a request over what is
+    /// left is blocked, said with the cap, the jobs that use it and the ask; a partition's own
+    /// association counts only its partition's jobs; another account's jobs do not count; and
+    /// without an account named, only a person with one account is judged.
+    #[test]
+    fn an_association_gpu_cap_on_running_jobs_blocks_a_request_over_what_is_left() {
+        let a = Answer::parse(
+            "TEST sbatch: Job 1 to start at 5 using 1 processors\n\
+             PA lab||gres/gpu=4||||\n\
+             PA lab|big|gres/gpu=16||||\n\
+             PR 12 normal lab debug cpu=1,gres/gpu=3\n\
+             PR 13 normal other debug cpu=1,gres/gpu=4\n\
+             PR 14 normal lab big cpu=1,gres/gpu=8\n",
+        );
+        let blocked = |json: &str| a.blocked_by(&Request::read(&doc(json)).unwrap()).unwrap();
+        // Job 12 runs under lab's every-partition association (4 GPUs, 3 used); job 14 under
+        // lab's own association for partition big; job 13 under another account.
+        assert_eq!(
+            blocked(r#"{"account":"lab","gpus_per_node":2}"#).as_deref(),
+            Some("your association (account lab) allows 4 GPUs at once (GrpTRES) and your running job 12 uses 3; this request asks for 2")
+        );
+        assert_eq!(
+            blocked(r#"{"account":"lab","gpus_per_node":1}"#),
+            None,
+            "3 + 1 fit in 4"
+        );
+        // Without an account: lab is the person's only account here.
+        assert!(blocked(r#"{"gpus_per_node":2}"#).is_some());
+        // No GPU asked: nothing to block.
+        assert_eq!(blocked(r#"{"account":"lab"}"#), None);
+        let only_big = Answer::parse(
+            "PARTITION big\nPA lab|big|gres/gpu=16||||\nPR 12 normal lab debug gres/gpu=3\nPR 14 normal lab big gres/gpu=8\n",
+        );
+        let r = Request::read(&doc(
+            r#"{"account":"lab","partition":"big","gpus_per_node":8}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            only_big.blocked_by(&r).unwrap(),
+            None,
+            "8 of 16 used: 8 fit"
+        );
+        let r = Request::read(&doc(
+            r#"{"account":"lab","partition":"big","gpus_per_node":9}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            only_big.blocked_by(&r).unwrap().as_deref(),
+            Some("your association (account lab, partition big) allows 16 GPUs at once (GrpTRES) and your running job 14 uses 8; this request asks for 9")
+        );
+        // Two accounts and none named: the default is not known, nothing judged.
+        let two = Answer::parse(
+            "PA lab||gres/gpu=1||||\nPA other||||||\nPR 12 normal lab debug gres/gpu=1\n",
+        );
+        assert_eq!(
+            two.blocked_by(&Request::read(&doc(r#"{"gpus_per_node":1}"#)).unwrap())
+                .unwrap(),
             None
         );
     }

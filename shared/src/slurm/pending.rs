@@ -91,8 +91,20 @@ pub struct Facts {
     pub qos: Option<Vec<String>>,
     /// The user's associations: account, partition, GrpTRES, MaxTRES, MaxJobs, GrpJobs.
     pub assocs: Vec<Vec<String>>,
-    /// The user's running jobs: id, QOS, allocated TRES (`gres/gpu` → `4`).
-    pub running: Vec<(String, String, BTreeMap<String, String>)>,
+    /// The user's running jobs.
+    pub running: Vec<RunningJob>,
+}
+
+/// One of the user's running jobs (a PR line).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunningJob {
+    pub id: String,
+    pub qos: String,
+    /// Its account and partition ("" where the line did not say).
+    pub account: String,
+    pub partition: String,
+    /// Allocated TRES (`gres/gpu` → `4`).
+    pub tres: BTreeMap<String, String>,
 }
 
 /// `a=1,gres/gpu=4` as a map.
@@ -124,9 +136,18 @@ impl Facts {
                 "PA" => f.assocs.push(bars()),
                 "PR" => {
                     let w: Vec<&str> = rest.split_whitespace().collect();
-                    if let [id, qos, t, ..] = w[..] {
-                        f.running.push((id.to_string(), qos.to_string(), tres(t)));
-                    }
+                    let (id, qos, account, partition, t) = match w[..] {
+                        [id, qos, account, partition, t, ..] => (id, qos, account, partition, t),
+                        [id, qos, t] => (id, qos, "", "", t),
+                        _ => continue,
+                    };
+                    f.running.push(RunningJob {
+                        id: id.to_string(),
+                        qos: qos.to_string(),
+                        account: account.to_string(),
+                        partition: partition.to_string(),
+                        tres: tres(t),
+                    });
                 }
                 _ => {}
             }
@@ -158,12 +179,11 @@ impl Facts {
         if cap == 0 {
             return None;
         }
-        let mine: Vec<&(String, String, BTreeMap<String, String>)> =
-            self.running.iter().filter(|r| &r.1 == name).collect();
+        let mine: Vec<&RunningJob> = self.running.iter().filter(|r| &r.qos == name).collect();
         Some((
             cap,
-            mine.iter().map(|r| gpus(&r.2)).sum(),
-            mine.iter().map(|r| r.0.clone()).collect(),
+            mine.iter().map(|r| gpus(&r.tres)).sum(),
+            mine.iter().map(|r| r.id.clone()).collect(),
         ))
     }
 }
@@ -190,6 +210,111 @@ impl Facts {
                 (cap > 0).then(|| (cap, a.first().cloned().unwrap_or_default()))
             })
             .min_by_key(|(cap, _)| *cap)
+    }
+
+    /// The GPU cap on the running jobs of one of the person's associations (its GrpTRES) that a
+    /// job with `account` in `partition` falls under, the GPUs the person's running jobs under
+    /// that association use now, and those jobs: the tightest such cap (least left). Without an
+    /// `account`, only when the person has one account (else the default one is not known).
+    pub fn assoc_gpu_group_cap(
+        &self,
+        account: Option<&str>,
+        partition: Option<&str>,
+    ) -> Option<GroupCap> {
+        let mut accounts: Vec<&str> = self
+            .assocs
+            .iter()
+            .filter_map(|a| a.first().map(String::as_str))
+            .filter(|a| !a.is_empty())
+            .collect();
+        accounts.sort_unstable();
+        accounts.dedup();
+        let account = match (account, accounts.as_slice()) {
+            (Some(a), _) => a,
+            (None, [only]) => only,
+            (None, _) => return None,
+        };
+        let of_account: Vec<&Vec<String>> = self
+            .assocs
+            .iter()
+            .filter(|a| a.first().map(String::as_str) == Some(account))
+            .collect();
+        // A job runs under its partition's own association where the account has one, else
+        // under the account's association for every partition.
+        let own = |p: &str| {
+            of_account
+                .iter()
+                .any(|a| a.get(1).map(String::as_str) == Some(p))
+        };
+        of_account
+            .iter()
+            .filter_map(|a| {
+                let on = a.get(1).cloned().unwrap_or_default();
+                if !on.is_empty() && partition.is_some_and(|want| want != on) {
+                    return None;
+                }
+                let cap = gpus(&tres(a.get(2)?));
+                if cap == 0 {
+                    return None;
+                }
+                let under: Vec<&RunningJob> = self
+                    .running
+                    .iter()
+                    .filter(|r| r.account == account)
+                    .filter(|r| {
+                        if on.is_empty() {
+                            !own(&r.partition)
+                        } else {
+                            r.partition == on
+                        }
+                    })
+                    .collect();
+                Some(GroupCap {
+                    account: account.to_string(),
+                    partition: (!on.is_empty()).then_some(on),
+                    cap,
+                    used: under.iter().map(|r| gpus(&r.tres)).sum(),
+                    jobs: under.iter().map(|r| r.id.clone()).collect(),
+                })
+            })
+            .min_by_key(|g| g.cap.saturating_sub(g.used))
+    }
+}
+
+/// An association's cap on the GPUs its running jobs hold at once (GrpTRES), and its use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupCap {
+    pub account: String,
+    /// The partition the association is for (`None`: every partition).
+    pub partition: Option<String>,
+    pub cap: u64,
+    pub used: u64,
+    /// The person's running jobs under it.
+    pub jobs: Vec<String>,
+}
+
+impl GroupCap {
+    /// "your association (account a) allows 4 GPUs at once (GrpTRES) and your running job 12
+    /// uses 4"
+    pub fn said(&self) -> String {
+        let on = self
+            .partition
+            .as_deref()
+            .map(|p| format!(", partition {p}"))
+            .unwrap_or_default();
+        let jobs = match self.jobs.len() {
+            0 => "no job of yours runs under it".to_string(),
+            1 => format!("your running job {} uses {}", self.jobs[0], self.used),
+            _ => format!(
+                "your running jobs {} use {}",
+                self.jobs.join(", "),
+                self.used
+            ),
+        };
+        format!(
+            "your association (account {}{on}) allows {} GPUs at once (GrpTRES) and {jobs}",
+            self.account, self.cap
+        )
     }
 }
 
@@ -461,12 +586,12 @@ fn partition_limit(reason: &str, f: &Facts, partition: &str) -> (String, String)
 fn your_limit(reason: &str, f: &Facts) -> (String, String) {
     let (what, whose) = limit_words(reason);
     let qos_name = f.job("QOS").unwrap_or("?").to_string();
-    let running: Vec<&(String, String, BTreeMap<String, String>)> = if reason.starts_with("QOS") {
-        f.running.iter().filter(|r| r.1 == qos_name).collect()
+    let running: Vec<&RunningJob> = if reason.starts_with("QOS") {
+        f.running.iter().filter(|r| r.qos == qos_name).collect()
     } else {
         f.running.iter().collect()
     };
-    let ids: Vec<&str> = running.iter().map(|r| r.0.as_str()).collect();
+    let ids: Vec<&str> = running.iter().map(|r| r.id.as_str()).collect();
     let jobs_text = match ids.len() {
         0 => "no job of yours runs there now".to_string(),
         1 => format!("your running job {}", ids[0]),
@@ -476,6 +601,11 @@ fn your_limit(reason: &str, f: &Facts) -> (String, String) {
     if reason.starts_with("QOS") && reason.contains("GRES") {
         if let Some(said) = gpu_cap(f, whose, &qos_name, &running, &jobs_text, asks_gpus) {
             return said;
+        }
+    }
+    if reason.starts_with("AssocGrpGRES") {
+        if let Some(g) = f.assoc_gpu_group_cap(f.job("Account"), f.job("Partition")) {
+            return assoc_gpu_cap(&g, asks_gpus);
         }
     }
     let limits = limits_shown(reason, f, &qos_name);
@@ -511,7 +641,7 @@ fn gpu_cap(
     f: &Facts,
     whose: &str,
     qos_name: &str,
-    running: &[&(String, String, BTreeMap<String, String>)],
+    running: &[&RunningJob],
     jobs_text: &str,
     asks_gpus: u64,
 ) -> Option<(String, String)> {
@@ -527,7 +657,7 @@ fn gpu_cap(
             Some(gpus(&tres(limits)))
         })
         .filter(|n| *n > 0);
-    let used: u64 = running.iter().map(|r| gpus(&r.2)).sum();
+    let used: u64 = running.iter().map(|r| gpus(&r.tres)).sum();
     let cap = cap?;
     Some((
             format!(
@@ -553,6 +683,25 @@ fn gpu_cap(
                 format!("{wait}{less}or use another QOS (`qos`)")
             },
         ))
+}
+
+/// An association's GPU cap on its running jobs, with their use, and what would help.
+fn assoc_gpu_cap(g: &GroupCap, asks_gpus: u64) -> (String, String) {
+    let fits = g.cap.saturating_sub(g.used);
+    let wait = match g.jobs.len() {
+        0 => String::new(),
+        1 => "wait for it to end (or `scancel` it), ".to_string(),
+        _ => "wait for them to end (or `scancel` one), ".to_string(),
+    };
+    let less = if fits > 0 {
+        format!("ask for at most {fits} GPUs, ")
+    } else {
+        String::new()
+    };
+    (
+        format!("{}; this job asks for {asks_gpus}", g.said()),
+        format!("{wait}{less}or use another account (`account`)"),
+    )
 }
 
 /// The limits the QOS (or the account's association) shows you, as ` (QOS q: MaxTRES ..., ...)`.
@@ -728,6 +877,35 @@ mod tests {
             explain("9", "QOSMaxGRESPerUser", &room, None, NOW).action,
             "wait for it to end (or `scancel` it), ask for at most 4 GPUs, or use another QOS (`qos`)"
         );
+    }
+
+    /// An association's GrpTRES on GPUs: the cap, the running jobs under the job's association
+    /// (its account, and its partition's own association where there is one) and what fits.
+    #[test]
+    fn an_association_gpu_cap_names_the_cap_the_jobs_under_it_and_what_fits() {
+        let f = facts(&[
+            "PJ JobId=9 Account=lab Partition=debug QOS=normal TRES=cpu=1,node=1,gres/gpu=2",
+            "PA lab||gres/gpu=4||||",
+            "PA lab|big|gres/gpu=16||||",
+            "PR 12 normal lab debug cpu=1,node=1,gres/gpu=3",
+            "PR 13 normal other debug cpu=1,gres/gpu=4",
+            "PR 14 normal lab big cpu=1,gres/gpu=8",
+        ]);
+        let e = explain("9", "AssocGrpGRES", &f, None, NOW);
+        assert_eq!(e.category, Category::YourLimit);
+        assert_eq!(
+            e.message,
+            "your association (account lab) allows 4 GPUs at once (GrpTRES) and your running job 12 uses 3; this job asks for 2"
+        );
+        assert_eq!(
+            e.action,
+            "wait for it to end (or `scancel` it), ask for at most 1 GPUs, or use another account (`account`)"
+        );
+        // The PR lines of an older probe (id, QOS, TRES) still read.
+        let old = facts(&["PR 12 gpucap cpu=1,gres/gpu=4"]);
+        assert_eq!(old.running[0].qos, "gpucap");
+        assert_eq!(gpus(&old.running[0].tres), 4);
+        assert_eq!(old.running[0].account, "");
     }
 
     #[test]

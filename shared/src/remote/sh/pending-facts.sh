@@ -6,8 +6,9 @@
 #                                        says PENDING for a reason not gathered yet (kept in
 #                                        `explained`)
 #          pending_facts JOB REASON
-#          qos_facts QOS USER   the PQ and PR lines below (also slurm-resolve --place's)
+#          qos_facts QOS        the PQ line below (also slurm-resolve --place's)
 #          assoc_facts USER     the PA lines below (also slurm-resolve --place's)
+#          running_facts USER   the PR lines below (also slurm-resolve --place's)
 # Prints (each line tagged; a query the site refuses or lacks prints nothing):
 #   PJ <scontrol show job -o JOB>                         always
 #   PP <scontrol show partition -o, one per partition>    partition limits, resources, priority
@@ -16,7 +17,7 @@
 #                                                         the job's QOS (a limit of yours)
 #   PA <account>|<partition>|<GrpTRES>|<MaxTRES>|<MaxJobs>|<GrpJobs>
 #                                                         the user's associations (a limit of yours)
-#   PR <job id> <qos> <tres-alloc>                        the user's running jobs (a limit of yours)
+#   PR <job id> <qos> <account> <partition> <tres-alloc>  the user's running jobs (a limit of yours)
 explained=
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 pending_once() {
@@ -39,13 +40,17 @@ pending_facts() {
       pf_me=$(id -un)
       pf_qos=$(printf '%s\n' "$pf_sc" | tr ' ' '\n' | sed -n 's/^QOS=//p' | head -n 1)
       assoc_facts "$pf_me"
-      qos_facts "$pf_qos" "$pf_me" ;;
+      qos_facts "$pf_qos"
+      running_facts "$pf_me" ;;
   esac
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 qos_facts() {
   [ -z "$1" ] || sacctmgr -n -P show qos "$1" format=Name,MaxTRESPU,MaxJobsPU,GrpTRES,MaxTRES,MaxWall 2>/dev/null | sed 's/^/PQ /'
-  squeue -h -t RUNNING -u "$2" -O 'JobID:30,QOS:40,tres-alloc:500' 2>/dev/null | sed 's/^/PR /'
+}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
+running_facts() {
+  squeue -h -t RUNNING -u "$1" -O 'JobID:30,QOS:40,Account:40,Partition:40,tres-alloc:500' 2>/dev/null | sed 's/^/PR /'
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 assoc_facts() {
