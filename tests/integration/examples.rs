@@ -119,9 +119,9 @@ const ELSEWHERE: &[(&str, &str, usize, &str, &str)] = &[
         "docs/cookbook.md",
         "Several clusters: where it starts first, and why it waits",
         3,
-        "modern::place::a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other",
+        "modern::place::submit_race_two_enters_the_next_best_cluster_and_the_watch_keeps_the_first_to_start",
         "a race needs both sites and a busy one, which that test makes (a filler job), before it \
-         runs `slurm-watch --race` on the two submissions",
+         runs this pipeline with `slurm-submit --race 2`",
     ),
     (
         "README.md",

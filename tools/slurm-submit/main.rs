@@ -1,5 +1,6 @@
 //! slurm-submit: the build job and every recipe (docs/migrating.md, step 5 and "Recipes").
 
+mod race;
 mod recipe;
 
 use clap::Parser;
@@ -81,6 +82,8 @@ const BUILD_SH: &str = include_str!("../../scripts/build.sh");
 /// Examples:
 ///   slurm-sync-untracked < synced.json | slurm-submit | slurm-watch > report.json
 ///   slurm-ssh-preflight < job.json | slurm-submit --sync | slurm-watch > report.json
+///   slurm-resolve --place < job.json | slurm-ssh-preflight | slurm-sync-tracked \
+///     | slurm-sync-untracked | slurm-submit --race 2 | slurm-watch > report.json
 #[derive(Parser, Debug)]
 #[command(name = "slurm-submit", version, long_version = env!("SLURM_TOOLS_LONG_VERSION"), verbatim_doc_comment)]
 struct Cli {
@@ -94,6 +97,14 @@ struct Cli {
     /// Print the document with the exact command that would run; run nothing.
     #[arg(long)]
     dry_run: bool,
+
+    /// Race the job on N clusters: submit it here, and also to the next N-1 best clusters of the
+    /// document's placement (slurm-resolve --place), each through its own whole pipeline
+    /// (resolve, preflight, both syncs, submit); slurm-watch then keeps the first to start and
+    /// cancels the others. Their submitted documents are kept in the state directory and named
+    /// in `job.race_entrants`. A cluster whose pipeline fails is said and left out.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=8), conflicts_with_all = ["build", "dry_run", "only_failed"])]
+    race: Option<u32>,
 
     /// Run again only the tasks of a finished sweep that did not pass, with the same snapshot:
     /// the input is the sweep's watched document (with its report); the tasks that passed keep
@@ -129,7 +140,13 @@ impl ToolCli for Cli {
     const SECTIONS: &'static [&'static str] = &["job", "build", "sync_tracked", "sync_untracked"];
 
     fn reads() -> Vec<&'static str> {
-        Input::reads()
+        let mut r = Input::reads();
+        for f in race::RaceInput::reads() {
+            if !r.contains(&f) {
+                r.push(f);
+            }
+        }
+        r
     }
 }
 
@@ -214,6 +231,8 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
         return Ok(Outcome::Done);
     }
     let input = Input::read(&ctx.doc)?;
+    // --race: the document as read, for the other entrants' pipelines.
+    let original = cli.race.map(|_| ctx.doc.clone());
     if let Some(status) = failed_build(&input) {
         ctx.note(format!("the build job ended {status}; not submitting the run job (document passed on unchanged)"));
         return Ok(Outcome::JobNotPassed);
@@ -283,14 +302,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     let mut section = job_section(&st, &plan, &repo, &token, container_use)?;
     let command = section.command.clone().unwrap_or_default();
     if cli.dry_run {
-        section.dry_run = Some(true);
-        section.stdout_path = Some(plan.stdout_path.clone());
-        section.stderr_path = Some(plan.stderr_path.clone());
-        section.remote_script = Some(script.as_str().to_string());
-        ctx.note(format!("dry run: would run on the cluster: {command}"));
-        keep_build_record(&mut ctx.doc, &given.input);
-        ctx.doc.set_section("job", &section);
-        return Ok(Outcome::Done);
+        return Ok(dry_run(ctx, section, &plan, &script, &given.input));
     }
     let ssh = ssh.expect("not a dry run");
     ctx.note(format!(
@@ -312,11 +324,34 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     note_accepted(ctx, &plan, &job_id);
     fill_accepted(&mut section, &plan, &token, job_id, trees_kb);
+    if let (Some(n), Some(original)) = (cli.race, &original) {
+        let files = race::enter(ctx, n, original, &token)?;
+        section.race_entrants = (!files.is_empty()).then_some(files);
+    }
     keep_build_record(&mut ctx.doc, &given.input);
     let id = section.job_id.clone().unwrap_or_default();
     ctx.doc.set_section("job", &section);
     shared::state::ledger::record_submission(ctx, plan.kind.name(), &id);
     Ok(Outcome::Done)
+}
+
+/// --dry-run: the job section with the exact script and paths; nothing sent.
+fn dry_run(
+    ctx: &mut Context,
+    mut section: Job,
+    plan: &Plan,
+    script: &Script,
+    input: &Input,
+) -> Outcome {
+    let command = section.command.clone().unwrap_or_default();
+    section.dry_run = Some(true);
+    section.stdout_path = Some(plan.stdout_path.clone());
+    section.stderr_path = Some(plan.stderr_path.clone());
+    section.remote_script = Some(script.as_str().to_string());
+    ctx.note(format!("dry run: would run on the cluster: {command}"));
+    keep_build_record(&mut ctx.doc, input);
+    ctx.doc.set_section("job", &section);
+    Outcome::Done
 }
 
 /// The build plan (None: nothing to build, said and recorded as a skipped build job) or the run

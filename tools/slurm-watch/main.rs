@@ -39,7 +39,9 @@ use verdict::Verdict;
 /// --race FILE...: the input's job and the same job submitted elsewhere (the documents
 /// slurm-submit wrote for the other clusters or partitions) are polled together; the first to
 /// start is kept and watched, the others are cancelled (only those jobs), each cancel recorded in
-/// the ledger; the output is the winner's document with the `race` section.
+/// the ledger; the output is the winner's document with the `race` section. A document from
+/// `slurm-submit --race N` names its other entrants (`job.race_entrants`): it is raced without
+/// the flag.
 ///
 /// `hang_pattern` (default
 /// "hang detected", case-insensitive) in a complete log line is a hang; so is silence with
@@ -180,6 +182,8 @@ shared::document_input! {
         job_name: Option<String> = string,
         /// A sweep's tasks an earlier attempt already judged.
         sweep_done: Option<Vec<schema::TaskReport>> = section,
+        /// An earlier race's result: the document is not raced again.
+        race: Option<schema::Race> = section,
         /// The local folder for a copy of the log and the forensics.
         local: shared::state::local_dirs::LocalDirs = part,
         cluster: shared::state::ledger::ClusterName = part,
@@ -352,8 +356,13 @@ struct State {
 }
 
 fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
-    if !cli.race.is_empty() {
-        race::run(ctx, &cli.race, cli.interval.unwrap_or(10.0).max(1.0))?;
+    let entrants = if cli.race.is_empty() {
+        race_entrants(ctx)?
+    } else {
+        cli.race.clone()
+    };
+    if !entrants.is_empty() {
+        race::run(ctx, &entrants, cli.interval.unwrap_or(10.0).max(1.0))?;
     }
     loop {
         let outcome = watch_once(cli, ctx)?;
@@ -366,6 +375,22 @@ fn watch(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
             retry::Next::Watch => continue,
         }
     }
+}
+
+/// The other entrants `slurm-submit --race N` named in the job section (none once the document
+/// has its `race`: a race is run once).
+fn race_entrants(ctx: &Context) -> Result<Vec<std::path::PathBuf>> {
+    let input = Input::read(&ctx.doc)?;
+    if input.race.is_some() {
+        return Ok(Vec::new());
+    }
+    Ok(input
+        .job
+        .and_then(|j| j.race_entrants)
+        .unwrap_or_default()
+        .into_iter()
+        .map(std::path::PathBuf::from)
+        .collect())
 }
 
 fn watch_once(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {

@@ -795,6 +795,11 @@ pub struct Job {
     /// `--dependency`, from `after`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependency: Option<String>,
+    /// `slurm-submit --race N`: the same job submitted to the next best clusters of the
+    /// placement, each one's submitted document (a file in the state directory); slurm-watch
+    /// races them with this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub race_entrants: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dry_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -349,3 +349,86 @@ fn a_race_on_both_sites_keeps_the_first_to_start_and_cancels_the_other() {
         "{m_run}"
     );
 }
+
+/// `slurm-submit --race 2` after placement (issue 36): the job submitted where placement chose
+/// (the first site; the modern one's GPUs are taken) and, through its own whole pipeline, to the
+/// next best cluster (the modern site); slurm-watch, with no flag, races them from the document,
+/// keeps the one that started and cancels the other, and nothing of this run stays queued.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn submit_race_two_enters_the_next_best_cluster_and_the_watch_keeps_the_first_to_start() {
+    crate::needs_cluster!();
+    let _sites = busy_sites();
+    let dir = tempdir();
+    let state = dir.path().join("state");
+    let repo = sample_clone(dir.path());
+    let cp = control_path("race-n");
+    {
+        let _counting = logins_lock();
+        login(&cp);
+    }
+    let name = format!("st-race-n-{}", std::process::id());
+    let mut doc = job(&repo, "local", &cp, &name);
+    doc.as_object_mut().unwrap().remove("slurm_cluster");
+    doc["required_devices_per_node"] = json!(1);
+    doc["recipe"] = json!("batch");
+    doc["command"] = json!("echo raced on $(hostname); sleep 10");
+    let _busy = filler("modern", "-N 2 --gpus-per-node=4");
+
+    let r = step(
+        &state,
+        "slurm-resolve",
+        &["--catalog", &testbed().s("catalog"), "--place"],
+        &doc,
+    );
+    assert_eq!(
+        placement(&r).chosen.as_deref(),
+        Some("local"),
+        "{}",
+        r.stderr
+    );
+    let p = step(&state, "slurm-ssh-preflight", &[], &r.doc);
+    let t = step(&state, "slurm-sync-tracked", &[], &p.doc);
+    let u = step(&state, "slurm-sync-untracked", &[], &t.doc);
+    let s = step(&state, "slurm-submit", &["--race", "2"], &u.doc);
+    let local_id = s.job_id();
+    let _l_cancel = Cancel("first", local_id.clone());
+    assert!(
+        s.stderr
+            .contains("race: submitting the same job to modern too"),
+        "{}",
+        s.stderr
+    );
+    let entrants = s.job().race_entrants.unwrap_or_default();
+    assert_eq!(entrants.len(), 1, "{}", s.stderr);
+    let other: Value =
+        serde_json::from_str(&std::fs::read_to_string(&entrants[0]).unwrap()).unwrap();
+    assert_eq!(typed_of(&other).slurm_cluster.as_deref(), Some("modern"));
+    let modern_id = job_of(&other).job_id.unwrap();
+    let _m_cancel = Cancel("modern", modern_id.clone());
+
+    let w = step(&state, "slurm-watch", &["--interval", "2"], &s.doc);
+    let race: shared::contract::schema::Race = w.decoded("race");
+    assert_eq!(race.winner_cluster, "local", "{race:?}");
+    assert_eq!(race.winner_job_id, local_id, "{race:?}");
+    assert_eq!(w.report().status.name(), "PASSED", "{}", w.stderr);
+    let lost = race
+        .entrants
+        .iter()
+        .find(|e| e.job_id == modern_id)
+        .unwrap_or_else(|| panic!("{race:?}"));
+    assert!(lost.cancelled && !lost.won, "{race:?}");
+    let modern_left = on_modern(
+        "modern-login",
+        &format!("squeue -h -t PENDING,RUNNING -n {name} -o %i"),
+    );
+    assert_eq!(
+        modern_left.trim(),
+        "",
+        "nothing of this run queued on modern"
+    );
+    {
+        let _counting = logins_lock();
+        logout(&cp);
+    }
+}
