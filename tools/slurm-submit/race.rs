@@ -26,20 +26,6 @@ shared::document_input! {
     }
 }
 
-/// The sections a pipeline writes: an entrant's own pipeline writes them anew.
-const PIPELINE_SECTIONS: &[&str] = &[
-    "resolve",
-    "placement",
-    "preflight",
-    "sync_tracked",
-    "sync_untracked",
-    "job",
-    "report",
-    "build",
-    "error",
-    "race",
-    "forensics",
-];
 
 /// The tools an entrant's pipeline runs, in order, with their arguments.
 fn pipeline(catalog: Option<&str>) -> Vec<(&'static str, Vec<String>)> {
@@ -74,8 +60,8 @@ pub fn next_best<'a>(p: &'a Placement, chosen: &str, n: usize) -> Vec<&'a Placem
     c
 }
 
-/// The person's input for `cluster`: `doc` without what slurm-resolve filled in and without the
-/// pipeline's sections, with `slurm_cluster` set.
+/// The person's input for `cluster`: `doc` without what slurm-resolve filled in and without any
+/// tool's section, with `slurm_cluster` set.
 pub fn entrant_input(doc: &Document, resolve: Option<&Resolve>, cluster: &str) -> Document {
     let mut d = doc.clone();
     if let Some(r) = resolve {
@@ -83,7 +69,8 @@ pub fn entrant_input(doc: &Document, resolve: Option<&Resolve>, cluster: &str) -
             d.remove(f);
         }
     }
-    for s in PIPELINE_SECTIONS {
+    // Every section a tool writes: the entrant's own pipeline writes its own.
+    for s in shared::contract::schema::SECTION_NAMES {
         d.remove(s);
     }
     d.remove("slurm_cluster");
