@@ -232,7 +232,7 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     let input = Input::read(&ctx.doc)?;
     // --race: the document as read, for the other entrants' pipelines.
-    let original = cli.race.map(|_| ctx.doc.clone());
+    let race = cli.race.map(|_| race::Race::of(&ctx.doc)).transpose()?;
     if let Some(status) = failed_build(&input) {
         ctx.note(format!("the build job ended {status}; not submitting the run job (document passed on unchanged)"));
         return Ok(Outcome::JobNotPassed);
@@ -324,8 +324,8 @@ fn submit(cli: &Cli, ctx: &mut Context) -> Result<Outcome> {
     }
     note_accepted(ctx, &plan, &job_id);
     fill_accepted(&mut section, &plan, &token, job_id, trees_kb);
-    if let (Some(n), Some(original)) = (cli.race, &original) {
-        let files = race::enter(ctx, n, original, &token)?;
+    if let (Some(n), Some(race)) = (cli.race, &race) {
+        let files = race::enter(ctx, n, race, &token)?;
         section.race_entrants = (!files.is_empty()).then_some(files);
     }
     keep_build_record(&mut ctx.doc, &given.input);

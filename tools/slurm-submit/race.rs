@@ -26,7 +26,6 @@ shared::document_input! {
     }
 }
 
-
 /// The tools an entrant's pipeline runs, in order, with their arguments.
 fn pipeline(catalog: Option<&str>) -> Vec<(&'static str, Vec<String>)> {
     let resolve = match catalog {
@@ -79,17 +78,35 @@ pub fn entrant_input(doc: &Document, resolve: Option<&Resolve>, cluster: &str) -
     Document::from_map(map)
 }
 
-/// `--race N`: the entrants' submitted documents, for this job's `race_entrants` (`original`: the
-/// document as slurm-submit read it). Fewer than asked, or none, is said; never an error.
-pub fn enter(ctx: &Context, n: u32, original: &Document, token: &str) -> Result<Vec<String>> {
-    let input = RaceInput::read(original)?;
-    let Some(placement) = input.placement.as_ref() else {
-        return Err(ToolError::bad_input(
-            "--race needs the document's placement: run slurm-resolve --place first",
-        )
-        .with_field("placement")
-        .with_hint("slurm-resolve --place < job.json | slurm-ssh-preflight | slurm-sync-tracked | slurm-sync-untracked | slurm-submit --race 2"));
-    };
+/// `--race N`, before anything is sent: the document as slurm-submit read it, which must have a
+/// placement to take the other entrants from.
+pub struct Race {
+    original: Document,
+    input: RaceInput,
+}
+
+impl Race {
+    pub fn of(doc: &Document) -> Result<Race> {
+        let input = RaceInput::read(doc)?;
+        if input.placement.is_none() {
+            return Err(ToolError::bad_input(
+                "--race needs the document's placement: run slurm-resolve --place first (nothing was submitted)",
+            )
+            .with_field("placement")
+            .with_hint("slurm-resolve --place < job.json | slurm-ssh-preflight | slurm-sync-tracked | slurm-sync-untracked | slurm-submit --race 2"));
+        }
+        Ok(Race {
+            original: doc.clone(),
+            input,
+        })
+    }
+}
+
+/// `--race N`, once this job was accepted: the other entrants' submitted documents, for this
+/// job's `race_entrants`. Fewer than asked, or none, is said; never an error.
+pub fn enter(ctx: &Context, n: u32, race: &Race, token: &str) -> Result<Vec<String>> {
+    let (original, input) = (&race.original, &race.input);
+    let placement = input.placement.as_ref().expect("checked by Race::of");
     let chosen = input.cluster.name();
     let others = next_best(placement, &chosen, n.saturating_sub(1) as usize);
     if others.len() + 1 < n as usize {
@@ -234,6 +251,14 @@ mod tests {
         assert_eq!(names(1), ["tied-more-free"]);
         assert_eq!(names(9), ["tied-more-free", "soon", "late"]);
         assert!(names(0).is_empty());
+    }
+
+    #[test]
+    fn a_race_without_a_placement_is_refused_before_anything_is_sent() {
+        let doc = Document::parse(br#"{"slurm_cluster":"a","command":"true"}"#, "t").unwrap();
+        let e = Race::of(&doc).err().expect("refused");
+        assert_eq!(e.field.as_deref(), Some("placement"));
+        assert!(e.message.contains("nothing was submitted"), "{}", e.message);
     }
 
     #[test]
