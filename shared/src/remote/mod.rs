@@ -337,25 +337,34 @@ mod tests {
     /// The clone's policy, run for real in sh: a lock held across executions is never broken for
     /// its pid; another run's lock is waited for and named; `keep_lock` and `release_lock` touch
     /// only our own.
+    /// `body` after the clone lock of `repo` (for `token`, waiting `wait` seconds), run in sh:
+    /// its exit code and stdout.
+    fn with_clone_lock(
+        repo: &std::path::Path,
+        token: &str,
+        wait: u64,
+        body: &'static str,
+    ) -> (Option<i32>, String) {
+        let mut s = crate::remote::quote::Script::new();
+        super::Lock::of_clone(repo.to_str().unwrap(), token, wait, 10, 15)
+            .define(&mut s)
+            .unwrap();
+        s.raw(body);
+        crate::remote::script_check::assert_clean("clone-lock", s.as_str());
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(s.as_str())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.code(), said)
+    }
+
     #[test]
     fn the_clone_lock_waits_names_the_holder_and_touches_only_its_own() {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");
-        let run = |token: &str, body: &'static str| {
-            let mut s = crate::remote::quote::Script::new();
-            super::Lock::of_clone(repo.to_str().unwrap(), token, 1, 10, 15)
-                .define(&mut s)
-                .unwrap();
-            s.raw(body);
-            crate::remote::script_check::assert_clean("clone-lock", s.as_str());
-            let out = std::process::Command::new("sh")
-                .arg("-c")
-                .arg(s.as_str())
-                .output()
-                .unwrap();
-            let said = String::from_utf8_lossy(&out.stdout).into_owned();
-            (out.status.code(), said)
-        };
+        let run = |token: &str, body: &'static str| with_clone_lock(&repo, token, 1, body);
         let lock = dir.path().join("repo.slurm-tools-sync.lock");
         // Taken in one execution, kept in the next (its process is gone by then).
         assert_eq!(
@@ -395,19 +404,9 @@ mod tests {
                 std::fs::remove_dir(&lock).unwrap();
             })
         };
-        let mut s = crate::remote::quote::Script::new();
-        super::Lock::of_clone(repo.to_str().unwrap(), "run-d", 10, 10, 15)
-            .define(&mut s)
-            .unwrap();
-        s.raw("take_lock\n");
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(s.as_str())
-            .output()
-            .unwrap();
+        let (code, said) = with_clone_lock(&repo, "run-d", 10, "take_lock\n");
         releaser.join().unwrap();
-        let said = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert_eq!(out.status.code(), Some(0), "{said}");
+        assert_eq!(code, Some(0), "{said}");
         assert!(
             said.starts_with("WAITED ") && said.trim_end().ends_with(" run-c 1 elsewhere"),
             "{said}"
@@ -415,18 +414,9 @@ mod tests {
         std::fs::remove_dir_all(&lock).unwrap();
         // Cannot be made (its parent is a file): said at once, with its own code.
         std::fs::write(dir.path().join("f"), "x").unwrap();
-        let mut s = crate::remote::quote::Script::new();
-        super::Lock::of_clone(dir.path().join("f/repo").to_str().unwrap(), "t", 5, 10, 15)
-            .define(&mut s)
-            .unwrap();
-        s.raw("take_lock\n");
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(s.as_str())
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(15));
-        assert!(String::from_utf8_lossy(&out.stdout).starts_with("LOCK_FAILED "));
+        let (code, said) = with_clone_lock(&dir.path().join("f/repo"), "t", 5, "take_lock\n");
+        assert_eq!(code, Some(15));
+        assert!(said.starts_with("LOCK_FAILED "), "{said}");
     }
 
     #[test]
