@@ -103,8 +103,8 @@ impl Race {
 }
 
 /// `--race N`, once this job was accepted: the other entrants' submitted documents, for this
-/// job's `race_entrants`. Fewer than asked, or none, is said; never an error.
-pub fn enter(ctx: &Context, n: u32, race: &Race, token: &str) -> Result<Vec<String>> {
+/// job's `race_entrants`. Fewer than asked, or none, is said; never an error (this job stands).
+pub fn enter(ctx: &Context, n: u32, race: &Race, token: &str) -> Vec<String> {
     let (original, input) = (&race.original, &race.input);
     let placement = input.placement.as_ref().expect("checked by Race::of");
     let chosen = input.cluster.name();
@@ -118,7 +118,13 @@ pub fn enter(ctx: &Context, n: u32, race: &Race, token: &str) -> Result<Vec<Stri
         ));
     }
     let catalog = input.resolve.as_ref().and_then(|r| r.catalog.clone());
-    let dir = race_dir(token)?;
+    let dir = match race_dir(token) {
+        Ok(d) => d,
+        Err(e) => {
+            ctx.warn(format!("race: {}: not racing (this job stands)", e.message));
+            return Vec::new();
+        }
+    };
     let mut files = Vec::new();
     for c in others {
         let name = &c.cluster_name;
@@ -127,17 +133,20 @@ pub fn enter(ctx: &Context, n: u32, race: &Race, token: &str) -> Result<Vec<Stri
             c.reason
         ));
         let doc = entrant_input(original, input.resolve.as_ref(), name);
-        match run_pipeline(&doc, catalog.as_deref()) {
-            Ok(submitted) => {
-                let file = dir.join(format!(
-                    "{}.json",
-                    shared::remote::layout::sanitize(name, false)
-                ));
-                shared::state::private_files::write_atomic(&file, &submitted, 0o600).map_err(
-                    |e| ToolError::bad_input(format!("cannot write {}: {e}", file.display())),
-                )?;
-                files.push(file.display().to_string());
-            }
+        let file = dir.join(format!(
+            "{}.json",
+            shared::remote::layout::sanitize(name, false)
+        ));
+        let kept = run_pipeline(&doc, catalog.as_deref()).and_then(|submitted| {
+            shared::state::private_files::write_atomic(&file, &submitted, 0o600).map_err(|e| {
+                format!(
+                    "its job was submitted, but its document could not be kept in {} ({e}): cancel it by hand (its job id is on stderr above)",
+                    file.display()
+                )
+            })
+        });
+        match kept {
+            Ok(()) => files.push(file.display().to_string()),
             Err(why) => ctx.warn(format!(
                 "race: {name} left out: {why} (the race goes on without it)"
             )),
@@ -149,7 +158,7 @@ pub fn enter(ctx: &Context, n: u32, race: &Race, token: &str) -> Result<Vec<Stri
             files.len() + 1
         ));
     }
-    Ok(files)
+    files
 }
 
 /// `<state dir>/race/<tag>/`, private.
