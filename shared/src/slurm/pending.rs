@@ -670,38 +670,37 @@ fn gpu_cap(
                 } else {
                     cap.saturating_sub(used)
                 };
-                let wait = match running.len() {
-                    0 => String::new(),
-                    1 => "wait for it to end (or `scancel` it), ".to_string(),
-                    _ => "wait for them to end (or `scancel` one), ".to_string(),
-                };
-                let less = if fits > 0 {
-                    format!("ask for at most {fits} GPUs, ")
-                } else {
-                    String::new()
-                };
-                format!("{wait}{less}or use another QOS (`qos`)")
+                what_helps(running.len(), fits, "QOS (`qos`)")
             },
         ))
 }
 
 /// An association's GPU cap on its running jobs, with their use, and what would help.
 fn assoc_gpu_cap(g: &GroupCap, asks_gpus: u64) -> (String, String) {
-    let fits = g.cap.saturating_sub(g.used);
-    let wait = match g.jobs.len() {
-        0 => String::new(),
-        1 => "wait for it to end (or `scancel` it), ".to_string(),
-        _ => "wait for them to end (or `scancel` one), ".to_string(),
+    (
+        format!("{}; this job asks for {asks_gpus}", g.said()),
+        what_helps(
+            g.jobs.len(),
+            g.cap.saturating_sub(g.used),
+            "account (`account`)",
+        ),
+    )
+}
+
+/// What helps a job held by a GPU cap: waiting for the `running` jobs that use it, asking for
+/// what `fits`, or another `other` (a QOS, an account).
+fn what_helps(running: usize, fits: u64, other: &str) -> String {
+    let wait = match running {
+        0 => "",
+        1 => "wait for it to end (or `scancel` it), ",
+        _ => "wait for them to end (or `scancel` one), ",
     };
     let less = if fits > 0 {
         format!("ask for at most {fits} GPUs, ")
     } else {
         String::new()
     };
-    (
-        format!("{}; this job asks for {asks_gpus}", g.said()),
-        format!("{wait}{less}or use another account (`account`)"),
-    )
+    format!("{wait}{less}or use another {other}")
 }
 
 /// The limits the QOS (or the account's association) shows you, as ` (QOS q: MaxTRES ..., ...)`.
