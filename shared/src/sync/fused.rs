@@ -52,8 +52,8 @@ pub struct Fused {
 pub struct Command<'a> {
     pub script: &'a Script,
     /// What the command reads on its stdin (else /dev/null): sent ahead of the untracked files'
-    /// stream and read on the cluster a byte at a time (about 0.7 s a MiB), so at most
-    /// [`STDIN_MAX`] bytes.
+    /// stream and read on the cluster as one block (a byte at a time, about 0.7 s a MiB, where dd
+    /// has no `iflag=fullblock`), so at most [`STDIN_MAX`] bytes.
     pub stdin: Option<Vec<u8>>,
     /// Its stdout and stderr come back in the output returned (else they stream to ours).
     pub capture: bool,

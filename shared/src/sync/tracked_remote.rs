@@ -81,8 +81,26 @@ fn header(p: &Plan) -> Result<Script> {
         Exit::Mkdir.code(),
     )
     .define(&mut s)?;
-    s.raw("mkdir -p -- \"$(dirname -- \"$repo\")\" || exit \"$E_MKDIR\"\n");
+    // The clone's parent, made when missing (its name computed here: no process there).
+    s.assign("repo_parent", &parent_dir(p.repo))?;
+    s.raw("[ -d \"$repo_parent\" ] || mkdir -p -- \"$repo_parent\" || exit \"$E_MKDIR\"\n");
     Ok(s)
+}
+
+/// The directory holding `path`, as `dirname` says it: trailing slashes left out, `.` for a bare
+/// name, `/` at the top.
+fn parent_dir(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return "/".into();
+    }
+    match trimmed.rfind('/') {
+        None => ".".into(),
+        Some(i) => match trimmed[..i].trim_end_matches('/') {
+            "" => "/".into(),
+            parent => parent.into(),
+        },
+    }
 }
 
 /// `--via origin`: one round trip after the push to origin.
@@ -442,6 +460,28 @@ pub fn failure(code: Option<i32>, report: &Report, host: &str, repo: &str) -> To
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clone_parent_is_what_dirname_says() {
+        for path in [
+            "/h/u/work/repo",
+            "/h/u/work/repo/",
+            "/h/u/work//repo",
+            "repo",
+            "work/repo",
+            "/repo",
+            "/",
+            "//x",
+            "a dir/with space/",
+        ] {
+            let out = std::process::Command::new("dirname")
+                .args(["--", path])
+                .output()
+                .expect("dirname");
+            let said = String::from_utf8_lossy(&out.stdout).trim_end().to_string();
+            assert_eq!(parent_dir(path), said, "{path}");
+        }
+    }
 
     #[test]
     fn every_script_passes_the_static_checks() {

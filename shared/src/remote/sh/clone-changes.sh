@@ -8,7 +8,7 @@
 : "${ours:?}"
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 cluster_changes() {
-  git -c core.quotePath=false status --porcelain --untracked-files=all --ignore-submodules=all 2>/dev/null | LC_ALL=C awk -v ours="$ours" '
+  git -c core.quotePath=false -c core.untrackedCache=true status --porcelain --untracked-files=all --ignore-submodules=all 2>/dev/null | LC_ALL=C awk -v ours="$ours" '
     BEGIN { while ((getline l < ours) > 0) { i = index(l, "\t"); if (i) o[substr(l, i + 1)] = 1 } }
     /^\?\? / { if (substr($0, 4) in o) next }
     { print; exit }'

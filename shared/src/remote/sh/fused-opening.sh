@@ -12,4 +12,4 @@ if [ "$send_manifest" = yes ]; then
   echo "--end-of-manifest--"
 fi
 IFS= read -r n || exit 0
-eval "$(dd bs=1 count="$n" 2>/dev/null)"
+eval "$(dd bs="$n" count=1 iflag=fullblock 2>/dev/null || dd bs=1 count="$n" 2>/dev/null)"

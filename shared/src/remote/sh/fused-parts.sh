@@ -29,7 +29,9 @@ fused_start() { # the temporary files, and the command's stdin into fused_in
   fused_in=$(mktemp "${TMPDIR:-/tmp}/slurm-tools-part.XXXXXX") || { rm -f -- "$fused_out" "$fused_err"; exit 125; }
   trap 'rm -f -- "$fused_out" "$fused_err" "$fused_in"' EXIT
   if [ "$fused_in_bytes" -gt 0 ]; then
-    dd bs=1 count="$fused_in_bytes" 2>/dev/null >"$fused_in" || exit 125
+    # Exactly that many bytes (see REMOTE_ENTRY in ssh.rs): one block, else a byte at a time.
+    dd bs="$fused_in_bytes" count=1 iflag=fullblock 2>/dev/null >"$fused_in" \
+      || dd bs=1 count="$fused_in_bytes" 2>/dev/null >"$fused_in" || exit 125
   fi
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it

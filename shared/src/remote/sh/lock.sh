@@ -21,7 +21,8 @@
 #          LOCK_FAILED <lock>              it cannot be made (then exits)
 #          LOST_LOCK                       keep_lock found the lock not ours (then exits)
 : "${lock?}" "${token?}" "${lock_wait?}" "${lock_stale?}" "${lock_by_pid?}" "${lock_exit_wait?}" "${lock_exit_failed?}"
-lock_host=$(hostname 2>/dev/null)
+# This host's name: the kernel's, read without starting a process where /proc has it.
+{ IFS= read -r lock_host </proc/sys/kernel/hostname; } 2>/dev/null || lock_host=$(hostname 2>/dev/null)
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 lock_nap() { sleep 0.2 2>/dev/null || sleep 1; }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
@@ -40,8 +41,10 @@ lock_is_stale() { # OWNER
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 take_lock() {
-  lock_since=$(date +%s) lock_waited=0 lock_holder='' lock_gone=0 lock_held=no
+  lock_since='' lock_waited=0 lock_holder='' lock_gone=0 lock_held=no
   until mkdir -- "$lock" 2>/dev/null; do
+    # The clock is read only when there is a wait to time.
+    [ -n "$lock_since" ] || lock_since=$(date +%s)
     lock_held=yes
     # Not there although mkdir failed: released between the two looks (try again), or it cannot
     # be made at all (the third time in a row).
@@ -68,15 +71,22 @@ take_lock() {
     lock_nap
   done
   printf '%s %s %s\n' "$token" "$$" "$lock_host" >"$lock/owner"
-  lock_waited=$(( $(date +%s) - lock_since ))
   # Said only when another run held it (a second that ticks over while taking a free lock is no
   # wait).
-  if [ "$lock_held" = yes ] && { [ -n "$lock_holder" ] || [ "$lock_waited" -gt 0 ]; }; then
-    echo "WAITED $lock_waited ${lock_holder:-another run}"
+  if [ "$lock_held" = yes ]; then
+    lock_waited=$(( $(date +%s) - lock_since ))
+    if [ -n "$lock_holder" ] || [ "$lock_waited" -gt 0 ]; then
+      echo "WAITED $lock_waited ${lock_holder:-another run}"
+    fi
   fi
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
-lock_ours() { [ "$(lock_owner | cut -d ' ' -f 1)" = "$token" ]; }
+lock_ours() { # the owner line's first word, read without starting a process
+  lock_first=''
+  # shellcheck disable=SC2034 # the rest of the line is read only to leave the first word alone
+  { IFS=' ' read -r lock_first lock_owner_rest <"$lock/owner"; } 2>/dev/null
+  [ "$lock_first" = "$token" ]
+}
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 release_lock() {
   if lock_ours; then rm -rf -- "$lock"; fi

@@ -13,4 +13,4 @@ trap release_lock EXIT
 if [ "$full" = no ] && [ -f "$manifest" ]; then cat -- "$manifest"; fi
 echo "--end-of-manifest--"
 IFS= read -r n || exit 0
-(eval "$(dd bs=1 count="$n" 2>/dev/null)")
+(eval "$(dd bs="$n" count=1 iflag=fullblock 2>/dev/null || dd bs=1 count="$n" 2>/dev/null)")
