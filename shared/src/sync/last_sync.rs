@@ -64,18 +64,45 @@ pub fn record_snapshot(git_dir: &Path, base: &str, tree: &str, commit: &str) {
     write(&f, &(lines[from..].join("\n") + "\n"));
 }
 
-/// The snapshot last synced into the clone `repo_path` on `host` from the checkout `source`.
-pub fn synced(host: &str, repo_path: &str, source: &str) -> Option<String> {
-    let f = file("synced", &[host, repo_path, source])?;
-    let text = std::fs::read_to_string(f).ok()?;
-    let c = text.trim();
-    (c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit())).then(|| c.to_string())
+/// What the clone was last made equal to: the snapshot, and each checked-out submodule's path
+/// and commit (none on record when an older version wrote the record).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Synced {
+    pub commit: String,
+    #[serde(default)]
+    pub modules: Option<Vec<(String, String)>>,
 }
 
-/// Record that the clone `repo_path` on `host` is now at `commit`, synced from `source`.
-pub fn record_synced(host: &str, repo_path: &str, source: &str, commit: &str) {
-    if let Some(f) = file("synced", &[host, repo_path, source]) {
-        write(&f, &format!("{commit}\n"));
+fn is_commit_id(c: &str) -> bool {
+    (c.len() == 40 || c.len() == 64) && c.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// What was last synced into the clone `repo_path` on `host` from the checkout `source`.
+pub fn synced(host: &str, repo_path: &str, source: &str) -> Option<Synced> {
+    let f = file("synced", &[host, repo_path, source])?;
+    parse_synced(&std::fs::read_to_string(f).ok()?)
+}
+
+fn parse_synced(text: &str) -> Option<Synced> {
+    let text = text.trim();
+    // An older version's record: the commit alone.
+    if is_commit_id(text) {
+        return Some(Synced {
+            commit: text.to_string(),
+            modules: None,
+        });
+    }
+    let record: Synced = serde_json::from_str(text).ok()?;
+    is_commit_id(&record.commit).then_some(record)
+}
+
+/// Record that the clone `repo_path` on `host` is now at `synced`, from `source`.
+pub fn record_synced(host: &str, repo_path: &str, source: &str, synced: &Synced) {
+    if let (Some(f), Ok(text)) = (
+        file("synced", &[host, repo_path, source]),
+        serde_json::to_string(synced),
+    ) {
+        write(&f, &format!("{text}\n"));
     }
 }
 
@@ -87,4 +114,28 @@ fn write(f: &Path, text: &str) {
         }
     }
     let _ = crate::state::private_files::write_atomic(f, text.as_bytes(), 0o600);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_reads_back_and_an_older_versions_commit_alone_still_counts() {
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        let rec = Synced {
+            commit: c.into(),
+            modules: Some(vec![("a b/c\nd".into(), c.into())]),
+        };
+        let text = serde_json::to_string(&rec).unwrap();
+        assert_eq!(parse_synced(&format!("{text}\n")), Some(rec));
+        let old = Synced {
+            commit: c.into(),
+            modules: None,
+        };
+        assert_eq!(parse_synced(&format!("{c}\n")), Some(old));
+        for bad in ["", "not a record", "{\"commit\": \"xyz\"}", &c[1..]] {
+            assert_eq!(parse_synced(bad), None, "{bad}");
+        }
+    }
 }

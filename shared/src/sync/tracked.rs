@@ -45,7 +45,7 @@ const PUSH_DEADLINE: Duration = Duration::from_secs(30 * 60);
 /// The sync: [`prepare`] (everything local, checked before anything leaves the machine), then
 /// the remote part.
 pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
-    let p = prepare(cli, ctx)?;
+    let p = prepare_with(cli, ctx, !cli.dry_run)?;
     if cli.dry_run {
         let mut section = p.section;
         section.dry_run = Some(true);
@@ -79,6 +79,88 @@ pub struct Prepared {
     section: SyncTracked,
     warnings: Vec<String>,
     derived: Vec<String>,
+    /// The unchanged check, started before the snapshot was made ([`Early`]).
+    early: Option<Early>,
+}
+
+/// The unchanged check started before the snapshot is made (slurm-sync-tracked on its own): the
+/// cluster says whether its clone is still as this checkout's last sync left it while the
+/// working tree is read here; its answer counts only when the snapshot and the submodules'
+/// commits turn out to be the ones on record (else it is dropped, and the sync goes on as
+/// usual). The round trip then overlaps the snapshot instead of following it.
+struct Early {
+    synced: last_sync::Synced,
+    handle: Option<std::thread::JoinHandle<Result<remote::Report>>>,
+}
+
+impl Early {
+    /// Started when a last sync with its submodules is on record for this clone and checkout.
+    fn start(
+        ssh: &Ssh,
+        local: &LocalRepo,
+        dirs: (&str, &str),
+        url: &str,
+        temp: &str,
+        lock_wait: u64,
+    ) -> Option<Early> {
+        let (repo, work) = dirs;
+        let source = crate::repo::manifest::checkout_source(&local.root);
+        let synced = last_sync::synced(&ssh.host, repo, &source)?;
+        let recorded = synced.modules.clone()?;
+        let (ssh, repo, work) = (ssh.clone(), repo.to_string(), work.to_string());
+        let (url, temp, commit) = (url.to_string(), temp.to_string(), synced.commit.clone());
+        let handle = std::thread::spawn(move || {
+            let modules: Vec<remote::Module> = recorded
+                .into_iter()
+                .map(|(path, commit)| remote::Module {
+                    path,
+                    commit,
+                    module_dir: String::new(),
+                    name: String::new(),
+                    url: String::new(),
+                    parent: String::new(),
+                })
+                .collect();
+            let plan = remote::Plan {
+                repo: &repo,
+                url: &url,
+                temp: &temp,
+                work: &work,
+                refresh: &[],
+                roots: &[],
+                allow_unrelated: false,
+                lock_wait,
+                modules: &modules,
+                lfs: &[],
+                show_progress: false,
+            };
+            step(&ssh, &plan, remote::Step::Unchanged { snapshot: &commit })
+        });
+        Some(Early {
+            synced,
+            handle: Some(handle),
+        })
+    }
+
+    /// What was on record, and the cluster's answer.
+    fn answer(mut self) -> (last_sync::Synced, Result<remote::Report>) {
+        let answer = match self.handle.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(answer)) => answer,
+            _ => Err(ToolError::remote(
+                "the check of the remote clone stopped unexpectedly",
+            )),
+        };
+        (self.synced.clone(), answer)
+    }
+}
+
+impl Drop for Early {
+    /// Never left running: its execution holds the clone's lock until it ends.
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl Prepared {
@@ -278,6 +360,12 @@ fn snapshot_all(
 /// The local half of the sync: checks, the snapshot, the section so far. Nothing leaves the
 /// machine.
 pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
+    prepare_with(cli, ctx, false)
+}
+
+/// [`prepare`]; `early`: start the unchanged check before the snapshot ([`Early`]; only where
+/// [`run`] follows, which reads its answer).
+fn prepare_with(cli: &Options, ctx: &mut Context, early: bool) -> Result<Prepared> {
     let started = Instant::now();
     // Everything is checked before anything leaves the machine.
     let input = Input::read(&ctx.doc)?;
@@ -305,6 +393,18 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
         &mut warnings,
     );
     let temp = temp_branch(&input);
+    let early = if early && refresh.is_empty() {
+        Early::start(
+            &ssh,
+            &local,
+            (&repo_path, &work),
+            &url,
+            &temp,
+            cli.lock_wait,
+        )
+    } else {
+        None
+    };
     let (subs, synced_subs, snap) =
         snapshot_all(ctx, &input, &local, &head.commit, &temp, &mut warnings)?;
     crate::support::testhook::pause("sync-tracked:snapshot");
@@ -366,16 +466,18 @@ pub fn prepare(cli: &Options, ctx: &mut Context) -> Result<Prepared> {
         section,
         warnings,
         derived,
+        early,
     })
 }
 
 /// The remote half, in ssh executions of its own.
 pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
+    let early = p.early.take();
     clean_leftovers(&p, ctx);
     let roots = p.local.root_commits(&p.head_commit, 20);
     let modules = p.modules();
     let plan = p.plan(&roots, &modules);
-    if confirmed_unchanged(&p, &plan, ctx)? {
+    if confirmed_unchanged(&p, &plan, early, ctx)? {
         let Prepared {
             started,
             repo_path,
@@ -436,22 +538,44 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
 /// checkout left it: then one execution confirms it and nothing is pushed or checked out. Only
 /// when there is nothing else to do (no refresh paths, no LFS content to send); a clone that
 /// changed since (another checkout's sync, an edit on the cluster) is said, and synced as usual.
-fn confirmed_unchanged(p: &Prepared, plan: &remote::Plan, ctx: &Context) -> Result<bool> {
-    let source = crate::repo::manifest::checkout_source(&p.local.root);
-    let last = last_sync::synced(&p.ssh.host, &p.repo_path, &source);
-    if last.as_deref() != Some(p.snapshot.as_str())
-        || !p.refresh.is_empty()
-        || !p.lfs_oids.is_empty()
-    {
-        return Ok(false);
-    }
-    let report = step(
-        &p.ssh,
-        plan,
-        remote::Step::Unchanged {
-            snapshot: &p.snapshot,
-        },
-    )?;
+///
+/// `early`: the same check, started before the snapshot was made ([`Early`]); its answer is used
+/// when the snapshot and the submodules are the ones it asked about, else dropped. An error of
+/// it (ssh, the lock) ends the sync either way: the steps would meet it again.
+fn confirmed_unchanged(
+    p: &Prepared,
+    plan: &remote::Plan,
+    early: Option<Early>,
+    ctx: &Context,
+) -> Result<bool> {
+    let now = last_sync::Synced {
+        commit: p.snapshot.clone(),
+        modules: Some(recorded_modules(plan.modules)),
+    };
+    let eligible = p.refresh.is_empty() && p.lfs_oids.is_empty();
+    let report = match early.map(Early::answer) {
+        Some((asked, answer)) => {
+            let answer = answer?;
+            if !eligible || asked != now {
+                return Ok(false);
+            }
+            answer
+        }
+        None => {
+            let source = crate::repo::manifest::checkout_source(&p.local.root);
+            let last = last_sync::synced(&p.ssh.host, &p.repo_path, &source);
+            if !eligible || last.map(|l| l.commit) != Some(p.snapshot.clone()) {
+                return Ok(false);
+            }
+            step(
+                &p.ssh,
+                plan,
+                remote::Step::Unchanged {
+                    snapshot: &p.snapshot,
+                },
+            )?
+        }
+    };
     say_lock(ctx, &report, &p.repo_path);
     if report.unchanged {
         return Ok(true);
@@ -461,6 +585,14 @@ fn confirmed_unchanged(p: &Prepared, plan: &remote::Plan, ctx: &Context) -> Resu
         "the snapshot is the one last synced, but the remote clone changed since ({what}): syncing it again"
     ));
     Ok(false)
+}
+
+/// The checked-out submodules as the last-sync record keeps them: path and commit.
+fn recorded_modules(modules: &[remote::Module]) -> Vec<(String, String)> {
+    modules
+        .iter()
+        .map(|m| (m.path.clone(), m.commit.clone()))
+        .collect()
 }
 
 /// What the clone's lock did: a stale one broken, or another sync's waited for.
@@ -606,6 +738,7 @@ fn finish(
     report: remote::Report,
     temp_ref_deleted: Option<bool>,
 ) -> Result<SyncTracked> {
+    let synced_modules = recorded_modules(&p.modules());
     let Prepared {
         started,
         ssh,
@@ -683,7 +816,10 @@ fn finish(
         &ssh.host,
         &repo_path,
         &crate::repo::manifest::checkout_source(&local.root),
-        &snapshot,
+        &last_sync::Synced {
+            commit: snapshot.clone(),
+            modules: Some(synced_modules),
+        },
     );
     section.temp_ref_deleted = Some(temp_ref_deleted);
     section.refreshed = Some(report.refreshed);

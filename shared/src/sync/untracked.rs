@@ -60,13 +60,19 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
     let started = Instant::now();
     let input = Input::read(&ctx.doc)?;
     let ssh = Ssh::connect(&input.connection)?;
-    let local = Local::of(ctx, &input)?;
     if cli.dry_run {
-        local.say_dry_run(ctx, &ssh.host);
+        Local::of(ctx, &input)?.say_dry_run(ctx, &ssh.host);
         return Ok(Outcome::Done);
     }
-    let conversation =
-        ssh.start_script(&manifest_script(&local.repo_path, cli.full, cli.lock_wait)?)?;
+    // The cluster takes the lock and reads its manifest while the untracked files are listed
+    // here: the round trip overlaps the listing (a failed listing closes the execution, which
+    // gives the lock back).
+    let conversation = ssh.start_script(&manifest_script(
+        &Local::repo_path_of(&input)?,
+        cli.full,
+        cli.lock_wait,
+    )?)?;
+    let local = Local::of(ctx, &input)?;
     let (mut conversation, previous) = read_manifest(conversation, &ssh, &local.repo_path)?;
     let plan = Plan::make(cli, ctx, &ssh.host, local, previous, started);
     let (unlinked, deleted) = if plan.nothing_to_send() {
@@ -110,9 +116,7 @@ impl Local {
     /// The remote checkout, the tracked sync's snapshot (from the document), and the untracked
     /// files to consider.
     pub fn of(ctx: &Context, input: &Input) -> Result<Local> {
-        let repo_path = crate::remote::layout::Layout::of(&input.layout)
-            .repo_path_req()?
-            .path;
+        let repo_path = Local::repo_path_of(input)?;
         let snapshot = input.sync_tracked.as_ref().map(|t| t.commit.clone());
         let local = LocalRepo::open(input.repo_root.as_deref())?;
         let (mut items, unopened) = untracked(&local)?;
@@ -143,6 +147,13 @@ impl Local {
             items,
             unopened,
         })
+    }
+
+    /// The remote checkout the files go to.
+    fn repo_path_of(input: &Input) -> Result<String> {
+        Ok(crate::remote::layout::Layout::of(&input.layout)
+            .repo_path_req()?
+            .path)
     }
 
     /// `--dry-run`: the files a sync would consider sending, with their sizes, said on stderr;
@@ -653,30 +664,55 @@ pub fn read_manifest(
 /// and the directories git could not look into, each with git's reason: those are reported as
 /// skipped rather than silently missing on the cluster.
 fn untracked(local: &LocalRepo) -> Result<(Vec<Item>, Vec<Skipped>)> {
-    let (mut items, mut skipped) = untracked_in(local, "")?;
-    // Each checked-out submodule's own (nested ones too), under its path.
-    for sub in crate::repo::submodules::all(local) {
-        if let Some(repo) = &sub.repo {
-            let (i, s) = untracked_in(repo, &sub.path)?;
-            items.extend(i.into_iter().map(|it| {
-                let mut name = OsString::from(format!("{}/", sub.path));
-                name.push(&it.name);
-                Item::file(local.root.join(&name), name)
-            }));
-            skipped.extend(s.into_iter().map(|mut k| {
-                k.path = format!("{}/{}", sub.path, k.path);
-                k
-            }));
-        }
+    // Each checked-out submodule's own (nested ones too), under its path: listed beside the
+    // superproject's, a few gits at a time.
+    let subs: Vec<_> = crate::repo::submodules::all(local)
+        .into_iter()
+        .filter_map(|sub| Some((sub.repo?.root, sub.path)))
+        .collect();
+    let (top, listed) = std::thread::scope(|scope| {
+        let others = scope.spawn(|| {
+            subs.chunks(LISTINGS_AT_ONCE)
+                .flat_map(|chunk| {
+                    let running: Vec<_> = chunk
+                        .iter()
+                        .map(|(root, path)| scope.spawn(move || untracked_in(root, path)))
+                        .collect();
+                    running
+                        .into_iter()
+                        .map(|h| h.join().expect("a listing thread"))
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>()
+        });
+        (
+            untracked_in(&local.root, ""),
+            others.join().expect("the listing threads"),
+        )
+    });
+    let (mut items, mut skipped) = top?;
+    for ((_, path), listed) in subs.iter().zip(listed) {
+        let (i, s) = listed?;
+        items.extend(i.into_iter().map(|it| {
+            let mut name = OsString::from(format!("{path}/"));
+            name.push(&it.name);
+            Item::file(local.root.join(&name), name)
+        }));
+        skipped.extend(s.into_iter().map(|mut k| {
+            k.path = format!("{path}/{}", k.path);
+            k
+        }));
     }
     Ok((items, skipped))
 }
 
+/// How many submodules' untracked files are listed at once (each by its own git).
+const LISTINGS_AT_ONCE: usize = 4;
+
 /// The untracked files of one repository (names relative to its top level).
-fn untracked_in(local: &LocalRepo, under: &str) -> Result<(Vec<Item>, Vec<Skipped>)> {
+fn untracked_in(root: &std::path::Path, under: &str) -> Result<(Vec<Item>, Vec<Skipped>)> {
     let out = run_git(
-        local
-            .git()
+        crate::repo::git::git_in(root)
             .env("LC_ALL", "C")
             .args([
                 "ls-files",
@@ -703,7 +739,7 @@ fn untracked_in(local: &LocalRepo, under: &str) -> Result<(Vec<Item>, Vec<Skippe
             // A nested repository is listed as `dir/`; keep the name without the slash.
             let name = n.strip_suffix(b"/").unwrap_or(n);
             let name = OsString::from(std::ffi::OsStr::from_bytes(name));
-            Item::file(local.root.join(&name), name)
+            Item::file(root.join(&name), name)
         })
         .collect();
     Ok((items, unopened_dirs(&out.stderr_tail)))
