@@ -196,6 +196,10 @@ pub const CLONE_PROGRESS: &str = include_str!("sh/clone-progress.sh");
 /// Cluster-side changes in the remote clone: `cluster_changes`.
 pub const CLONE_CHANGES: &str = include_str!("sh/clone-changes.sh");
 
+/// A re-sync's one execution: the snapshot's new objects unpacked from stdin, against the
+/// snapshot the clone is at (needs the clone's lock; [`TRACKED_CHECKOUT`] follows).
+pub const TRACKED_DELTA: &str = include_str!("sh/tracked-delta.sh");
+
 /// An unchanged re-sync's one execution: is the clone as this machine's last sync left it?
 /// (needs [`CLONE_CHANGES`] and the clone's lock).
 pub const TRACKED_UNCHANGED: &str = include_str!("sh/tracked-unchanged.sh");

@@ -506,7 +506,10 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
         return Ok(Outcome::Done);
     }
     let synced = match p.opts.via {
-        Via::Origin => via_origin(ctx, &p.local, &p.ssh, &plan, &p.snapshot),
+        Via::Origin => match via_delta(ctx, &p, &plan)? {
+            Some(report) => Ok((report, None)),
+            None => via_origin(ctx, &p.local, &p.ssh, &plan, &p.snapshot),
+        },
         Via::Direct => via_direct(&p.local, &p.ssh, &plan, &p.snapshot).map(|r| (r, None)),
     };
     let (mut report, temp_ref_deleted) = synced.map_err(|e| name_lfs_files(e, &p.lfs_files))?;
@@ -521,8 +524,11 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
             &p.lfs_files,
         )?);
     }
-    if !modules.is_empty() && report.head.as_deref() == Some(p.snapshot.as_str()) {
-        let done = sync_submodules(ctx, &p.ssh, &plan, &p.subs)?;
+    if !modules.is_empty()
+        && report.head.as_deref() == Some(p.snapshot.as_str())
+        && !report.modules_done
+    {
+        let done = sync_submodules(ctx, &p.ssh, &plan, &p.subs, &report.modules_missing)?;
         report.module_heads = done.module_heads;
         report.module_stashes = done.module_stashes;
     }
@@ -1028,15 +1034,18 @@ fn sync_lfs(
 /// Push each submodule's snapshot into its repository in the remote clone (over ssh, never
 /// through the submodule's own URL, which the cluster often cannot reach), then check them all
 /// out in one round trip.
+/// `missing`: the submodules whose snapshot commit the clone lacks (the checkout said so); only
+/// those are pushed, then every one is checked out.
 fn sync_submodules(
     ctx: &Context,
     ssh: &Ssh,
     plan: &remote::Plan,
     subs: &[crate::repo::submodules::Submodule],
+    missing: &[String],
 ) -> Result<remote::Report> {
     let git_ssh = ssh.git_ssh_command()?;
     let mut pushes = Vec::new();
-    for m in plan.modules {
+    for m in plan.modules.iter().filter(|m| missing.contains(&m.path)) {
         let Some(repo) = subs
             .iter()
             .find(|s| s.path == m.path)
@@ -1054,7 +1063,9 @@ fn sync_submodules(
         pushes.push((m.path.as_str(), repo, target, refspec));
     }
     let started = Instant::now();
-    let pushed = if let [(path, repo, target, refspec)] = &pushes[..] {
+    let pushed = if pushes.is_empty() {
+        Ok(())
+    } else if let [(path, repo, target, refspec)] = &pushes[..] {
         // One: git's own progress for a person watching.
         push_over_ssh(repo, &git_ssh, target, refspec, &pushing(path), ssh, plan)
     } else {
@@ -1079,16 +1090,22 @@ fn sync_submodules(
         }
     };
     pushed?;
-    ctx.note(format!(
-        "pushed {} submodule snapshot(s) into the remote clone ({:.1} s{})",
-        pushes.len(),
-        started.elapsed().as_secs_f64(),
-        if pushes.len() > 1 {
-            format!(", up to {} at once", pushes_at_once())
-        } else {
-            String::new()
-        }
-    ));
+    if !pushes.is_empty() {
+        ctx.note(format!(
+            "pushed {} submodule snapshot(s) into the remote clone ({:.1} s{}){}",
+            pushes.len(),
+            started.elapsed().as_secs_f64(),
+            if pushes.len() > 1 {
+                format!(", up to {} at once", pushes_at_once())
+            } else {
+                String::new()
+            },
+            match plan.modules.len() - pushes.len() {
+                0 => String::new(),
+                had => format!("; it had the other {had} already"),
+            }
+        ));
+    }
     step(ssh, plan, remote::Step::Modules)
 }
 
@@ -1270,6 +1287,77 @@ fn step(ssh: &Ssh, plan: &remote::Plan, step: remote::Step) -> Result<remote::Re
         host: &ssh.host,
     };
     crate::remote::run::<remote::CloneStep>(ssh, &ask)
+}
+
+/// The largest pack a re-sync sends straight to the clone; a larger change goes through origin,
+/// which is often nearer the cluster than this machine.
+const DELTA_MAX_BYTES: usize = 64 << 20;
+
+/// A re-sync in one execution, when this checkout's last sync into the clone is on record: the
+/// objects of the new snapshot that the recorded one does not reach travel as one pack on
+/// stdin, and the clone, still at the recorded snapshot (checked there, under its lock),
+/// unpacks them and checks out as after a direct push. Nothing goes to origin, and no round
+/// trip is spent on git's negotiation. `None` when it does not apply (no record, refresh paths
+/// or LFS content to handle, the recorded commit gone here, a pack over [`DELTA_MAX_BYTES`]) or
+/// when the clone is not at the recorded snapshot (said); the sync then goes through origin.
+fn via_delta(ctx: &Context, p: &Prepared, plan: &remote::Plan) -> Result<Option<remote::Report>> {
+    if !p.refresh.is_empty() || !p.lfs_oids.is_empty() {
+        return Ok(None);
+    }
+    let source = crate::repo::manifest::checkout_source(&p.local.root);
+    let Some(last) = last_sync::synced(&p.ssh.host, &p.repo_path, &source) else {
+        return Ok(None);
+    };
+    let Some(pack) = new_objects(&p.local, &last.commit, &p.snapshot) else {
+        return Ok(None);
+    };
+    let bytes = pack.len();
+    let ask = remote::StepAsk {
+        plan,
+        step: remote::Step::Delta {
+            base: &last.commit,
+            snapshot: &p.snapshot,
+        },
+        host: &p.ssh.host,
+    };
+    let report = crate::remote::run_sending::<remote::CloneStep>(
+        &p.ssh,
+        &ask,
+        Some(Box::new(move |w: &mut dyn std::io::Write| {
+            w.write_all(&pack)
+        })),
+    )?;
+    if let Some(why) = &report.delta_refused {
+        ctx.note(format!(
+            "the remote clone is not at {} as this checkout's last sync left it ({why}): syncing through origin",
+            short(&last.commit)
+        ));
+        return Ok(None);
+    }
+    ctx.note(format!(
+        "sent the snapshot's new objects straight to the remote clone ({}, against {}, the snapshot it was at): nothing pushed to origin",
+        crate::support::ui::human_bytes(bytes as u64),
+        short(&last.commit)
+    ));
+    Ok(Some(report))
+}
+
+/// One pack of the objects `snapshot` reaches and `base` does not (`git pack-objects --revs`),
+/// or `None` when `base` is not here or the pack would be over [`DELTA_MAX_BYTES`].
+fn new_objects(local: &LocalRepo, base: &str, snapshot: &str) -> Option<Vec<u8>> {
+    let oid = git2::Oid::from_str(base).ok()?;
+    local.repo.find_commit(oid).ok()?;
+    let out = local
+        .git()
+        .args(["pack-objects", "--stdout", "--revs", "-q"])
+        .input(crate::support::process::Input::Bytes(
+            format!("{snapshot}\n^{base}\n").into_bytes(),
+        ))
+        .deadline(PUSH_DEADLINE)
+        .run()
+        .ok()?;
+    (out.success() && !out.stdout.is_empty() && out.stdout.len() <= DELTA_MAX_BYTES)
+        .then_some(out.stdout)
 }
 
 fn via_origin(

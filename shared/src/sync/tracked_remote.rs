@@ -115,8 +115,11 @@ pub fn origin_script(p: &Plan) -> Result<Script> {
 }
 
 /// After the checkout: the LFS objects the clone lacks (said, to be sent), and a repository for
-/// each checked-out submodule, to push its snapshot into; the lock stays taken for
-/// [`lfs_script`] and [`modules_script`], which finish the job.
+/// each checked-out submodule, with the submodules whose snapshot commit it lacks said
+/// (`SUB_MISSING`: only those are pushed); the lock stays taken for [`lfs_script`] and
+/// [`modules_script`], which finish the job. When every submodule's commit is there already
+/// (a re-sync that changed none of them) and no LFS content follows, the submodules are checked
+/// out here, in the same execution (`MODULES_DONE`): nothing is pushed and no step follows.
 fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
     if p.modules.is_empty() && p.lfs.is_empty() {
         return Ok(());
@@ -127,14 +130,37 @@ fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
     }
     if !p.modules.is_empty() {
         s.raw(crate::remote::TRACKED_MODULES);
+        s.raw("modules_have=yes\n");
         for m in p.modules {
             s.raw("ensure_module");
             s.arg(&m.path)?;
             s.arg(&m.module_dir)?;
-            s.raw("\n");
+            s.raw("\nhas_commit");
+            s.arg(&m.path)?;
+            s.arg(&m.commit)?;
+            s.raw(" || modules_have=no\n");
+        }
+        if p.lfs.is_empty() {
+            s.raw("if [ \"$modules_have\" = yes ]; then\n");
+            checkout_modules(s, p)?;
+            s.raw("echo MODULES_DONE\nexit 0\nfi\n");
         }
     }
     s.raw("trap - EXIT\necho FOLLOWUPS_READY\n");
+    Ok(())
+}
+
+/// Each submodule checked out at its snapshot commit, parents first ([`modules_script`]).
+fn checkout_modules(s: &mut Script, p: &Plan) -> Result<()> {
+    for m in p.modules {
+        s.raw("sub_checkout");
+        s.arg(&m.path)?;
+        s.arg(&m.commit)?;
+        s.arg(&m.name)?;
+        s.arg(&m.url)?;
+        s.arg(&m.parent)?;
+        s.raw("\n");
+    }
     Ok(())
 }
 
@@ -165,15 +191,7 @@ pub fn modules_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
     s.raw("keep_lock \"$E_LOST_LOCK\"\ntrap release_lock EXIT\n");
     s.raw(crate::remote::TRACKED_MODULES);
-    for m in p.modules {
-        s.raw("sub_checkout");
-        s.arg(&m.path)?;
-        s.arg(&m.commit)?;
-        s.arg(&m.name)?;
-        s.arg(&m.url)?;
-        s.arg(&m.parent)?;
-        s.raw("\n");
-    }
+    checkout_modules(&mut s, p)?;
     Ok(s)
 }
 
@@ -191,6 +209,21 @@ pub fn direct_prepare_script(p: &Plan) -> Result<Script> {
 pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
     s.raw("via=direct\nkeep_lock \"$E_LOST_LOCK\"\ntrap release_lock EXIT\n");
+    s.raw(crate::remote::CLONE_CHANGES);
+    s.raw(crate::remote::TRACKED_CHECKOUT);
+    prepare_modules(&mut s, p)?;
+    Ok(s)
+}
+
+/// A re-sync in one execution: under the clone's lock, when it is at `base` (else
+/// `DELTA_REFUSED`), the pack on stdin unpacked and `snapshot` checked out as after a direct
+/// push, with the submodules ([`prepare_modules`]).
+pub fn delta_script(p: &Plan, base: &str, snapshot: &str) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw("via=direct\ntake_lock\ntrap release_lock EXIT\n");
+    s.assign("base", base)?;
+    s.assign("snapshot", snapshot)?;
+    s.raw(crate::remote::TRACKED_DELTA);
     s.raw(crate::remote::CLONE_CHANGES);
     s.raw(crate::remote::TRACKED_CHECKOUT);
     prepare_modules(&mut s, p)?;
@@ -239,6 +272,8 @@ pub enum Step<'s> {
     Modules,
     /// Is the clone as the last sync of this snapshot left it ([`unchanged_script`])?
     Unchanged { snapshot: &'s str },
+    /// A re-sync against the snapshot the clone is at, its objects on stdin ([`delta_script`]).
+    Delta { base: &'s str, snapshot: &'s str },
 }
 
 /// What [`CloneStep`] is given: the plan, the step, and the host, for what a failure names.
@@ -285,6 +320,7 @@ impl<'a> crate::remote::Operation for CloneStep<'a> {
             Step::Lfs { payload } => lfs_script(p, payload),
             Step::Modules => modules_script(p),
             Step::Unchanged { snapshot } => unchanged_script(p, snapshot),
+            Step::Delta { base, snapshot } => delta_script(p, base, snapshot),
         }
     }
 
@@ -324,6 +360,12 @@ pub struct Report {
     pub lfs_need: Vec<String>,
     /// The cluster has no git-lfs.
     pub lfs_no_tool: bool,
+    /// Submodules whose snapshot commit the clone lacks (to be pushed).
+    pub modules_missing: Vec<String>,
+    /// Every submodule was checked out in the same execution (their commits were there).
+    pub modules_done: bool,
+    /// A re-sync's pack was not taken: the clone is not at the snapshot it was made against.
+    pub delta_refused: Option<String>,
     /// An unchanged re-sync's look: the clone is as the last sync left it.
     pub unchanged: bool,
     /// ... or what changed in it since.
@@ -363,6 +405,9 @@ pub fn parse(text: &str) -> Report {
                 r.module_stashes.push((path.to_string(), sha.to_string()));
             }
             "SUB_FAILED" => r.module_failed = Some(rest.to_string()),
+            "SUB_MISSING" => r.modules_missing.push(rest.to_string()),
+            "MODULES_DONE" => r.modules_done = true,
+            "DELTA_REFUSED" => r.delta_refused = Some(rest.to_string()),
             "LFS_NEED" => r.lfs_need.push(rest.trim().to_string()),
             "LFS_NO_TOOL" => r.lfs_no_tool = true,
             "UNCHANGED" => r.unchanged = true,
@@ -528,6 +573,10 @@ mod tests {
             Step::Unchanged {
                 snapshot: "slurm-tools/snap-it's",
             },
+            Step::Delta {
+                base: "base-it's",
+                snapshot: "snap $(x)",
+            },
         ] {
             let ask = StepAsk {
                 plan: &p,
@@ -539,7 +588,10 @@ mod tests {
                 progress,
                 !matches!(
                     step,
-                    Step::DirectRelease | Step::Lfs { .. } | Step::Unchanged { .. }
+                    Step::DirectRelease
+                        | Step::Lfs { .. }
+                        | Step::Unchanged { .. }
+                        | Step::Delta { .. }
                 )
             );
             crate::remote::script_check::assert_clean(
@@ -557,6 +609,31 @@ mod tests {
         ] {
             crate::remote::script_check::assert_clean(name, s.unwrap().as_str());
         }
+        // Without LFS content, the submodules are checked out in the same execution when the
+        // clone has their commits.
+        let no_lfs = Plan { lfs: &[], ..p };
+        for (name, s) in [
+            ("sync-tracked-origin-modules", origin_script(&no_lfs)),
+            ("sync-tracked-delta", delta_script(&no_lfs, "b", "s")),
+        ] {
+            let s = s.unwrap();
+            assert!(s.as_str().contains("MODULES_DONE"), "{name}");
+            crate::remote::script_check::assert_clean(name, s.as_str());
+        }
+    }
+
+    #[test]
+    fn a_reply_says_which_submodules_lack_their_commit_and_whether_a_pack_was_taken() {
+        let r = parse("SUB_MISSING third_party/lib\nSUB_MISSING a b\nHEAD abc\n");
+        assert_eq!(r.modules_missing, ["third_party/lib", "a b"]);
+        assert!(!r.modules_done);
+        assert!(r.delta_refused.is_none());
+        let r = parse("HEAD abc\nSUB_HEAD c1 x\nMODULES_DONE\n");
+        assert!(r.modules_done);
+        assert_eq!(r.module_heads, [("x".to_string(), "c1".to_string())]);
+        let r = parse("DELTA_REFUSED HEAD 0123\n");
+        assert_eq!(r.delta_refused.as_deref(), Some("HEAD 0123"));
+        assert!(r.head.is_none());
     }
 
     #[test]

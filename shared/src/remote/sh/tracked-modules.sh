@@ -3,8 +3,10 @@
 # pushed commit out (cluster-side edits stashed, our own untracked files making way).
 #
 # Expects: repo, temp, ours, E_SUBMODULE, E_STASH.
-# Defines: ensure_module PATH MODULE_DIR; sub_checkout PATH COMMIT NAME URL PARENT.
+# Defines: ensure_module PATH MODULE_DIR; has_commit PATH COMMIT; sub_checkout PATH COMMIT NAME
+#          URL PARENT.
 # Prints:  SUB_CREATED <path>            a repository made for the submodule
+#          SUB_MISSING <path>            its repository lacks the snapshot commit (to be pushed)
 #          SUB_STASHED <sha> <path>      its cluster-side edits were stashed
 #          SUB_HEAD <sha> <path>         its HEAD after the checkout
 #          SUB_FAILED <path>             it failed there (then exits)
@@ -24,9 +26,21 @@ ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in 
   echo "SUB_CREATED $1"
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
+has_commit() { # PATH COMMIT: whether the submodule's repository has COMMIT (said when not)
+  git -C "$repo/$1" cat-file -e "$2^{commit}" 2>/dev/null && return 0
+  echo "SUB_MISSING $1"
+  return 1
+}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 sub_checkout() { # PATH COMMIT NAME URL PARENT
   wt="$repo/$1"
   cd -- "$wt" 2>/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  # Already there with no cluster-side edit (a re-sync that changed another part): one look.
+  if [ "$(git rev-parse -q --verify HEAD 2>/dev/null)" = "$2" ] && [ -z "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
+    if [ -n "$4" ]; then git -C "$repo/$5" config "submodule.$3.url" "$4" 2>/dev/null; fi
+    echo "SUB_HEAD $2 $1"
+    return 0
+  fi
   # Cluster-side edits of tracked files are stashed (reported, never lost); untracked files stay.
   if [ -n "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
     git stash save -q "auto-stash before remote sync $temp" >&2 || { echo "SUB_FAILED $1"; exit "$E_STASH"; }

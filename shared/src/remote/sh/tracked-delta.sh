@@ -1,0 +1,16 @@
+# slurm-sync-tracked's re-sync in one execution: the clone was last made equal to `base` by a
+# sync from this checkout, and the new snapshot's objects that `base` does not reach arrive on
+# stdin as one pack (made here against it); they are unpacked and the snapshot is checked out
+# as a direct push would have it (tracked-checkout.sh follows, with via=direct). Nothing goes
+# through origin.
+#
+# Expects: repo, base, snapshot, temp, E_FETCH; the clone's lock taken.
+# Prints:  DELTA_REFUSED <what>          the clone is not at base (no clone, or its HEAD moved):
+#                                        nothing is read or changed (then exits 0); the sync
+#                                        goes on through origin
+: "${repo?}" "${base?}" "${snapshot?}" "${temp?}"
+cd -- "$repo" 2>/dev/null || { echo "DELTA_REFUSED no clone at $repo"; exit 0; }
+delta_at=$(git rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null)
+if [ "$delta_at" != "$base" ]; then echo "DELTA_REFUSED HEAD ${delta_at:-none}"; exit 0; fi
+git unpack-objects -q >&2 || exit "$E_FETCH"
+git update-ref "refs/slurm-tools/incoming/$temp" "$snapshot" >&2 || exit "$E_FETCH"
