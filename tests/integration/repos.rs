@@ -805,16 +805,63 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
     );
     assert_eq!(local_state_recursive(&fx.local), before, "untouched");
 
-    // 4. One file changed here: a new snapshot, synced in full; then unchanged again.
+    // 4. One file changed here: a new snapshot, sent straight to the clone as one pack against
+    //    the snapshot it is at (nothing pushed, to origin or into a submodule: the clone has the
+    //    submodules' commits); the early look that found the clone as it was, and the sync.
     write(&fx.local.join("README.md"), "readme, edited again\n");
     let before = local_state_recursive(&fx.local);
     let (t4, tr4) = traced("slurm-sync-tracked", &fx.doc());
     assert_ne!(t4.synced().commit, s1.commit);
     assert!(t4.synced().unchanged.is_none());
-    assert!(pushes(&tr4) > 0);
+    assert_eq!(pushes(&tr4), 0, "{tr4:?}");
+    assert!(
+        t4.stderr.contains("straight to the remote clone"),
+        "{}",
+        t4.stderr
+    );
+    assert_eq!(connecting_ssh(&tr4).len(), 2, "{tr4:?}");
+    assert_eq!(
+        std::fs::read_to_string(remote.join("README.md")).unwrap(),
+        "readme, edited again\n"
+    );
+    assert_eq!(t4.synced().submodules, s1.submodules);
     let (t5, _) = traced("slurm-sync-tracked", &fx.doc());
     assert_eq!(t5.synced().unchanged, Some(true), "{}", t5.stderr);
     assert_eq!(t5.synced().commit, t4.synced().commit);
+
+    // 5. The clone's HEAD moved on the cluster, then a change here: the pack is refused there
+    //    (said) and the snapshot goes through origin, pushed.
+    let moved = std::process::Command::new("git")
+        .args([
+            "-C",
+            &fx.remote_repo,
+            "checkout",
+            "-q",
+            "--detach",
+            "HEAD~1",
+        ])
+        .status()
+        .unwrap();
+    assert!(moved.success());
+    write(&fx.local.join("README.md"), "readme, edited a third time\n");
+    let before = local_state_recursive(&fx.local);
+    let (t6, tr6) = traced("slurm-sync-tracked", &fx.doc());
+    assert!(
+        t6.stderr.contains("syncing through origin"),
+        "{}",
+        t6.stderr
+    );
+    assert!(pushes(&tr6) > 0, "{tr6:?}");
+    assert_eq!(
+        std::fs::read_to_string(remote.join("README.md")).unwrap(),
+        "readme, edited a third time\n"
+    );
+    let (u6, _) = traced("slurm-sync-untracked", &t6.doc);
+    assert_eq!(u6.code, 0);
+    assert_eq!(
+        files_recursive(&remote, true),
+        files_recursive(&fx.local, false)
+    );
 
     assert_eq!(local_state_recursive(&fx.local), before, "untouched");
 }

@@ -196,6 +196,9 @@ pub const CLONE_PROGRESS: &str = include_str!("sh/clone-progress.sh");
 /// Cluster-side changes in the remote clone: `cluster_changes`.
 pub const CLONE_CHANGES: &str = include_str!("sh/clone-changes.sh");
 
+/// `commit_of DIR`: the commit a checkout has, read from its files where that is enough.
+pub const HEAD_OF: &str = include_str!("sh/head-of.sh");
+
 /// A re-sync's one execution: the snapshot's new objects unpacked from stdin, against the
 /// snapshot the clone is at (needs the clone's lock; [`TRACKED_CHECKOUT`] follows).
 pub const TRACKED_DELTA: &str = include_str!("sh/tracked-delta.sh");

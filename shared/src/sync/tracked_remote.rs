@@ -72,6 +72,7 @@ fn header(p: &Plan) -> Result<Script> {
     }
     s.raw("\n");
     s.raw(crate::remote::TRACKED_SETUP);
+    s.raw(crate::remote::HEAD_OF);
     // The lock is taken in the name of this sync's snapshot branch.
     crate::remote::Lock::of_clone(
         p.repo,

@@ -4,13 +4,16 @@
 # as a direct push would have it (tracked-checkout.sh follows, with via=direct). Nothing goes
 # through origin.
 #
-# Expects: repo, base, snapshot, temp, E_FETCH; the clone's lock taken.
-# Prints:  DELTA_REFUSED <what>          the clone is not at base (no clone, or its HEAD moved):
+# Expects: repo, url, base, snapshot, temp, E_FETCH; the clone's lock taken.
+# Prints:  DELTA_REFUSED <what>          the clone is not at base (no clone, or its HEAD moved), or
+#                                        its origin is not repo_url:
 #                                        nothing is read or changed (then exits 0); the sync
 #                                        goes on through origin
-: "${repo?}" "${base?}" "${snapshot?}" "${temp?}"
+: "${repo?}" "${url?}" "${base?}" "${snapshot?}" "${temp?}"
 cd -- "$repo" 2>/dev/null || { echo "DELTA_REFUSED no clone at $repo"; exit 0; }
 delta_at=$(git rev-parse -q --verify 'HEAD^{commit}' 2>/dev/null)
 if [ "$delta_at" != "$base" ]; then echo "DELTA_REFUSED HEAD ${delta_at:-none}"; exit 0; fi
+# A clone whose origin is not repo_url syncs through origin, which says so (tracked-checkout.sh).
+if [ "$(git config --get remote.origin.url 2>/dev/null)" != "$url" ]; then echo "DELTA_REFUSED its origin is not repo_url"; exit 0; fi
 git unpack-objects -q >&2 || exit "$E_FETCH"
 git update-ref "refs/slurm-tools/incoming/$temp" "$snapshot" >&2 || exit "$E_FETCH"

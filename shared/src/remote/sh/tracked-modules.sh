@@ -2,7 +2,7 @@
 # repository in git's layout before its snapshot is pushed into it; `sub_checkout` checks the
 # pushed commit out (cluster-side edits stashed, our own untracked files making way).
 #
-# Expects: repo, temp, ours, E_SUBMODULE, E_STASH.
+# Expects: repo, temp, ours, E_SUBMODULE, E_STASH; detached_head, commit_of (head-of.sh).
 # Defines: ensure_module PATH MODULE_DIR; has_commit PATH COMMIT; sub_checkout PATH COMMIT NAME
 #          URL PARENT.
 # Prints:  SUB_CREATED <path>            a repository made for the submodule
@@ -27,6 +27,8 @@ ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in 
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 has_commit() { # PATH COMMIT: whether the submodule's repository has COMMIT (said when not)
+  # shellcheck disable=SC2154 # head_at is set by detached_head (head-of.sh)
+  if detached_head "$repo/$1" && [ "$head_at" = "$2" ]; then return 0; fi
   git -C "$repo/$1" cat-file -e "$2^{commit}" 2>/dev/null && return 0
   echo "SUB_MISSING $1"
   return 1
@@ -35,9 +37,11 @@ has_commit() { # PATH COMMIT: whether the submodule's repository has COMMIT (sai
 sub_checkout() { # PATH COMMIT NAME URL PARENT
   wt="$repo/$1"
   cd -- "$wt" 2>/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
-  # Already there with no cluster-side edit (a re-sync that changed another part): one look.
-  if [ "$(git rev-parse -q --verify HEAD 2>/dev/null)" = "$2" ] && [ -z "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
-    if [ -n "$4" ]; then git -C "$repo/$5" config "submodule.$3.url" "$4" 2>/dev/null; fi
+  # Already there with no cluster-side edit (a re-sync that changed another part): one look (the
+  # sync that checked it out said the superproject knows it).
+  commit_of "$wt"
+  # shellcheck disable=SC2154 # at is set by commit_of (head-of.sh)
+  if [ "$at" = "$2" ] && [ -z "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
     echo "SUB_HEAD $2 $1"
     return 0
   fi
