@@ -831,18 +831,16 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
 
     // 5. The clone's HEAD moved on the cluster, then a change here: the pack is refused there
     //    (said) and the snapshot goes through origin, pushed.
-    let moved = std::process::Command::new("git")
-        .args([
-            "-C",
-            &fx.remote_repo,
-            "checkout",
-            "-q",
-            "--detach",
-            "HEAD~1",
-        ])
-        .status()
+    let moved = std::process::Command::new("runuser")
+        .args(["-u", &testbed().s("cluster_user"), "--", "git", "-C"])
+        .args([&fx.remote_repo, "checkout", "-q", "--detach", "HEAD~1"])
+        .output()
         .unwrap();
-    assert!(moved.success());
+    assert!(
+        moved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
     write(&fx.local.join("README.md"), "readme, edited a third time\n");
     let before = local_state_recursive(&fx.local);
     let (t6, tr6) = traced("slurm-sync-tracked", &fx.doc());
