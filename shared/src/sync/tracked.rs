@@ -142,7 +142,7 @@ impl Early {
         })
     }
 
-    /// What was on record, and the cluster's answer.
+    /// What was on record, and the cluster's answer (waited for).
     fn answer(mut self) -> (last_sync::Synced, Result<remote::Report>) {
         let answer = match self.handle.take().map(std::thread::JoinHandle::join) {
             Some(Ok(answer)) => answer,
@@ -472,12 +472,13 @@ fn prepare_with(cli: &Options, ctx: &mut Context, early: bool) -> Result<Prepare
 
 /// The remote half, in ssh executions of its own.
 pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
-    let early = p.early.take();
+    // Kept to the end when its answer is not used: dropped, it is waited for.
+    let mut early = p.early.take();
     clean_leftovers(&p, ctx);
     let roots = p.local.root_commits(&p.head_commit, 20);
     let modules = p.modules();
     let plan = p.plan(&roots, &modules);
-    if confirmed_unchanged(&p, &plan, early, ctx)? {
+    if confirmed_unchanged(&p, &plan, &mut early, ctx)? {
         let Prepared {
             started,
             repo_path,
@@ -545,13 +546,15 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
 /// when there is nothing else to do (no refresh paths, no LFS content to send); a clone that
 /// changed since (another checkout's sync, an edit on the cluster) is said, and synced as usual.
 ///
-/// `early`: the same check, started before the snapshot was made ([`Early`]); its answer is used
-/// when the snapshot and the submodules are the ones it asked about, else dropped. An error of
-/// it (ssh, the lock) ends the sync either way: the steps would meet it again.
+/// `early`: the same check, started before the snapshot was made ([`Early`]); its answer is
+/// used (and taken) when the snapshot and the submodules are the ones it asked about; else it is
+/// left to end on its own while the sync goes on (the clone's lock, which it holds for a few
+/// milliseconds there, is waited for with short looks, and this run's own is not said as another
+/// run's wait).
 fn confirmed_unchanged(
     p: &Prepared,
     plan: &remote::Plan,
-    early: Option<Early>,
+    early: &mut Option<Early>,
     ctx: &Context,
 ) -> Result<bool> {
     let now = last_sync::Synced {
@@ -559,14 +562,12 @@ fn confirmed_unchanged(
         modules: Some(recorded_modules(plan.modules)),
     };
     let eligible = p.refresh.is_empty() && p.lfs_oids.is_empty();
-    let report = match early.map(Early::answer) {
-        Some((asked, answer)) => {
-            let answer = answer?;
-            if !eligible || asked != now {
-                return Ok(false);
-            }
-            answer
+    let report = match early.take() {
+        Some(e) if !eligible || e.synced != now => {
+            *early = Some(e);
+            return Ok(false);
         }
+        Some(e) => e.answer().1?,
         None => {
             let source = crate::repo::manifest::checkout_source(&p.local.root);
             let last = last_sync::synced(&p.ssh.host, &p.repo_path, &source);
@@ -1342,22 +1343,22 @@ fn via_delta(ctx: &Context, p: &Prepared, plan: &remote::Plan) -> Result<Option<
     Ok(Some(report))
 }
 
-/// One pack of the objects `snapshot` reaches and `base` does not (`git pack-objects --revs`),
-/// or `None` when `base` is not here or the pack would be over [`DELTA_MAX_BYTES`].
+/// One pack of the objects `snapshot` reaches and `base` does not (as `git pack-objects --revs`
+/// makes it, here by libgit2: no process started), or `None` when `base` is not here or the pack would be over [`DELTA_MAX_BYTES`].
 fn new_objects(local: &LocalRepo, base: &str, snapshot: &str) -> Option<Vec<u8>> {
-    let oid = git2::Oid::from_str(base).ok()?;
-    local.repo.find_commit(oid).ok()?;
-    let out = local
-        .git()
-        .args(["pack-objects", "--stdout", "--revs", "-q"])
-        .input(crate::support::process::Input::Bytes(
-            format!("{snapshot}\n^{base}\n").into_bytes(),
-        ))
-        .deadline(PUSH_DEADLINE)
-        .run()
-        .ok()?;
-    (out.success() && !out.stdout.is_empty() && out.stdout.len() <= DELTA_MAX_BYTES)
-        .then_some(out.stdout)
+    let (base, snapshot) = (
+        git2::Oid::from_str(base).ok()?,
+        git2::Oid::from_str(snapshot).ok()?,
+    );
+    local.repo.find_commit(base).ok()?;
+    let mut walk = local.repo.revwalk().ok()?;
+    walk.push(snapshot).ok()?;
+    walk.hide(base).ok()?;
+    let mut pack = local.repo.packbuilder().ok()?;
+    pack.insert_walk(&mut walk).ok()?;
+    let mut buf = git2::Buf::new();
+    pack.write_buf(&mut buf).ok()?;
+    (!buf.is_empty() && buf.len() <= DELTA_MAX_BYTES).then(|| buf.to_vec())
 }
 
 fn via_origin(

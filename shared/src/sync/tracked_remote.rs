@@ -221,7 +221,7 @@ pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
 /// push, with the submodules ([`prepare_modules`]).
 pub fn delta_script(p: &Plan, base: &str, snapshot: &str) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw("via=direct\ntake_lock\ntrap release_lock EXIT\n");
+    s.raw("via='delta'\ntake_lock\ntrap release_lock EXIT\n");
     s.assign("base", base)?;
     s.assign("snapshot", snapshot)?;
     s.raw(crate::remote::TRACKED_DELTA);

@@ -24,7 +24,10 @@
 # This host's name: the kernel's, read without starting a process where /proc has it.
 { IFS= read -r lock_host </proc/sys/kernel/hostname; } 2>/dev/null || lock_host=$(hostname 2>/dev/null)
 # shellcheck disable=SC2317 # a script that includes this file may not call it
-lock_nap() { sleep 0.2 2>/dev/null || sleep 1; }
+lock_nap() { # short looks first (a holder about to end: often this run's own look at the clone), then 0.2 s ones
+  lock_naps=$((lock_naps + 1))
+  if [ "$lock_naps" -le 10 ]; then sleep 0.02 2>/dev/null || sleep 1; else sleep 0.2 2>/dev/null || sleep 1; fi
+}
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 lock_owner() { head -n 1 "$lock/owner" 2>/dev/null; }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
@@ -41,7 +44,7 @@ lock_is_stale() { # OWNER
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 take_lock() {
-  lock_since='' lock_waited=0 lock_holder='' lock_gone=0 lock_held=no
+  lock_since='' lock_waited=0 lock_holder='' lock_gone=0 lock_held=no lock_naps=0
   until mkdir -- "$lock" 2>/dev/null; do
     # The clock is read only when there is a wait to time.
     [ -n "$lock_since" ] || lock_since=$(date +%s)
@@ -72,8 +75,8 @@ take_lock() {
   done
   printf '%s %s %s\n' "$token" "$$" "$lock_host" >"$lock/owner"
   # Said only when another run held it (a second that ticks over while taking a free lock is no
-  # wait).
-  if [ "$lock_held" = yes ]; then
+  # wait, and this run's own earlier execution is no other run).
+  if [ "$lock_held" = yes ] && [ "${lock_holder%% *}" != "$token" ]; then
     lock_waited=$(( $(date +%s) - lock_since ))
     if [ -n "$lock_holder" ] || [ "$lock_waited" -gt 0 ]; then
       echo "WAITED $lock_waited ${lock_holder:-another run}"

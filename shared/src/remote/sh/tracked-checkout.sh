@@ -3,10 +3,11 @@
 # origin or from the ref it was pushed to, the refresh paths (the positional parameters) checked
 # out again from HEAD, the job's work directory made.
 #
-# Expects: repo, via (origin|direct), url, temp (the snapshot's branch), work, lfs_oids (may be
+# Expects: repo, via (origin|direct|delta), url, temp (the snapshot's branch), snapshot (with
+#          delta: the commit, unpacked before), work, lfs_oids (may be
 #          empty), ours, ours_exclude, ours_aside (the untracked sync's manifest files), the
 #          refresh paths as "$@", E_ENTER, E_LFS, E_STASH, E_FETCH, E_CHECKOUT, E_REFRESH,
-#          E_MKDIR; cluster_changes (clone-changes.sh).
+#          E_MKDIR; cluster_changes (clone-changes.sh); commit_of (head-of.sh).
 # Prints:  LFS_NO_TOOL                   LFS files and no git-lfs on the cluster (then exits)
 #          STASHED <sha> <message>       cluster-side changes were stashed there
 #          ORIGIN_DIFFERS <origin>       the clone's origin is not where the snapshot went
@@ -15,7 +16,7 @@
 : "${repo?}" "${via?}" "${url?}" "${temp?}" "${work?}" "${lfs_oids?}" "${ours?}" "${ours_exclude?}" "${ours_aside?}"
 cd -- "$repo" || exit "$E_ENTER"
 if [ -n "$lfs_oids" ] && ! git lfs version >/dev/null 2>&1; then echo "LFS_NO_TOOL"; exit "$E_LFS"; fi
-mkdir -p .git/info
+[ -d .git/info ] || mkdir -p .git/info
 grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
 # Cluster-side changes (clone-changes.sh); submodules are looked at one by one, later. Ours are
 # never stashed: while stashing, they are excluded through the patterns the untracked sync left.
@@ -57,6 +58,10 @@ if [ "$via" = origin ]; then
     git fetch -q --no-recurse-submodules -- "$url" "+refs/heads/$temp:refs/remotes/origin/$temp" >&2 || exit "$E_FETCH"
   fi
   git checkout -q -f -B "$temp" "refs/remotes/origin/$temp" >&2 || exit "$E_CHECKOUT"
+elif [ "$via" = delta ]; then
+  # Its objects were unpacked here (tracked-delta.sh).
+  # shellcheck disable=SC2154 # snapshot is assigned by the delta script
+  git checkout -q -f -B "$temp" "$snapshot" >&2 || exit "$E_CHECKOUT"
 else
   # Pushed to a ref of ours (forced), so a second sync within the same second (the same branch
   # name, now checked out here) still lands; the branch is (re)set from it.
@@ -73,5 +78,7 @@ for p do
     fi
   fi
 done
-mkdir -p -- "$work" || exit "$E_MKDIR"
-echo "HEAD $(git rev-parse HEAD)"
+[ -d "$work" ] || mkdir -p -- "$work" || exit "$E_MKDIR"
+commit_of .
+# shellcheck disable=SC2154 # at is set by commit_of (head-of.sh)
+echo "HEAD $at"
