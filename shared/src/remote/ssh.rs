@@ -517,6 +517,22 @@ impl Ssh {
             .map_err(|e| spawn_error(&ssh_program(), e))
     }
 
+    /// Whether a ControlMaster's socket is visibly there for this connection (one `stat`): the
+    /// control path is a plain path (preflight's, expanded, or one with no `%` token), and a
+    /// socket is at it. An execution then opens a session on the master, not a new connection.
+    pub fn master_socket_present(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        let Some(path) = self.control_path.as_deref().filter(|p| !p.contains('%')) else {
+            return false;
+        };
+        let path = match (path.strip_prefix("~/"), std::env::var_os("HOME")) {
+            (Some(rest), Some(home)) => std::path::Path::new(&home).join(rest),
+            (Some(_), None) => return false,
+            (None, _) => std::path::PathBuf::from(path),
+        };
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_socket())
+    }
+
     /// Turn an ssh exit 255 into an error a person can act on.
     pub fn failure_error(&self, out: &Output) -> ToolError {
         let failure = SshFailure::classify(&out.stderr_tail);

@@ -94,7 +94,10 @@ struct Early {
 }
 
 impl Early {
-    /// Started when a last sync with its submodules is on record for this clone and checkout.
+    /// Started when a last sync with its submodules is on record for this clone and checkout,
+    /// and a master's socket is there: the look is then a second session on the connection, never
+    /// a second connection (concurrent pipelines without a master would each open two, and a
+    /// server's MaxStartups drops some).
     fn start(
         ssh: &Ssh,
         local: &LocalRepo,
@@ -103,6 +106,9 @@ impl Early {
         temp: &str,
         lock_wait: u64,
     ) -> Option<Early> {
+        if !ssh.master_socket_present() {
+            return None;
+        }
         let (repo, work) = dirs;
         let source = crate::repo::manifest::checkout_source(&local.root);
         let synced = last_sync::synced(&ssh.host, repo, &source)?;
@@ -1321,13 +1327,27 @@ fn via_delta(ctx: &Context, p: &Prepared, plan: &remote::Plan) -> Result<Option<
         },
         host: &p.ssh.host,
     };
-    let report = crate::remote::run_sending::<remote::CloneStep>(
+    let sent = crate::remote::run_sending::<remote::CloneStep>(
         &p.ssh,
         &ask,
         Some(Box::new(move |w: &mut dyn std::io::Write| {
             w.write_all(&pack)
         })),
-    )?;
+    );
+    // A session the server refused (MaxSessions: other tools on the same master) never started
+    // the script; the sync through origin waits for a session and tries again.
+    let refused = |e: &ToolError| {
+        e.command.as_ref().is_some_and(|c| {
+            matches!(
+                crate::remote::ssh::SshFailure::classify(&c.stderr_tail),
+                crate::remote::ssh::SshFailure::SessionRefused { .. }
+            )
+        })
+    };
+    let report = match sent {
+        Err(e) if refused(&e) => return Ok(None),
+        sent => sent?,
+    };
     if let Some(why) = &report.delta_refused {
         ctx.note(format!(
             "the remote clone is not at {} as this checkout's last sync left it ({why}): syncing through origin",
