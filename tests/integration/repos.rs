@@ -857,10 +857,11 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
 
     // 4. One file changed here: a new snapshot, sent straight to the clone as one pack against
     //    the snapshot it is at (nothing pushed, to origin or into a submodule: the clone has the
-    //    submodules' commits); the early look that found the clone as it was, and the sync.
+    //    submodules' commits), in one execution (no master here: no early look).
     write(&fx.local.join("README.md"), "readme, edited again\n");
     let before = local_state_recursive(&fx.local);
     let (t4, tr4) = traced("slurm-sync-tracked", &fx.doc());
+    assert_eq!(local_state_recursive(&fx.local), before, "untouched");
     assert_ne!(t4.synced().commit, s1.commit);
     assert!(t4.synced().unchanged.is_none());
     assert_eq!(pushes(&tr4), 0, "{tr4:?}");
