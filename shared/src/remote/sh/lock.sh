@@ -24,10 +24,7 @@
 # This host's name: the kernel's, read without starting a process where /proc has it.
 { IFS= read -r lock_host </proc/sys/kernel/hostname; } 2>/dev/null || lock_host=$(hostname 2>/dev/null)
 # shellcheck disable=SC2317 # a script that includes this file may not call it
-lock_nap() { # short looks first (a holder about to end: often this run's own look at the clone), then 0.2 s ones
-  lock_naps=$((lock_naps + 1))
-  if [ "$lock_naps" -le 10 ]; then sleep 0.02 2>/dev/null || sleep 1; else sleep 0.2 2>/dev/null || sleep 1; fi
-}
+lock_nap() { sleep "$1" 2>/dev/null || sleep 1; }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 lock_owner() { head -n 1 "$lock/owner" 2>/dev/null; }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
@@ -71,7 +68,10 @@ take_lock() {
       echo "LOCKED $lock_waited $lock_holder"
       exit "$lock_exit_wait"
     fi
-    lock_nap
+    # Short looks first (a holder about to end: often this run's own look at the clone), then
+    # 0.2 s ones.
+    lock_naps=$((lock_naps + 1))
+    if [ "$lock_naps" -le 10 ]; then lock_nap 0.02; else lock_nap 0.2; fi
   done
   printf '%s %s %s\n' "$token" "$$" "$lock_host" >"$lock/owner"
   # Said only when another run held it (a second that ticks over while taking a free lock is no
