@@ -766,13 +766,81 @@ fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syn
     assert_eq!(pushes(&tr3), 0, "{tr3:?}");
     assert_eq!(
         connecting_ssh(&tr3).len(),
-        2,
-        "the look and the sync: {tr3:?}"
+        1,
+        "the look and the sync in one execution: {tr3:?}"
     );
+    let remote = PathBuf::from(&fx.remote_repo);
     assert_eq!(
-        std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
+        std::fs::read_to_string(remote.join("README.md")).unwrap(),
         "readme, edited with a master\n"
     );
+    assert_eq!(
+        files_recursive(&remote, true),
+        files_recursive(&fx.local, false)
+    );
+
+    // A change inside a submodule: its new snapshot commit is not in the clone, so the look's
+    // execution checks the superproject out and keeps the lock for the submodule's push and
+    // checkout, which follow as usual.
+    write(
+        &fx.local.join("third_party/lib/lib.txt"),
+        "lib, edited with a master\n",
+    );
+    let (t4, tr4) = traced("slurm-sync-tracked", &doc);
+    assert!(
+        t4.stderr.contains("straight to the remote clone"),
+        "{}",
+        t4.stderr
+    );
+    assert!(!t4.stderr.contains("waited"), "{}", t4.stderr);
+    assert_eq!(
+        pushes(&tr4),
+        1,
+        "the submodule's snapshot, into the clone: {tr4:?}"
+    );
+    let lib = t4
+        .synced()
+        .submodules
+        .iter()
+        .find(|m| m.path == "third_party/lib")
+        .cloned()
+        .expect("third_party/lib");
+    assert!(lib.snapshot, "{}", t4.doc);
+    assert_eq!(
+        std::fs::read_to_string(remote.join("third_party/lib/lib.txt")).unwrap(),
+        "lib, edited with a master\n"
+    );
+    let head = std::process::Command::new("git")
+        .args(["-c", "safe.directory=*", "-C"])
+        .arg(remote.join("third_party/lib"))
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&head.stdout).trim(), lib.commit);
+    assert!(
+        !Path::new(&format!("{}.slurm-tools-sync.lock", fx.remote_repo)).exists(),
+        "the lock is given back"
+    );
+
+    // An edit made on the cluster, then a change here: the look says so and ends (its lock
+    // given back), and the re-sync in an execution of its own stashes the edit (never lost).
+    write(&remote.join("README.md"), "edited on the cluster\n");
+    write(&fx.local.join("README.md"), "readme, edited again\n");
+    let (t5, tr5) = traced("slurm-sync-tracked", &doc);
+    assert!(t5.synced().stash.flatten().is_some(), "{}", t5.doc);
+    assert!(!t5.stderr.contains("waited"), "{}", t5.stderr);
+    assert_eq!(
+        connecting_ssh(&tr5).len(),
+        2,
+        "the look, then the sync: {tr5:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(remote.join("README.md")).unwrap(),
+        "readme, edited again\n"
+    );
+    let (t6, tr6) = traced("slurm-sync-tracked", &doc);
+    assert_eq!(t6.synced().unchanged, Some(true), "{}", t6.stderr);
+    assert_eq!(connecting_ssh(&tr6).len(), 1, "{tr6:?}");
     master_exit("direct_host", &settled);
 }
 

@@ -207,6 +207,10 @@ pub const TRACKED_DELTA: &str = include_str!("sh/tracked-delta.sh");
 /// (needs [`CLONE_CHANGES`] and the clone's lock).
 pub const TRACKED_UNCHANGED: &str = include_str!("sh/tracked-unchanged.sh");
 
+/// The unchanged look's second part: the re-sync in the same execution, or nothing (needs the
+/// clone's lock taken; [`TRACKED_UNCHANGED`] before it).
+pub const TRACKED_CONTINUE: &str = include_str!("sh/tracked-continue.sh");
+
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 

@@ -86,11 +86,73 @@ pub struct Prepared {
 /// The unchanged check started before the snapshot is made (slurm-sync-tracked on its own): the
 /// cluster says whether its clone is still as this checkout's last sync left it while the
 /// working tree is read here; its answer counts only when the snapshot and the submodules'
-/// commits turn out to be the ones on record (else it is dropped, and the sync goes on as
-/// usual). The round trip then overlaps the snapshot instead of following it.
+/// commits turn out to be the ones on record. The round trip then overlaps the snapshot instead
+/// of following it. When the snapshot turns out new, the execution is still open, under the
+/// clone's lock, waiting for a second part (`shared/src/remote/sh/tracked-continue.sh`): the
+/// re-sync against the recorded snapshot ([`via_delta`]) goes into it, so a changed re-sync is one
+/// execution too; anything else closes it (the lock given back) before the sync goes on.
 struct Early {
     synced: last_sync::Synced,
-    handle: Option<std::thread::JoinHandle<Result<remote::Report>>>,
+    handle: Option<std::thread::JoinHandle<Result<Look>>>,
+}
+
+/// The unchanged look's answer, with its execution when it waits for a second part.
+struct Look {
+    report: remote::Report,
+    open: Option<crate::support::process::Running>,
+}
+
+impl Look {
+    /// Read the look's answer up to [`remote::END_OF_ANSWER`]; an execution that ended before
+    /// it (its lock not had in time, the connection lost) is read as any step's.
+    fn read(
+        mut running: crate::support::process::Running,
+        ssh: &Ssh,
+        ask: &remote::StepAsk,
+    ) -> Result<Look> {
+        use crate::support::process::Received;
+        let end = remote::END_OF_ANSWER;
+        let mut buf = Vec::new();
+        let deadline = Instant::now() + <remote::CloneStep as crate::remote::Operation>::DEADLINE;
+        loop {
+            if buf.ends_with(end)
+                && (buf.len() == end.len() || buf[buf.len() - end.len() - 1] == b'\n')
+            {
+                buf.truncate(buf.len() - end.len());
+                let report = remote::parse(&String::from_utf8_lossy(&buf));
+                return Ok(Look {
+                    report,
+                    open: Some(running),
+                });
+            }
+            match running.recv(deadline.saturating_duration_since(Instant::now())) {
+                Received::Data(b) => buf.extend_from_slice(&b),
+                Received::Eof | Received::TimedOut => break,
+            }
+        }
+        let mut out =
+            crate::remote::ssh::without_client_noise(running.close(Duration::from_secs(10)));
+        out.stdout = buf;
+        if out.code == Some(255) {
+            return Err(ssh.failure_error(&out));
+        }
+        let report = <remote::CloneStep as crate::remote::Operation>::reply(ask, &out)?;
+        Ok(Look { report, open: None })
+    }
+
+    /// Nothing more: the execution ends (the lock given back there), waited for.
+    fn close(&mut self) {
+        if let Some(running) = self.open.take() {
+            let _ = running.close(Duration::from_secs(60));
+        }
+    }
+}
+
+impl Drop for Look {
+    /// Never left open: the execution holds the clone's lock until it ends.
+    fn drop(&mut self) {
+        self.close();
+    }
 }
 
 impl Early {
@@ -140,7 +202,13 @@ impl Early {
                 lfs: &[],
                 show_progress: false,
             };
-            step(&ssh, &plan, remote::Step::Unchanged { snapshot: &commit })
+            let ask = remote::StepAsk {
+                plan: &plan,
+                step: remote::Step::Unchanged { snapshot: &commit },
+                host: &ssh.host,
+            };
+            let running = ssh.start_script(&remote::unchanged_then_script(&plan, &commit)?)?;
+            Look::read(running, &ssh, &ask)
         });
         Some(Early {
             synced,
@@ -148,15 +216,25 @@ impl Early {
         })
     }
 
-    /// What was on record, and the cluster's answer (waited for).
-    fn answer(mut self) -> (last_sync::Synced, Result<remote::Report>) {
-        let answer = match self.handle.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(answer)) => answer,
+    /// What was on record, and the look (waited for).
+    fn look(mut self) -> (last_sync::Synced, Result<Look>) {
+        let look = match self.handle.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(look)) => look,
             _ => Err(ToolError::remote(
                 "the check of the remote clone stopped unexpectedly",
             )),
         };
-        (self.synced.clone(), answer)
+        (self.synced.clone(), look)
+    }
+
+    /// What was on record, and the cluster's answer; its execution ended.
+    fn answer(self) -> (last_sync::Synced, Result<remote::Report>) {
+        let (synced, look) = self.look();
+        let answer = look.map(|mut l| {
+            l.close();
+            std::mem::take(&mut l.report)
+        });
+        (synced, answer)
     }
 }
 
@@ -164,7 +242,7 @@ impl Drop for Early {
     /// Never left running: its execution holds the clone's lock until it ends.
     fn drop(&mut self) {
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            drop(h.join());
         }
     }
 }
@@ -478,12 +556,16 @@ fn prepare_with(cli: &Options, ctx: &mut Context, early: bool) -> Result<Prepare
 
 /// The remote half, in ssh executions of its own.
 pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
-    // Kept to the end when its answer is not used: dropped, it is waited for.
+    // The look started before the snapshot ([`Early`]).
     let mut early = p.early.take();
     clean_leftovers(&p, ctx);
-    let roots = p.local.root_commits(&p.head_commit, 20);
     let modules = p.modules();
-    let plan = p.plan(&roots, &modules);
+    // The root commits (git rev-list: the check that a clone holds this repository before
+    // anything is checked out over it) only where a clone may be made or met for the first time:
+    // through origin or a direct push. The unchanged look, the re-sync against the recorded
+    // snapshot and the steps that follow a checkout use none.
+    let plan = p.plan(&[], &modules);
+    let roots = || p.local.root_commits(&p.head_commit, 20);
     if confirmed_unchanged(&p, &plan, &mut early, ctx)? {
         let Prepared {
             started,
@@ -512,12 +594,24 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
         ctx.doc.set_section("sync_tracked", &section);
         return Ok(Outcome::Done);
     }
+    // The look started before the snapshot takes the re-sync into its execution, or is closed
+    // (its lock given back) before any other step.
     let synced = match p.opts.via {
-        Via::Origin => match via_delta(ctx, &p, &plan)? {
+        Via::Origin => match via_delta(ctx, &p, &plan, early.take())? {
             Some(report) => Ok((report, None)),
-            None => via_origin(ctx, &p.local, &p.ssh, &plan, &p.snapshot),
+            None => via_origin(
+                ctx,
+                &p.local,
+                &p.ssh,
+                &p.plan(&roots(), &modules),
+                &p.snapshot,
+            ),
         },
-        Via::Direct => via_direct(&p.local, &p.ssh, &plan, &p.snapshot).map(|r| (r, None)),
+        Via::Direct => {
+            drop(early.take());
+            via_direct(&p.local, &p.ssh, &p.plan(&roots(), &modules), &p.snapshot)
+                .map(|r| (r, None))
+        }
     };
     let (mut report, temp_ref_deleted) = synced.map_err(|e| name_lfs_files(e, &p.lfs_files))?;
     let mut lfs_sent = None;
@@ -1307,7 +1401,16 @@ const DELTA_MAX_BYTES: usize = 64 << 20;
 /// trip is spent on git's negotiation. `None` when it does not apply (no record, refresh paths
 /// or LFS content to handle, the recorded commit gone here, a pack over [`DELTA_MAX_BYTES`]) or
 /// when the clone is not at the recorded snapshot (said); the sync then goes through origin.
-fn via_delta(ctx: &Context, p: &Prepared, plan: &remote::Plan) -> Result<Option<remote::Report>> {
+///
+/// `early`: the unchanged look started before the snapshot; when it found the clone as the record
+/// says and waits, the re-sync goes into its execution (no second execution, no second look at
+/// the clone); otherwise it is closed first.
+fn via_delta(
+    ctx: &Context,
+    p: &Prepared,
+    plan: &remote::Plan,
+    early: Option<Early>,
+) -> Result<Option<remote::Report>> {
     if !p.refresh.is_empty() || !p.lfs_oids.is_empty() {
         return Ok(None);
     }
@@ -1319,10 +1422,92 @@ fn via_delta(ctx: &Context, p: &Prepared, plan: &remote::Plan) -> Result<Option<
         return Ok(None);
     };
     let bytes = pack.len();
+    let waiting = early.and_then(|e| match e.look() {
+        (synced, Ok(look))
+            if synced.commit == last.commit && look.report.unchanged && look.open.is_some() =>
+        {
+            Some((synced, look))
+        }
+        _ => None,
+    });
+    let report = match waiting {
+        Some((synced, look)) => continued_delta(ctx, p, plan, (&last.commit, synced), look, pack)?,
+        None => match standalone_delta(p, plan, &last.commit, pack)? {
+            Some(report) => report,
+            None => return Ok(None),
+        },
+    };
+    if let Some(why) = &report.delta_refused {
+        ctx.note(format!(
+            "the remote clone is not at {} as this checkout's last sync left it ({why}): syncing through origin",
+            short(&last.commit)
+        ));
+        return Ok(None);
+    }
+    ctx.note(format!(
+        "sent the snapshot's new objects straight to the remote clone ({}, against {}, the snapshot it was at): nothing pushed to origin",
+        crate::support::ui::human_bytes(bytes as u64),
+        short(&last.commit)
+    ));
+    Ok(Some(report))
+}
+
+/// [`via_delta`] in the look's execution: the re-sync's script and its pack sent into it; what
+/// the look found clean (the clone, the recorded submodules) is not looked at again.
+fn continued_delta(
+    ctx: &Context,
+    p: &Prepared,
+    plan: &remote::Plan,
+    (base, synced): (&str, last_sync::Synced),
+    mut look: Look,
+    pack: Vec<u8>,
+) -> Result<remote::Report> {
+    use crate::remote::Operation;
+    say_lock(ctx, &look.report, &p.repo_path);
+    let clean: Vec<String> = synced
+        .modules
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect();
+    let ask = remote::StepAsk {
+        plan,
+        step: remote::Step::ContinuedDelta {
+            base,
+            snapshot: &p.snapshot,
+            clean: &clean,
+        },
+        host: &p.ssh.host,
+    };
+    let script = remote::CloneStep::script(&ask)?;
+    let mut running = look
+        .open
+        .take()
+        .expect("a look waiting for its second part");
+    // A write cut short (the script refused the pack and ended) is read from its reply.
+    let _ = running
+        .send(&crate::remote::ssh::framed(&script))
+        .and_then(|()| running.send(&pack));
+    let out = crate::remote::ssh::without_client_noise(
+        running.close_collect(remote::CloneStep::deadline(&ask)),
+    );
+    if out.code == Some(255) {
+        return Err(p.ssh.failure_error(&out));
+    }
+    remote::CloneStep::reply(&ask, &out)
+}
+
+/// [`via_delta`] in an execution of its own (`None`: the server refused the session).
+fn standalone_delta(
+    p: &Prepared,
+    plan: &remote::Plan,
+    base: &str,
+    pack: Vec<u8>,
+) -> Result<Option<remote::Report>> {
     let ask = remote::StepAsk {
         plan,
         step: remote::Step::Delta {
-            base: &last.commit,
+            base,
             snapshot: &p.snapshot,
         },
         host: &p.ssh.host,
@@ -1344,23 +1529,10 @@ fn via_delta(ctx: &Context, p: &Prepared, plan: &remote::Plan) -> Result<Option<
             )
         })
     };
-    let report = match sent {
-        Err(e) if refused(&e) => return Ok(None),
-        sent => sent?,
-    };
-    if let Some(why) = &report.delta_refused {
-        ctx.note(format!(
-            "the remote clone is not at {} as this checkout's last sync left it ({why}): syncing through origin",
-            short(&last.commit)
-        ));
-        return Ok(None);
+    match sent {
+        Err(e) if refused(&e) => Ok(None),
+        sent => sent.map(Some),
     }
-    ctx.note(format!(
-        "sent the snapshot's new objects straight to the remote clone ({}, against {}, the snapshot it was at): nothing pushed to origin",
-        crate::support::ui::human_bytes(bytes as u64),
-        short(&last.commit)
-    ));
-    Ok(Some(report))
 }
 
 /// One pack of the objects `snapshot` reaches and `base` does not (as `git pack-objects --revs`

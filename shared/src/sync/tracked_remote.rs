@@ -65,6 +65,8 @@ fn header(p: &Plan) -> Result<Script> {
         if p.allow_unrelated { "yes" } else { "no" },
     )?;
     s.assign("progress", if p.show_progress { "yes" } else { "no" })?;
+    // yes only in a re-sync that follows the unchanged look ([`continued_delta_script`]).
+    s.assign("clean_known", "no")?;
     s.raw(crate::remote::CLONE_PROGRESS);
     s.raw("set --");
     for r in p.refresh {
@@ -111,7 +113,7 @@ pub fn origin_script(p: &Plan) -> Result<Script> {
     s.raw(crate::remote::TRACKED_CLONE);
     s.raw(crate::remote::CLONE_CHANGES);
     s.raw(crate::remote::TRACKED_CHECKOUT);
-    prepare_modules(&mut s, p)?;
+    prepare_modules(&mut s, p, &[])?;
     Ok(s)
 }
 
@@ -121,7 +123,10 @@ pub fn origin_script(p: &Plan) -> Result<Script> {
 /// [`modules_script`], which finish the job. When every submodule's commit is there already
 /// (a re-sync that changed none of them) and no LFS content follows, the submodules are checked
 /// out here, in the same execution (`MODULES_DONE`): nothing is pushed and no step follows.
-fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
+///
+/// `clean`: the submodules the look just before found at their commit with no edit (each
+/// checked out without a second look).
+fn prepare_modules(s: &mut Script, p: &Plan, clean: &[String]) -> Result<()> {
     if p.modules.is_empty() && p.lfs.is_empty() {
         return Ok(());
     }
@@ -143,7 +148,7 @@ fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
         }
         if p.lfs.is_empty() {
             s.raw("if [ \"$modules_have\" = yes ]; then\n");
-            checkout_modules(s, p)?;
+            checkout_modules(s, p, clean)?;
             s.raw("echo MODULES_DONE\nexit 0\nfi\n");
         }
     }
@@ -151,8 +156,9 @@ fn prepare_modules(s: &mut Script, p: &Plan) -> Result<()> {
     Ok(())
 }
 
-/// Each submodule checked out at its snapshot commit, parents first ([`modules_script`]).
-fn checkout_modules(s: &mut Script, p: &Plan) -> Result<()> {
+/// Each submodule checked out at its snapshot commit, parents first ([`modules_script`]);
+/// those in `clean` without a look for cluster-side edits.
+fn checkout_modules(s: &mut Script, p: &Plan, clean: &[String]) -> Result<()> {
     for m in p.modules {
         s.raw("sub_checkout");
         s.arg(&m.path)?;
@@ -160,6 +166,9 @@ fn checkout_modules(s: &mut Script, p: &Plan) -> Result<()> {
         s.arg(&m.name)?;
         s.arg(&m.url)?;
         s.arg(&m.parent)?;
+        if clean.contains(&m.path) {
+            s.raw(" clean");
+        }
         s.raw("\n");
     }
     Ok(())
@@ -192,7 +201,7 @@ pub fn modules_script(p: &Plan) -> Result<Script> {
     let mut s = header(p)?;
     s.raw("keep_lock \"$E_LOST_LOCK\"\ntrap release_lock EXIT\n");
     s.raw(crate::remote::TRACKED_MODULES);
-    checkout_modules(&mut s, p)?;
+    checkout_modules(&mut s, p, &[])?;
     Ok(s)
 }
 
@@ -212,7 +221,7 @@ pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
     s.raw("via=direct\nkeep_lock \"$E_LOST_LOCK\"\ntrap release_lock EXIT\n");
     s.raw(crate::remote::CLONE_CHANGES);
     s.raw(crate::remote::TRACKED_CHECKOUT);
-    prepare_modules(&mut s, p)?;
+    prepare_modules(&mut s, p, &[])?;
     Ok(s)
 }
 
@@ -220,14 +229,41 @@ pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
 /// `DELTA_REFUSED`), the pack on stdin unpacked and `snapshot` checked out as after a direct
 /// push, with the submodules ([`prepare_modules`]).
 pub fn delta_script(p: &Plan, base: &str, snapshot: &str) -> Result<Script> {
+    delta_script_after(p, base, snapshot, None)
+}
+
+/// [`delta_script`] as the second part of [`unchanged_script`]'s execution when the snapshot
+/// turned out new (`shared/src/remote/sh/tracked-continue.sh`): the lock is the look's, already
+/// taken, and what the look found clean (the clone, the submodules in `clean`) is not looked at
+/// again.
+pub fn continued_delta_script(
+    p: &Plan,
+    base: &str,
+    snapshot: &str,
+    clean: &[String],
+) -> Result<Script> {
+    delta_script_after(p, base, snapshot, Some(clean))
+}
+
+/// [`delta_script`] on its own (`look`: `None`), or after the look that found `look`'s
+/// submodules clean.
+fn delta_script_after(
+    p: &Plan,
+    base: &str,
+    snapshot: &str,
+    look: Option<&[String]>,
+) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw("via='delta'\ntake_lock\ntrap release_lock EXIT\n");
+    s.raw(match look {
+        None => "via='delta'\ntake_lock\ntrap release_lock EXIT\n",
+        Some(_) => "via='delta'\nclean_known=yes\ntrap release_lock EXIT\n",
+    });
     s.assign("base", base)?;
     s.assign("snapshot", snapshot)?;
     s.raw(crate::remote::TRACKED_DELTA);
     s.raw(crate::remote::CLONE_CHANGES);
     s.raw(crate::remote::TRACKED_CHECKOUT);
-    prepare_modules(&mut s, p)?;
+    prepare_modules(&mut s, p, look.unwrap_or_default())?;
     Ok(s)
 }
 
@@ -248,6 +284,19 @@ pub fn unchanged_script(p: &Plan, snapshot: &str) -> Result<Script> {
     s.raw(crate::remote::TRACKED_UNCHANGED);
     Ok(s)
 }
+
+/// [`unchanged_script`], started before the snapshot is made, then waiting for a second part
+/// (`shared/src/remote/sh/tracked-continue.sh`): its answer ends with [`END_OF_ANSWER`]; a
+/// closed stdin ends it (the lock given back), a framed [`continued_delta_script`] with its pack
+/// makes the re-sync in the same execution.
+pub fn unchanged_then_script(p: &Plan, snapshot: &str) -> Result<Script> {
+    let mut s = unchanged_script(p, snapshot)?;
+    s.raw(crate::remote::TRACKED_CONTINUE);
+    Ok(s)
+}
+
+/// The line that ends [`unchanged_then_script`]'s answer (no tagged line starts with `-`).
+pub const END_OF_ANSWER: &[u8] = b"--end-of-answer--\n";
 
 /// `--via direct`, after a failed push: give the lock back.
 pub fn direct_release_script(p: &Plan) -> Result<Script> {
@@ -275,6 +324,13 @@ pub enum Step<'s> {
     Unchanged { snapshot: &'s str },
     /// A re-sync against the snapshot the clone is at, its objects on stdin ([`delta_script`]).
     Delta { base: &'s str, snapshot: &'s str },
+    /// [`Step::Delta`] as the second part of the unchanged look's execution
+    /// ([`continued_delta_script`]).
+    ContinuedDelta {
+        base: &'s str,
+        snapshot: &'s str,
+        clean: &'s [String],
+    },
 }
 
 /// What [`CloneStep`] is given: the plan, the step, and the host, for what a failure names.
@@ -322,6 +378,11 @@ impl<'a> crate::remote::Operation for CloneStep<'a> {
             Step::Modules => modules_script(p),
             Step::Unchanged { snapshot } => unchanged_script(p, snapshot),
             Step::Delta { base, snapshot } => delta_script(p, base, snapshot),
+            Step::ContinuedDelta {
+                base,
+                snapshot,
+                clean,
+            } => continued_delta_script(p, base, snapshot, clean),
         }
     }
 
@@ -578,6 +639,11 @@ mod tests {
                 base: "base-it's",
                 snapshot: "snap $(x)",
             },
+            Step::ContinuedDelta {
+                base: "base-it's",
+                snapshot: "snap $(x)",
+                clean: &["third party/lib".to_string()],
+            },
         ] {
             let ask = StepAsk {
                 plan: &p,
@@ -593,6 +659,7 @@ mod tests {
                         | Step::Lfs { .. }
                         | Step::Unchanged { .. }
                         | Step::Delta { .. }
+                        | Step::ContinuedDelta { .. }
                 )
             );
             crate::remote::script_check::assert_clean(
@@ -607,6 +674,7 @@ mod tests {
             ("sync-tracked-direct-release", direct_release_script(&p)),
             ("sync-tracked-modules", modules_script(&p)),
             ("sync-tracked-lfs", lfs_script(&p, true)),
+            ("sync-tracked-look", unchanged_then_script(&p, "s")),
         ] {
             crate::remote::script_check::assert_clean(name, s.unwrap().as_str());
         }
@@ -621,6 +689,75 @@ mod tests {
             assert!(s.as_str().contains("MODULES_DONE"), "{name}");
             crate::remote::script_check::assert_clean(name, s.as_str());
         }
+    }
+
+    /// A plan of a clone at /r with the `modules` and nothing else.
+    fn bare_plan(modules: &[Module]) -> Plan<'_> {
+        Plan {
+            repo: "/r",
+            url: "u",
+            temp: "t",
+            work: "/r/w",
+            refresh: &[],
+            roots: &[],
+            allow_unrelated: false,
+            lock_wait: LOCK_WAIT_SECS,
+            modules,
+            lfs: &[],
+            show_progress: false,
+        }
+    }
+
+    /// The re-sync that follows the unchanged look in its execution: under the look's lock (not
+    /// taken again: that would wait for itself), with what the look found clean not looked at
+    /// again, and the lock kept for the submodules' pushes when their commits are missing.
+    #[test]
+    fn the_resync_after_the_look_takes_no_second_lock_and_skips_what_the_look_found_clean() {
+        let modules = [
+            Module {
+                path: "a lib".into(),
+                module_dir: "modules/a lib".into(),
+                commit: "b".repeat(40),
+                name: "a lib".into(),
+                url: "u".into(),
+                parent: String::new(),
+            },
+            Module {
+                path: "new".into(),
+                module_dir: "modules/new".into(),
+                commit: "c".repeat(40),
+                name: "new".into(),
+                url: "u".into(),
+                parent: String::new(),
+            },
+        ];
+        let p = bare_plan(&modules);
+        let look = unchanged_then_script(&p, "s").unwrap();
+        let look = look.as_str();
+        assert!(look.lines().any(|l| l == "take_lock"), "{look}");
+        assert!(look
+            .trim_end()
+            .ends_with(crate::remote::TRACKED_CONTINUE.trim_end()));
+        assert!(crate::remote::TRACKED_CONTINUE
+            .contains(std::str::from_utf8(END_OF_ANSWER).unwrap().trim_end()));
+        let after = continued_delta_script(&p, "b", "s", &["a lib".to_string()]).unwrap();
+        let after = after.as_str();
+        assert!(!after.lines().any(|l| l.trim() == "take_lock"), "{after}");
+        assert!(after.contains("clean_known=yes\ntrap release_lock EXIT\n"));
+        assert!(after.contains("sub_checkout 'a lib' "), "{after}");
+        let checkouts: Vec<&str> = after
+            .lines()
+            .filter(|l| l.starts_with("sub_checkout "))
+            .collect();
+        assert_eq!(checkouts.len(), 2, "{after}");
+        assert!(checkouts[0].ends_with(" clean"), "{}", checkouts[0]);
+        assert!(!checkouts[1].ends_with(" clean"), "{}", checkouts[1]);
+        assert!(after.contains("echo FOLLOWUPS_READY"));
+        // Every other script looks for itself.
+        let alone = delta_script(&p, "b", "s").unwrap();
+        assert!(alone.as_str().lines().any(|l| l == "take_lock"));
+        assert!(!alone.as_str().contains(" clean\n"));
+        assert!(!alone.as_str().contains("clean_known=yes"));
     }
 
     #[test]
@@ -680,19 +817,7 @@ mod tests {
 
     #[test]
     fn each_exit_code_is_one_message_and_the_script_knows_every_name() {
-        let p = Plan {
-            repo: "/r",
-            url: "u",
-            temp: "t",
-            work: "/r/w",
-            refresh: &[],
-            roots: &[],
-            allow_unrelated: false,
-            lock_wait: LOCK_WAIT_SECS,
-            modules: &[],
-            lfs: &[],
-            show_progress: false,
-        };
+        let p = bare_plan(&[]);
         let script = origin_script(&p).unwrap();
         let locked = Report {
             locked_by: Some((600, "t2".into())),

@@ -6,21 +6,22 @@
 # Expects: repo, via (origin|direct|delta), url, temp (the snapshot's branch), snapshot (with
 #          delta: the commit, unpacked before), work, lfs_oids (may be
 #          empty), ours, ours_exclude, ours_aside (the untracked sync's manifest files), the
-#          refresh paths as "$@", E_ENTER, E_LFS, E_STASH, E_FETCH, E_CHECKOUT, E_REFRESH,
+#          refresh paths as "$@", clean_known (yes: the look that ran just before, under the
+#          same lock, found no cluster-side change: tracked-continue.sh), E_ENTER, E_LFS, E_STASH, E_FETCH, E_CHECKOUT, E_REFRESH,
 #          E_MKDIR; cluster_changes (clone-changes.sh); commit_of (head-of.sh).
 # Prints:  LFS_NO_TOOL                   LFS files and no git-lfs on the cluster (then exits)
 #          STASHED <sha> <message>       cluster-side changes were stashed there
 #          ORIGIN_DIFFERS <origin>       the clone's origin is not where the snapshot went
 #          REFRESHED <path>              a refresh path checked out again
 #          HEAD <sha>                    the clone's HEAD after the checkout
-: "${repo?}" "${via?}" "${url?}" "${temp?}" "${work?}" "${lfs_oids?}" "${ours?}" "${ours_exclude?}" "${ours_aside?}"
+: "${repo?}" "${via?}" "${url?}" "${temp?}" "${work?}" "${lfs_oids?}" "${clean_known?}" "${ours?}" "${ours_exclude?}" "${ours_aside?}"
 cd -- "$repo" || exit "$E_ENTER"
 if [ -n "$lfs_oids" ] && ! git lfs version >/dev/null 2>&1; then echo "LFS_NO_TOOL"; exit "$E_LFS"; fi
 [ -d .git/info ] || mkdir -p .git/info
 grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
 # Cluster-side changes (clone-changes.sh); submodules are looked at one by one, later. Ours are
 # never stashed: while stashing, they are excluded through the patterns the untracked sync left.
-dirty=$(cluster_changes)
+if [ "$clean_known" = yes ]; then dirty=''; else dirty=$(cluster_changes); fi
 if [ -n "$dirty" ]; then
   saved=.git/info/exclude.slurm-tools-saved
   cp .git/info/exclude "$saved" 2>/dev/null || : > "$saved"

@@ -41,7 +41,7 @@ make_dirs_way() {
 extract_untracked() { # gzip|plain
   z=
   if [ "$1" = gzip ]; then z=-z; fi
-  if tar --version 2>/dev/null | grep -q GNU; then
+  if case $(tar --version 2>/dev/null) in *GNU*) true ;; *) false ;; esac; then
     # shellcheck disable=SC2086
     tar -x --no-same-owner --warning=no-timestamp --no-overwrite-dir $z -f -
   else

@@ -9,16 +9,22 @@
 : "${untracked_store:?}"
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 link_listed0() {
-  cp --version 2>/dev/null | grep -q GNU &&
-    xargs -0 cp -Pl --parents -t "$1" -- 2>/dev/null
+  case $(cp --version 2>/dev/null) in *GNU*) ;; *) return 1 ;; esac
+  xargs -0 cp -Pl --parents -t "$1" -- 2>/dev/null
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 keep_untracked() {
   : "${manifest:?}" "${paths0:?}"
-  ku_snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)
+  # The snapshot, from the manifest's first line (read by the shell: no process).
+  ku_first=''
+  { IFS= read -r ku_first <"$manifest"; } 2>/dev/null
+  case $ku_first in *snapshot=*) ku_snap=${ku_first##*snapshot=} ;; *) ku_snap='' ;; esac
   case $ku_snap in '' | *[!0-9a-f]*) return 0 ;; esac
   ku_dir=$untracked_store/$ku_snap
-  fresh_dir() { rm -rf -- "$1" && mkdir -p -- "$1"; }
+  fresh_dir() {
+    if [ -e "$1" ] || [ -L "$1" ]; then rm -rf -- "$1" || return 1; fi
+    mkdir -p -- "$1"
+  }
   fresh_dir "$ku_dir.new" || return 0
   if [ -s "$paths0" ] && ! link_listed0 "$ku_dir.new" <"$paths0"; then
     if ! { fresh_dir "$ku_dir.new" && copy_listed0 . "$ku_dir.new" <"$paths0"; }; then
@@ -28,8 +34,11 @@ keep_untracked() {
   fi
   if [ -f "$paths0" ]; then cp -- "$paths0" "$ku_dir.paths0" || return 0
   else : >"$ku_dir.paths0" || return 0; fi
-  rm -rf -- "$ku_dir"
+  if [ -e "$ku_dir" ] || [ -L "$ku_dir" ]; then rm -rf -- "$ku_dir"; fi
   mv -- "$ku_dir.new" "$ku_dir" || return 0
+  # Older sets go only when there are more than 32 (counted by the shell: no process).
+  set -- "$untracked_store"/*.paths0
+  [ "$#" -gt 32 ] || return 0
   ku_n=0
   # Newest first; the names are commit ids (no blanks), and ls -t is the portable age order.
   # shellcheck disable=SC2045

@@ -15,7 +15,7 @@
 # Prints:  nothing on stdout.
 untracked_store=.git/slurm-tools/untracked-by-snapshot
 # shellcheck disable=SC2317 # a script that includes this file may not call it
-gnu_tar() { tar --version 2>/dev/null | grep -q GNU; }
+gnu_tar() { case $(tar --version 2>/dev/null) in *GNU*) return 0 ;; *) return 1 ;; esac; }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 copy_listed0() {
   if gnu_tar; then (cd -- "$1" && tar --null -T - -cf -) | (cd -- "$2" && tar -xf -)
