@@ -7,8 +7,10 @@
 #          delta: the commit, unpacked before), work, lfs_oids (may be
 #          empty), ours, ours_exclude, ours_aside (the untracked sync's manifest files), the
 #          refresh paths as "$@", clean_known (yes: the look that ran just before, under the
-#          same lock, found no cluster-side change: tracked-continue.sh), E_ENTER, E_LFS, E_STASH, E_FETCH, E_CHECKOUT, E_REFRESH,
-#          E_MKDIR; cluster_changes (clone-changes.sh); commit_of (head-of.sh).
+#          same lock, found no cluster-side change: tracked-continue.sh), created (yes when
+#          tracked-clone.sh made the clone in this execution; may be unset), E_ENTER, E_LFS,
+#          E_STASH, E_FETCH, E_CHECKOUT, E_REFRESH, E_MKDIR; cluster_changes
+#          (clone-changes.sh); commit_of (head-of.sh).
 # Prints:  LFS_NO_TOOL                   LFS files and no git-lfs on the cluster (then exits)
 #          STASHED <sha> <message>       cluster-side changes were stashed there
 #          ORIGIN_DIFFERS <origin>       the clone's origin is not where the snapshot went
@@ -21,7 +23,9 @@ if [ -n "$lfs_oids" ] && ! git lfs version >/dev/null 2>&1; then echo "LFS_NO_TO
 grep -qx '/work_dirs/' .git/info/exclude 2>/dev/null || echo '/work_dirs/' >> .git/info/exclude
 # Cluster-side changes (clone-changes.sh); submodules are looked at one by one, later. Ours are
 # never stashed: while stashing, they are excluded through the patterns the untracked sync left.
-if [ "$clean_known" = yes ]; then dirty=''; else dirty=$(cluster_changes); fi
+# A clone made in this execution (created=yes, tracked-clone.sh) has none, and no working tree
+# yet to look at.
+if [ "$clean_known" = yes ] || [ "${created:-no}" = yes ]; then dirty=''; else dirty=$(cluster_changes); fi
 if [ -n "$dirty" ]; then
   saved=.git/info/exclude.slurm-tools-saved
   cp .git/info/exclude "$saved" 2>/dev/null || : > "$saved"
@@ -51,8 +55,10 @@ if [ "$via" = origin ]; then
   origin=$(git config --get remote.origin.url 2>/dev/null)
   if [ "$origin" = "$url" ]; then
     # Never into submodules: their repositories here get their commits over ssh, not from their
-    # URLs (often unreachable from a cluster).
-    git fetch -q --no-recurse-submodules --prune origin >&2 || exit "$E_FETCH"
+    # URLs (often unreachable from a cluster). A clone made an instant ago has the branch.
+    if [ "${created:-no}" != yes ]; then
+      git fetch -q --no-recurse-submodules --prune origin >&2 || exit "$E_FETCH"
+    fi
   else
     # The clone's origin is not where the snapshot was pushed: fetch the branch from there.
     echo "ORIGIN_DIFFERS $origin"

@@ -7,7 +7,9 @@
 #          clone_progress_start/stop (clone-progress.sh).
 # Prints:  NOT_A_REPO                    repo is a directory with files and no .git (then exits)
 #          PARTIAL_CLONE                 the clone is partial (blobs fetched when needed)
-#          CREATED                       the clone was made now
+#          CREATED                       the clone was made now (then created=yes: it has no
+#                                        working tree yet, and with via=origin, origin's
+#                                        branches as they were an instant ago)
 #          UNRELATED <head> <origin>     it holds another repository (then exits)
 : "${repo?}" "${via?}" "${url?}" "${roots?}" "${allow_unrelated?}"
 if [ ! -d "$repo/.git" ]; then
@@ -17,7 +19,9 @@ if [ ! -d "$repo/.git" ]; then
     # a fraction of the time; git fetches an old file's content if something ever needs it);
     # later fetches bring whole commits again. A plain clone where git or origin cannot.
     clone_progress_start "$repo"
-    if git clone -q --filter=blob:none -- "$url" "$repo" 2>/dev/null; then
+    # No checkout of origin's default branch: the snapshot's branch is checked out next
+    # (tracked-checkout.sh), which then writes the working tree once, not twice.
+    if git clone -q --no-checkout --filter=blob:none -- "$url" "$repo" 2>/dev/null; then
       git -C "$repo" config --unset remote.origin.partialclonefilter 2>/dev/null
       # The configuration stays true to what happened: a plain-path origin ignores the filter
       # (a whole local clone), and then nothing is a promisor.
@@ -29,7 +33,7 @@ if [ ! -d "$repo/.git" ]; then
       fi
     else
       rm -rf -- "$repo"
-      git clone -q -- "$url" "$repo" >&2 || { clone_progress_stop "$repo"; exit "$E_CLONE"; }
+      git clone -q --no-checkout -- "$url" "$repo" >&2 || { clone_progress_stop "$repo"; exit "$E_CLONE"; }
     fi
     clone_progress_stop "$repo"
   else
