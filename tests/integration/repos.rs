@@ -727,9 +727,11 @@ fn a_nested_uninitialised_submodules_hint_works_when_pasted_and_is_said_once() {
 }
 
 /// With a master (preflight ran): the unchanged look starts before the snapshot is made and its
-/// answer is used (one execution, nothing pushed); after a change here, the look's answer is not
-/// used, the snapshot goes straight to the clone in an execution of its own (two in all), and
-/// this run's own look holding the clone's lock is not said as another sync's.
+/// answer is used (one execution, nothing pushed); after a change here, the snapshot goes
+/// straight to the clone in the look's own execution (one in all, never said as a wait for
+/// another sync's lock), also when a submodule changed (its push and checkout follow under the
+/// lock the look took) or the clone was edited on the cluster (stashed); when the clone's HEAD
+/// moved there, the snapshot goes through origin; the lock is given back every time.
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syncs() {
@@ -822,8 +824,9 @@ fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syn
         "the lock is given back"
     );
 
-    // An edit made on the cluster, then a change here: the look says so and ends (its lock
-    // given back), and the re-sync in an execution of its own stashes the edit (never lost).
+    // An edit made on the cluster, then a change here: the re-sync, sent before the look's
+    // answer, follows it in the same execution and, the look having found a change, looks for
+    // itself and stashes the edit (never lost).
     write(&remote.join("README.md"), "edited on the cluster\n");
     write(&fx.local.join("README.md"), "readme, edited again\n");
     let (t5, tr5) = traced("slurm-sync-tracked", &doc);
@@ -831,8 +834,13 @@ fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syn
     assert!(!t5.stderr.contains("waited"), "{}", t5.stderr);
     assert_eq!(
         connecting_ssh(&tr5).len(),
-        2,
-        "the look, then the sync: {tr5:?}"
+        1,
+        "the look and the sync in one execution: {tr5:?}"
+    );
+    assert!(
+        t5.stderr.contains("straight to the remote clone"),
+        "{}",
+        t5.stderr
     );
     assert_eq!(
         std::fs::read_to_string(remote.join("README.md")).unwrap(),
@@ -841,7 +849,41 @@ fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syn
     let (t6, tr6) = traced("slurm-sync-tracked", &doc);
     assert_eq!(t6.synced().unchanged, Some(true), "{}", t6.stderr);
     assert_eq!(connecting_ssh(&tr6).len(), 1, "{tr6:?}");
+
+    // The clone's HEAD moved on the cluster, then a change here: the re-sync in the look's
+    // execution refuses the pack (said), and the snapshot goes through origin.
+    move_head_back_on_the_cluster(&fx.remote_repo);
+    write(&fx.local.join("README.md"), "readme, edited a third time\n");
+    let (t7, tr7) = traced("slurm-sync-tracked", &doc);
+    assert!(
+        t7.stderr.contains("syncing through origin"),
+        "{}",
+        t7.stderr
+    );
+    assert!(pushes(&tr7) > 0, "{tr7:?}");
+    assert_eq!(
+        std::fs::read_to_string(remote.join("README.md")).unwrap(),
+        "readme, edited a third time\n"
+    );
+    assert!(
+        !Path::new(&format!("{}.slurm-tools-sync.lock", fx.remote_repo)).exists(),
+        "the lock is given back"
+    );
     master_exit("direct_host", &settled);
+}
+
+/// The remote clone's HEAD moved one commit back, as the cluster user would on the cluster.
+fn move_head_back_on_the_cluster(clone: &str) {
+    let moved = std::process::Command::new("runuser")
+        .args(["-u", &testbed().s("cluster_user"), "--", "git", "-C"])
+        .args([clone, "checkout", "-q", "--detach", "HEAD~1"])
+        .output()
+        .unwrap();
+    assert!(
+        moved.status.success(),
+        "{}",
+        String::from_utf8_lossy(&moved.stderr)
+    );
 }
 
 /// A tool run with its external commands traced: the run, and the trace.
@@ -950,16 +992,7 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
 
     // 5. The clone's HEAD moved on the cluster, then a change here: the pack is refused there
     //    (said) and the snapshot goes through origin, pushed.
-    let moved = std::process::Command::new("runuser")
-        .args(["-u", &testbed().s("cluster_user"), "--", "git", "-C"])
-        .args([&fx.remote_repo, "checkout", "-q", "--detach", "HEAD~1"])
-        .output()
-        .unwrap();
-    assert!(
-        moved.status.success(),
-        "{}",
-        String::from_utf8_lossy(&moved.stderr)
-    );
+    move_head_back_on_the_cluster(&fx.remote_repo);
     write(&fx.local.join("README.md"), "readme, edited a third time\n");
     let before = local_state_recursive(&fx.local);
     let (t6, tr6) = traced("slurm-sync-tracked", &fx.doc());

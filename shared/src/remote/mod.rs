@@ -211,6 +211,10 @@ pub const TRACKED_UNCHANGED: &str = include_str!("sh/tracked-unchanged.sh");
 /// clone's lock taken; [`TRACKED_UNCHANGED`] before it).
 pub const TRACKED_CONTINUE: &str = include_str!("sh/tracked-continue.sh");
 
+/// The re-sync in the unchanged look's execution: what the look found clean is not looked at
+/// again (`clean_known`).
+pub const TRACKED_AFTER_LOOK: &str = include_str!("sh/tracked-after-look.sh");
+
 /// slurm-watch --retry: the node list of `job`, from accounting, else scontrol.
 pub const JOB_NODES: &str = include_str!("sh/job-nodes.sh");
 

@@ -84,75 +84,25 @@ pub struct Prepared {
 }
 
 /// The unchanged check started before the snapshot is made (slurm-sync-tracked on its own): the
-/// cluster says whether its clone is still as this checkout's last sync left it while the
-/// working tree is read here; its answer counts only when the snapshot and the submodules'
-/// commits turn out to be the ones on record. The round trip then overlaps the snapshot instead
-/// of following it. When the snapshot turns out new, the execution is still open, under the
-/// clone's lock, waiting for a second part (`shared/src/remote/sh/tracked-continue.sh`): the
-/// re-sync against the recorded snapshot ([`via_delta`]) goes into it, so a changed re-sync is one
-/// execution too; anything else closes it (the lock given back) before the sync goes on.
+/// cluster looks whether its clone is still as this checkout's last sync left it while the
+/// working tree is read here, and then waits, under the clone's lock, for a second part
+/// (`shared/src/remote/sh/tracked-continue.sh`). Once the snapshot is made, what follows is sent
+/// at once, without waiting for the look's answer: nothing (its stdin closed) when the snapshot
+/// and the submodules' commits are the ones on record (the answer then says whether the clone is
+/// as they left it), or the re-sync against the recorded snapshot with its pack ([`via_delta`]),
+/// which uses what the look found (`look=unchanged` there: the clone's status is not looked at
+/// again). A changed re-sync is then one execution too, and neither case waits a round trip for
+/// the answer before going on. Any other path closes it (the lock given back) before it runs.
 struct Early {
     synced: last_sync::Synced,
-    handle: Option<std::thread::JoinHandle<Result<Look>>>,
-}
-
-/// The unchanged look's answer, with its execution when it waits for a second part.
-struct Look {
-    report: remote::Report,
-    open: Option<crate::support::process::Running>,
-}
-
-impl Look {
-    /// Read the look's answer up to [`remote::END_OF_ANSWER`]; an execution that ended before
-    /// it (its lock not had in time, the connection lost) is read as any step's.
-    fn read(
-        mut running: crate::support::process::Running,
-        ssh: &Ssh,
-        ask: &remote::StepAsk,
-    ) -> Result<Look> {
-        use crate::support::process::Received;
-        let end = remote::END_OF_ANSWER;
-        let mut buf = Vec::new();
-        let deadline = Instant::now() + <remote::CloneStep as crate::remote::Operation>::DEADLINE;
-        loop {
-            if buf.ends_with(end)
-                && (buf.len() == end.len() || buf[buf.len() - end.len() - 1] == b'\n')
-            {
-                buf.truncate(buf.len() - end.len());
-                let report = remote::parse(&String::from_utf8_lossy(&buf));
-                return Ok(Look {
-                    report,
-                    open: Some(running),
-                });
-            }
-            match running.recv(deadline.saturating_duration_since(Instant::now())) {
-                Received::Data(b) => buf.extend_from_slice(&b),
-                Received::Eof | Received::TimedOut => break,
-            }
-        }
-        let mut out =
-            crate::remote::ssh::without_client_noise(running.close(Duration::from_secs(10)));
-        out.stdout = buf;
-        if out.code == Some(255) {
-            return Err(ssh.failure_error(&out));
-        }
-        let report = <remote::CloneStep as crate::remote::Operation>::reply(ask, &out)?;
-        Ok(Look { report, open: None })
-    }
-
-    /// Nothing more: the execution ends (the lock given back there), waited for.
-    fn close(&mut self) {
-        if let Some(running) = self.open.take() {
-            let _ = running.close(Duration::from_secs(60));
-        }
-    }
-}
-
-impl Drop for Look {
-    /// Never left open: the execution holds the clone's lock until it ends.
-    fn drop(&mut self) {
-        self.close();
-    }
+    running: Option<crate::support::process::Running>,
+    repo: String,
+    url: String,
+    temp: String,
+    work: String,
+    host: String,
+    lock_wait: u64,
+    modules: Vec<remote::Module>,
 }
 
 impl Early {
@@ -174,75 +124,117 @@ impl Early {
         let (repo, work) = dirs;
         let source = crate::repo::manifest::checkout_source(&local.root);
         let synced = last_sync::synced(&ssh.host, repo, &source)?;
-        let recorded = synced.modules.clone()?;
-        let (ssh, repo, work) = (ssh.clone(), repo.to_string(), work.to_string());
-        let (url, temp, commit) = (url.to_string(), temp.to_string(), synced.commit.clone());
-        let handle = std::thread::spawn(move || {
-            let modules: Vec<remote::Module> = recorded
-                .into_iter()
-                .map(|(path, commit)| remote::Module {
-                    path,
-                    commit,
-                    module_dir: String::new(),
-                    name: String::new(),
-                    url: String::new(),
-                    parent: String::new(),
-                })
-                .collect();
-            let plan = remote::Plan {
-                repo: &repo,
-                url: &url,
-                temp: &temp,
-                work: &work,
-                refresh: &[],
-                roots: &[],
-                allow_unrelated: false,
-                lock_wait,
-                modules: &modules,
-                lfs: &[],
-                show_progress: false,
-            };
-            let ask = remote::StepAsk {
-                plan: &plan,
-                step: remote::Step::Unchanged { snapshot: &commit },
-                host: &ssh.host,
-            };
-            let running = ssh.start_script(&remote::unchanged_then_script(&plan, &commit)?)?;
-            Look::read(running, &ssh, &ask)
-        });
-        Some(Early {
+        let modules = synced
+            .modules
+            .clone()?
+            .into_iter()
+            .map(|(path, commit)| remote::Module {
+                path,
+                commit,
+                module_dir: String::new(),
+                name: String::new(),
+                url: String::new(),
+                parent: String::new(),
+            })
+            .collect();
+        let mut early = Early {
             synced,
-            handle: Some(handle),
-        })
-    }
-
-    /// What was on record, and the look (waited for).
-    fn look(mut self) -> (last_sync::Synced, Result<Look>) {
-        let look = match self.handle.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(look)) => look,
-            _ => Err(ToolError::remote(
-                "the check of the remote clone stopped unexpectedly",
-            )),
+            running: None,
+            repo: repo.to_string(),
+            url: url.to_string(),
+            temp: temp.to_string(),
+            work: work.to_string(),
+            host: ssh.host.clone(),
+            lock_wait,
+            modules,
         };
-        (self.synced.clone(), look)
+        let script = remote::unchanged_then_script(&early.plan(), &early.synced.commit).ok()?;
+        early.running = Some(ssh.start_script(&script).ok()?);
+        Some(early)
     }
 
-    /// What was on record, and the cluster's answer; its execution ended.
-    fn answer(self) -> (last_sync::Synced, Result<remote::Report>) {
-        let (synced, look) = self.look();
-        let answer = look.map(|mut l| {
-            l.close();
-            std::mem::take(&mut l.report)
-        });
-        (synced, answer)
+    /// The look's plan: the clone, and the recorded submodules' paths and commits.
+    fn plan(&self) -> remote::Plan<'_> {
+        remote::Plan {
+            repo: &self.repo,
+            url: &self.url,
+            temp: &self.temp,
+            work: &self.work,
+            refresh: &[],
+            roots: &[],
+            allow_unrelated: false,
+            lock_wait: self.lock_wait,
+            modules: &self.modules,
+            lfs: &[],
+            show_progress: false,
+        }
+    }
+
+    /// Send `next` (a framed script and what it reads, or nothing), and read the execution to its
+    /// end: the look's answer and what came after [`remote::END_OF_ANSWER`]. `None`: the server
+    /// refused the session (MaxSessions; nothing ran: the caller goes on without the look).
+    fn finish(
+        mut self,
+        ssh: &Ssh,
+        next: &[&[u8]],
+    ) -> Result<Option<(remote::Report, crate::support::process::Output)>> {
+        use crate::remote::Operation;
+        let mut running = self.running.take().expect("a look runs");
+        // A write cut short (the look failed and ended, the continuation refused the pack) is
+        // read from the exit and the reply.
+        for bytes in next {
+            if running.send(bytes).is_err() {
+                break;
+            }
+        }
+        let plan = self.plan();
+        let ask = remote::StepAsk {
+            plan: &plan,
+            step: remote::Step::Unchanged {
+                snapshot: &self.synced.commit,
+            },
+            host: &self.host,
+        };
+        let mut out = crate::remote::ssh::without_client_noise(
+            running.close_collect(remote::CloneStep::deadline(&ask)),
+        );
+        if out.code == Some(255) {
+            if matches!(
+                crate::remote::ssh::SshFailure::classify(&out.stderr_tail),
+                crate::remote::ssh::SshFailure::SessionRefused { .. }
+            ) {
+                return Ok(None);
+            }
+            return Err(ssh.failure_error(&out));
+        }
+        let end = remote::END_OF_ANSWER;
+        let at = out
+            .stdout
+            .windows(end.len())
+            .position(|w| w == end)
+            .filter(|&i| i == 0 || out.stdout[i - 1] == b'\n');
+        let Some(at) = at else {
+            // It ended before its answer was through: its exit says why.
+            remote::CloneStep::reply(&ask, &out)?;
+            return Err(ToolError::remote(format!(
+                "the look at the remote clone {} on {} ended before its answer",
+                self.repo, self.host
+            ))
+            .with_hint("rerun the sync")
+            .with_command(out.record()));
+        };
+        let answer = remote::parse(&String::from_utf8_lossy(&out.stdout[..at]));
+        out.stdout.drain(..at + end.len());
+        Ok(Some((answer, out)))
     }
 }
 
 impl Drop for Early {
-    /// Never left running: its execution holds the clone's lock until it ends.
+    /// Never left running: its execution holds the clone's lock until it ends (its stdin closed,
+    /// it ends at once).
     fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            drop(h.join());
+        if let Some(running) = self.running.take() {
+            let _ = running.close(Duration::from_secs(60));
         }
     }
 }
@@ -662,25 +654,32 @@ fn confirmed_unchanged(
         modules: Some(recorded_modules(plan.modules)),
     };
     let eligible = p.refresh.is_empty() && p.lfs_oids.is_empty();
+    let alone = || {
+        step(
+            &p.ssh,
+            plan,
+            remote::Step::Unchanged {
+                snapshot: &p.snapshot,
+            },
+        )
+    };
     let report = match early.take() {
         Some(e) if !eligible || e.synced != now => {
             *early = Some(e);
             return Ok(false);
         }
-        Some(e) => e.answer().1?,
+        // Nothing follows the look: its answer, as soon as it comes.
+        Some(e) => match e.finish(&p.ssh, &[])? {
+            Some((answer, _)) => answer,
+            None => alone()?,
+        },
         None => {
             let source = crate::repo::manifest::checkout_source(&p.local.root);
             let last = last_sync::synced(&p.ssh.host, &p.repo_path, &source);
             if !eligible || last.map(|l| l.commit) != Some(p.snapshot.clone()) {
                 return Ok(false);
             }
-            step(
-                &p.ssh,
-                plan,
-                remote::Step::Unchanged {
-                    snapshot: &p.snapshot,
-                },
-            )?
+            alone()?
         }
     };
     say_lock(ctx, &report, &p.repo_path);
@@ -1422,16 +1421,13 @@ fn via_delta(
         return Ok(None);
     };
     let bytes = pack.len();
-    let waiting = early.and_then(|e| match e.look() {
-        (synced, Ok(look))
-            if synced.commit == last.commit && look.report.unchanged && look.open.is_some() =>
-        {
-            Some((synced, look))
-        }
-        _ => None,
-    });
-    let report = match waiting {
-        Some((synced, look)) => continued_delta(ctx, p, plan, (&last.commit, synced), look, pack)?,
+    // The look asked about the same recorded snapshot: the re-sync goes into its execution.
+    let continued = match early.filter(|e| e.synced.commit == last.commit) {
+        Some(e) => continued_delta(ctx, p, plan, e, &pack)?,
+        None => None,
+    };
+    let report = match continued {
+        Some(report) => report,
         None => match standalone_delta(p, plan, &last.commit, pack)? {
             Some(report) => report,
             None => return Ok(None),
@@ -1452,49 +1448,41 @@ fn via_delta(
     Ok(Some(report))
 }
 
-/// [`via_delta`] in the look's execution: the re-sync's script and its pack sent into it; what
-/// the look found clean (the clone, the recorded submodules) is not looked at again.
+/// [`via_delta`] in the look's execution: the re-sync's script and its pack sent into it as soon
+/// as the snapshot is made. It runs under the look's lock, after the look; when the look found
+/// the clone as the record says, what it found clean (the clone's status, the recorded
+/// submodules') is not looked at again. `None`: the server refused the look's session.
 fn continued_delta(
     ctx: &Context,
     p: &Prepared,
     plan: &remote::Plan,
-    (base, synced): (&str, last_sync::Synced),
-    mut look: Look,
-    pack: Vec<u8>,
-) -> Result<remote::Report> {
+    early: Early,
+    pack: &[u8],
+) -> Result<Option<remote::Report>> {
     use crate::remote::Operation;
-    say_lock(ctx, &look.report, &p.repo_path);
-    let clean: Vec<String> = synced
+    let clean: Vec<String> = early
+        .synced
         .modules
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(path, _)| path)
+        .iter()
+        .flatten()
+        .map(|(path, _)| path.clone())
         .collect();
+    let base = early.synced.commit.clone();
     let ask = remote::StepAsk {
         plan,
         step: remote::Step::ContinuedDelta {
-            base,
+            base: &base,
             snapshot: &p.snapshot,
             clean: &clean,
         },
         host: &p.ssh.host,
     };
-    let script = remote::CloneStep::script(&ask)?;
-    let mut running = look
-        .open
-        .take()
-        .expect("a look waiting for its second part");
-    // A write cut short (the script refused the pack and ended) is read from its reply.
-    let _ = running
-        .send(&crate::remote::ssh::framed(&script))
-        .and_then(|()| running.send(&pack));
-    let out = crate::remote::ssh::without_client_noise(
-        running.close_collect(remote::CloneStep::deadline(&ask)),
-    );
-    if out.code == Some(255) {
-        return Err(p.ssh.failure_error(&out));
-    }
-    remote::CloneStep::reply(&ask, &out)
+    let script = crate::remote::ssh::framed(&remote::CloneStep::script(&ask)?);
+    let Some((answer, out)) = early.finish(&p.ssh, &[&script, pack])? else {
+        return Ok(None);
+    };
+    say_lock(ctx, &answer, &p.repo_path);
+    remote::CloneStep::reply(&ask, &out).map(Some)
 }
 
 /// [`via_delta`] in an execution of its own (`None`: the server refused the session).

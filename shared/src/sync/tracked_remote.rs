@@ -254,10 +254,13 @@ fn delta_script_after(
     look: Option<&[String]>,
 ) -> Result<Script> {
     let mut s = header(p)?;
-    s.raw(match look {
-        None => "via='delta'\ntake_lock\ntrap release_lock EXIT\n",
-        Some(_) => "via='delta'\nclean_known=yes\ntrap release_lock EXIT\n",
-    });
+    match look {
+        None => s.raw("via='delta'\ntake_lock\ntrap release_lock EXIT\n"),
+        // The look's lock, already taken; what it found clean is not looked at again.
+        Some(_) => s
+            .raw("via='delta'\ntrap release_lock EXIT\n")
+            .raw(crate::remote::TRACKED_AFTER_LOOK),
+    };
     s.assign("base", base)?;
     s.assign("snapshot", snapshot)?;
     s.raw(crate::remote::TRACKED_DELTA);
@@ -743,7 +746,10 @@ mod tests {
         let after = continued_delta_script(&p, "b", "s", &["a lib".to_string()]).unwrap();
         let after = after.as_str();
         assert!(!after.lines().any(|l| l.trim() == "take_lock"), "{after}");
-        assert!(after.contains("clean_known=yes\ntrap release_lock EXIT\n"));
+        assert!(after.contains(&format!(
+            "via='delta'\ntrap release_lock EXIT\n{}",
+            crate::remote::TRACKED_AFTER_LOOK
+        )));
         assert!(after.contains("sub_checkout 'a lib' "), "{after}");
         let checkouts: Vec<&str> = after
             .lines()
@@ -757,7 +763,7 @@ mod tests {
         let alone = delta_script(&p, "b", "s").unwrap();
         assert!(alone.as_str().lines().any(|l| l == "take_lock"));
         assert!(!alone.as_str().contains(" clean\n"));
-        assert!(!alone.as_str().contains("clean_known=yes"));
+        assert!(!alone.as_str().contains(crate::remote::TRACKED_AFTER_LOOK));
     }
 
     #[test]

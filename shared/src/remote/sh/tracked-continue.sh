@@ -1,11 +1,12 @@
 # The unchanged look's second part (slurm-sync-tracked's re-sync in one execution): the look
-# starts before the snapshot is made; when the snapshot turns out new, the rest of the sync
-# follows in the same execution, under the lock the look took, instead of in a second one that
-# would wait for that lock and look at the clone again. After the look's answer, a line
-# --end-of-answer--; then the second part, read as a byte count and the script (the re-sync's,
-# its pack behind it on stdin), run in this shell: its own EXIT trap gives the lock back, or
-# keeps it for the steps that follow. A closed stdin: nothing more (the look's trap gives the
-# lock back).
+# starts before the snapshot is made and, after its answer and a line --end-of-answer--, waits
+# under the lock it took for what follows, which is sent as soon as the snapshot is made (not
+# after the answer): nothing (a closed stdin: the snapshot is the one on record; the look's trap
+# gives the lock back), or the re-sync against the recorded snapshot, read as a byte count and
+# the script (its pack behind it on stdin) and run in this shell, under the same lock: it knows
+# what the look found (look=unchanged: the clone and the recorded submodules as the last sync
+# left them), and its own EXIT trap gives the lock back or keeps it for the steps that follow.
+# A second execution would wait for the look's lock and look at the clone again.
 #
 # Expects: the clone's lock taken, release_lock as the EXIT trap (lock.sh).
 # Prints:  --end-of-answer--, then what the second part prints.

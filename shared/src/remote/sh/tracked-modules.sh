@@ -2,16 +2,18 @@
 # repository in git's layout before its snapshot is pushed into it; `sub_checkout` checks the
 # pushed commit out (cluster-side edits stashed, our own untracked files making way).
 #
-# Expects: repo, temp, ours, E_SUBMODULE, E_STASH; detached_head, commit_of (head-of.sh).
+# Expects: repo, temp, ours, clean_known, E_SUBMODULE, E_STASH; detached_head, commit_of
+#          (head-of.sh).
 # Defines: ensure_module PATH MODULE_DIR; has_commit PATH COMMIT; sub_checkout PATH COMMIT NAME
-#          URL PARENT [clean] (clean: the look that ran just before, under the same lock, found
-#          it at its recorded commit with no edit: tracked-continue.sh; it is not looked at again).
+#          URL PARENT [clean] (clean, with clean_known=yes: the look that ran just before, under
+#          the same lock, found it at its recorded commit with no edit: tracked-continue.sh; it
+#          is not looked at again).
 # Prints:  SUB_CREATED <path>            a repository made for the submodule
 #          SUB_MISSING <path>            its repository lacks the snapshot commit (to be pushed)
 #          SUB_STASHED <sha> <path>      its cluster-side edits were stashed
 #          SUB_HEAD <sha> <path>         its HEAD after the checkout
 #          SUB_FAILED <path>             it failed there (then exits)
-: "${repo?}" "${temp?}" "${ours?}"
+: "${repo?}" "${temp?}" "${ours?}" "${clean_known?}"
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 ensure_module() { # PATH MODULE_DIR: a repository for the submodule at PATH, in git's layout
   wt="$repo/$1"
@@ -37,17 +39,19 @@ has_commit() { # PATH COMMIT: whether the submodule's repository has COMMIT (sai
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 sub_checkout() { # PATH COMMIT NAME URL PARENT [clean]
   wt="$repo/$1"
+  sub_clean=no
+  if [ "${6:-}" = clean ] && [ "$clean_known" = yes ]; then sub_clean=yes; fi
   cd -- "$wt" 2>/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
   # Already there with no cluster-side edit (a re-sync that changed another part): one look (the
   # sync that checked it out said the superproject knows it).
   commit_of "$wt"
   # shellcheck disable=SC2154 # at is set by commit_of (head-of.sh)
-  if [ "$at" = "$2" ] && { [ "${6:-}" = clean ] || [ -z "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; }; then
+  if [ "$at" = "$2" ] && { [ "$sub_clean" = yes ] || [ -z "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; }; then
     echo "SUB_HEAD $2 $1"
     return 0
   fi
   # Cluster-side edits of tracked files are stashed (reported, never lost); untracked files stay.
-  if [ "${6:-}" != clean ] && [ -n "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
+  if [ "$sub_clean" != yes ] && [ -n "$(git status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
     git stash save -q "auto-stash before remote sync $temp" >&2 || { echo "SUB_FAILED $1"; exit "$E_STASH"; }
     echo "SUB_STASHED $(git rev-parse -q --verify refs/stash) $1"
   fi

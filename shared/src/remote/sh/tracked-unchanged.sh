@@ -9,6 +9,8 @@
 # Prints:  one line: "UNCHANGED" when HEAD is the snapshot with no cluster-side change and each
 #          submodule is at its commit with no tracked edit (the work directory made if missing);
 #          else "CHANGED <what>".
+# Sets:    look (unchanged|changed), for a second part in the same execution
+#          (tracked-continue.sh).
 : "${repo:?}" "${snapshot:?}" "${work:?}"
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 unchanged() {
@@ -28,6 +30,9 @@ unchanged() {
     shift 2
   done
   [ -d "$work" ] || mkdir -p -- "$work" || { echo "CHANGED no work directory $work"; return; }
+  look=unchanged
   echo UNCHANGED
 }
+# shellcheck disable=SC2034 # read by the second part (tracked-after-look.sh)
+look=changed
 unchanged "$@"
