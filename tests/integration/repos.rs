@@ -850,6 +850,33 @@ fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syn
     assert_eq!(t6.synced().unchanged, Some(true), "{}", t6.stderr);
     assert_eq!(connecting_ssh(&tr6).len(), 1, "{tr6:?}");
 
+    // A tracked file edited inside a submodule on the cluster, nothing changed here: the look
+    // (the clone's and each submodule's status at once) finds it, and the sync stashes it.
+    write(
+        &remote.join("third_party/lib/inner/inner.txt"),
+        "inner, edited on the cluster\n",
+    );
+    let (t6b, _) = traced("slurm-sync-tracked", &doc);
+    assert!(t6b.synced().unchanged.is_none(), "{}", t6b.stderr);
+    assert!(
+        t6b.stderr
+            .contains("changed since (submodule third_party/lib/inner edited)"),
+        "{}",
+        t6b.stderr
+    );
+    let inner = t6b
+        .synced()
+        .submodules
+        .iter()
+        .find(|m| m.path == "third_party/lib/inner")
+        .cloned()
+        .expect("inner");
+    assert!(inner.stash.flatten().is_some(), "{}", t6b.doc);
+    assert_eq!(
+        std::fs::read_to_string(remote.join("third_party/lib/inner/inner.txt")).unwrap(),
+        std::fs::read_to_string(fx.local.join("third_party/lib/inner/inner.txt")).unwrap()
+    );
+
     // The clone's HEAD moved on the cluster, then a change here: the re-sync in the look's
     // execution refuses the pack (said), and the snapshot goes through origin.
     move_head_back_on_the_cluster(&fx.remote_repo);

@@ -13,22 +13,39 @@
 #          (tracked-continue.sh).
 : "${repo:?}" "${snapshot:?}" "${work:?}"
 # shellcheck disable=SC2317 # a script that includes this file may not call it
+sub_heads() { # PATH COMMIT ...: moved, the first submodule not at its commit (read from files)
+  moved=''
+  while [ "$#" -ge 2 ]; do
+    commit_of "$repo/$1"
+    # shellcheck disable=SC2154 # at is set by commit_of (head-of.sh)
+    if [ "$at" != "$2" ]; then moved="submodule $1 at ${at:-none}"; return; fi
+    shift 2
+  done
+}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
+sub_edits() { # PATH COMMIT ...: each submodule with a tracked edit, all looked at at once
+  while [ "$#" -ge 2 ]; do
+    (if [ -n "$(git -C "$repo/$1" status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then echo "submodule $1 edited"; fi) &
+    shift 2
+  done
+  wait
+}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
 unchanged() {
   cd -- "$repo" 2>/dev/null || { echo "CHANGED no clone at $repo"; return; }
   commit_of .
-  # shellcheck disable=SC2154 # at is set by commit_of (head-of.sh)
   if [ "$at" != "$snapshot" ]; then echo "CHANGED HEAD ${at:-none}"; return; fi
-  changed=$(cluster_changes)
-  if [ -n "$changed" ]; then echo "CHANGED $changed"; return; fi
-  while [ "$#" -ge 2 ]; do
-    commit_of "$repo/$1"
-    if [ "$at" != "$2" ]; then echo "CHANGED submodule $1 at ${at:-none}"; return; fi
-    if [ -n "$(git -C "$repo/$1" status --porcelain --untracked-files=no --ignore-submodules=all 2>/dev/null)" ]; then
-      echo "CHANGED submodule $1 edited"
-      return
-    fi
-    shift 2
-  done
+  sub_heads "$@"
+  if [ -n "$moved" ]; then echo "CHANGED $moved"; return; fi
+  # The clone's own status and each submodule's, side by side (a login node has cores; one
+  # after the other they took twice as long): the first change any of them found.
+  changed=$(cluster_changes & sub_edits "$@"; wait)
+  if [ -n "$changed" ]; then
+    nl='
+'
+    echo "CHANGED ${changed%%"$nl"*}"
+    return
+  fi
   [ -d "$work" ] || mkdir -p -- "$work" || { echo "CHANGED no work directory $work"; return; }
   look=unchanged
   echo UNCHANGED
