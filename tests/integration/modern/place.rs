@@ -133,12 +133,17 @@ fn placement_asks_each_cluster_once_and_the_busy_site_loses_either_way() {
     assert_eq!(modern.free_gpus, Some(0), "{modern:?}");
     assert_eq!(modern.total_gpus, Some(8), "{modern:?}");
     assert!(modern.starts_in_seconds.unwrap() > 600, "{modern:?}");
+    // Against the first site's own estimate: "now", or a minute or so when a job of an earlier
+    // test is still ending there (Slurm's estimate, not a free-GPU count).
     assert!(
         modern.reason.starts_with("starts later: in ")
-            && modern
-                .reason
-                .contains("(0 GPUs free now), against now on local"),
+            && modern.reason.contains("(0 GPUs free now), against ")
+            && modern.reason.ends_with(" on local"),
         "{modern:?}"
+    );
+    assert!(
+        local.starts_in_seconds.unwrap_or(0) < modern.starts_in_seconds.unwrap(),
+        "{local:?} {modern:?}"
     );
     let mfa = candidate(&r, "local-mfa");
     assert_eq!(mfa.state, "login_needed", "{mfa:?}");
