@@ -86,7 +86,7 @@ make_tree() {
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 prune_trees() {
   live=$(squeue -h -u "$(id -un)" -o '%i' 2>/dev/null) || return 0
-  n=0
+  n=0 stale=no
   # Newest first; the names are our own tags (no blanks), and ls -t is the portable age order.
   # shellcheck disable=SC2045
   for name in $(ls -1t -- "$trees" 2>/dev/null); do
@@ -102,13 +102,16 @@ prune_trees() {
       continue
     fi
     if [ -L "$trees/$name" ]; then rm -f -- "$trees/$name"
-    else git worktree remove --force "$trees/$name" >/dev/null 2>&1 || rm -rf -- "${trees:?}/$name"; fi
+    else git worktree remove --force "$trees/$name" >/dev/null 2>&1 || { rm -rf -- "${trees:?}/$name"; stale=yes; }; fi
     rm -f -- "$trees/$name.job"
     git update-ref -d "refs/slurm-tools/trees/$name" 2>/dev/null
     # shellcheck disable=SC2016
     st_tree=$name git submodule foreach --quiet --recursive 'git update-ref -d "refs/slurm-tools/trees/$st_tree" 2>/dev/null || :' >/dev/null 2>&1
     echo "PRUNED $name"
   done
-  git worktree prune >/dev/null 2>&1
+  # Only when a tree went without git: `git worktree prune` also removes the entry of a tree
+  # another submission is adding at this moment (the instant between its mkdir and its first
+  # file), whose `git worktree add` then fails (one of eight pipelines at once met it).
+  if [ "$stale" = yes ]; then git worktree prune >/dev/null 2>&1; fi
   echo "TREES_KB $(du -sk -- "$trees" 2>/dev/null | cut -f1)"
 }
