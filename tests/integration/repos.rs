@@ -800,13 +800,7 @@ fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syn
         1,
         "the submodule's snapshot, into the clone: {tr4:?}"
     );
-    let lib = t4
-        .synced()
-        .submodules
-        .iter()
-        .find(|m| m.path == "third_party/lib")
-        .cloned()
-        .expect("third_party/lib");
+    let lib = submodule_entry(&t4, "third_party/lib");
     assert!(lib.snapshot, "{}", t4.doc);
     assert_eq!(
         std::fs::read_to_string(remote.join("third_party/lib/lib.txt")).unwrap(),
@@ -864,13 +858,7 @@ fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syn
         "{}",
         t6b.stderr
     );
-    let inner = t6b
-        .synced()
-        .submodules
-        .iter()
-        .find(|m| m.path == "third_party/lib/inner")
-        .cloned()
-        .expect("inner");
+    let inner = submodule_entry(&t6b, "third_party/lib/inner");
     assert!(inner.stash.flatten().is_some(), "{}", t6b.doc);
     assert_eq!(
         std::fs::read_to_string(remote.join("third_party/lib/inner/inner.txt")).unwrap(),
