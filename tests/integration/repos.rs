@@ -920,6 +920,114 @@ fn pushes(trace: &[Value]) -> usize {
         .count()
 }
 
+/// A first sync of a repository with submodules (issue 41): the submodules' commits travel
+/// inside the clone's own execution (one pack each, made here), not as pushes over ssh of their
+/// own followed by a second execution; the untracked sync into the clone just made sends its
+/// files without waiting for a manifest there can be none of (and, given that document again,
+/// finds the manifest there and syncs against it). A clone that has a submodule's
+/// older commit (another checkout's sync, with no record from this one) gets what that commit
+/// does not reach, and a submodule it has already gets nothing.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_first_sync_takes_the_submodules_commits_in_the_clones_one_execution() {
+    crate::needs_cluster!();
+    let fx = with_nested_submodules("packs");
+    let remote = PathBuf::from(&fx.remote_repo);
+    write(&fx.local.join("README.md"), "readme, edited\n");
+    write(&fx.local.join("notes.txt"), "untracked notes\n");
+    let before = local_state_recursive(&fx.local);
+
+    // 1. The first sync: one execution; nothing pushed into the clone over ssh (the snapshot to
+    //    origin and its deletion are the only pushes).
+    let (t1, tr1) = traced("slurm-sync-tracked", &fx.doc());
+    assert_eq!(connecting_ssh(&tr1).len(), 1, "{tr1:?}");
+    assert_eq!(pushes(&tr1), 2, "to origin, and the deletion: {tr1:?}");
+    assert!(
+        t1.stderr
+            .contains("sent 2 submodule snapshot(s) into the remote clone in the same execution"),
+        "{}",
+        t1.stderr
+    );
+    assert_eq!(t1.synced().created, Some(true), "{}", t1.doc);
+    for path in ["third_party/lib", "third_party/lib/inner"] {
+        let e = submodule_entry(&t1, path);
+        assert_eq!(
+            git(&remote.join(path), &["rev-parse", "HEAD"]).trim(),
+            e.commit,
+            "{path}"
+        );
+    }
+    let (u1, tru1) = traced("slurm-sync-untracked", &t1.doc);
+    assert_eq!(u1.untracked().files, 1, "{}", u1.doc);
+    assert_eq!(connecting_ssh(&tru1).len(), 1, "{tru1:?}");
+    assert_eq!(
+        files_recursive(&remote, true),
+        files_recursive(&fx.local, false)
+    );
+    assert_eq!(local_state_recursive(&fx.local), before, "untouched");
+    // The same document again (the clone says "created", but it has the manifest that sync
+    // left): found there, and the sync reads it: nothing to send; a file deleted here since is
+    // deleted there.
+    let (u2, _) = traced("slurm-sync-untracked", &t1.doc);
+    assert_eq!(u2.untracked().files, 0, "{}", u2.doc);
+    assert!(u2.stderr.contains("syncing against them"), "{}", u2.stderr);
+    std::fs::remove_file(fx.local.join("notes.txt")).unwrap();
+    let (u3, _) = traced("slurm-sync-untracked", &t1.doc);
+    assert_eq!(u3.untracked().deleted, ["notes.txt"], "{}", u3.doc);
+    assert!(!remote.join("notes.txt").exists());
+
+    // 2. Another checkout of the same repository (nothing on record from it), with a commit in
+    //    lib that exists only there: lib gets what its commit in the clone (known here too) does
+    //    not reach, inner nothing, still in one execution.
+    let tmp = tempdir();
+    let other = tmp.path().join("other");
+    git(
+        Path::new("/"),
+        &[
+            "clone",
+            "-q",
+            fx.local.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git(
+        &other,
+        &["remote", "set-url", "origin", fx.origin.to_str().unwrap()],
+    );
+    git_sub(
+        &other,
+        &["submodule", "update", "-q", "--init", "--recursive"],
+    );
+    let other_lib = other.join("third_party/lib");
+    write(
+        &other_lib.join("lib.txt"),
+        "lib, committed in the other checkout\n",
+    );
+    git(
+        &other_lib,
+        &["commit", "-q", "-am", "lib: only in the other checkout"],
+    );
+    let mut doc = fx.doc();
+    doc["repo_root"] = json!(other);
+    let (t3, tr3) = traced("slurm-sync-tracked", &doc);
+    assert_eq!(connecting_ssh(&tr3).len(), 1, "{tr3:?}");
+    assert!(
+        t3.stderr
+            .contains("sent 1 submodule snapshot(s) into the remote clone in the same execution")
+            && t3.stderr.contains("it had the other 1 already"),
+        "{}",
+        t3.stderr
+    );
+    assert_eq!(
+        git(&remote.join("third_party/lib"), &["rev-parse", "HEAD"]).trim(),
+        git(&other_lib, &["rev-parse", "HEAD"]).trim()
+    );
+    assert_eq!(
+        std::fs::read_to_string(remote.join("third_party/lib/lib.txt")).unwrap(),
+        "lib, committed in the other checkout\n"
+    );
+}
+
 /// A re-sync with nothing changed (issue 41): no new snapshot commit (a dirty submodule keeps
 /// its snapshot's id), nothing pushed, one ssh execution that confirms the clone is as the last
 /// sync left it; the untracked re-sync one execution sending nothing. A change on the cluster

@@ -242,6 +242,10 @@ pub const TRACKED_LFS: &str = include_str!("sh/tracked-lfs.sh");
 /// The untracked sync's first part: the manifest under the clone's lock, then the second part.
 pub const UNTRACKED_MANIFEST: &str = include_str!("sh/untracked-manifest.sh");
 
+/// In front of the untracked sync's second part when it is sent without waiting for the
+/// manifest: a manifest there after all stops it (`NOT_FRESH`).
+pub const UNTRACKED_FRESH: &str = include_str!("sh/untracked-fresh.sh");
+
 /// The untracked sync's second part: `delete_gone`, `make_dirs_way`, `extract_untracked`.
 pub const UNTRACKED_APPLY: &str = include_str!("sh/untracked-apply.sh");
 

@@ -502,6 +502,19 @@ impl Ssh {
             .map_err(|e| spawn_error(&ssh_program(), e))
     }
 
+    /// [`Ssh::start_script`] for a long step a person watches: the script's progress lines
+    /// ([`crate::support::process::PROGRESS`] on its stderr) reach our stderr as they come.
+    pub fn start_script_showing_progress(
+        &self,
+        script: &Script,
+    ) -> Result<crate::support::process::Running> {
+        self.batch(REMOTE_ENTRY)
+            .input(Input::Bytes(framed(script)))
+            .progress_lines()
+            .start()
+            .map_err(|e| spawn_error(&ssh_program(), e))
+    }
+
     /// [`Ssh::start_script`] for a conversation that ends in a person's command: the remote's
     /// stderr arrives on ours as it comes (its stdout is read by the caller, which hands the
     /// command's part on to ours).

@@ -6,5 +6,6 @@ pub mod fused;
 pub mod last_sync;
 mod pending;
 pub mod tracked;
+mod tracked_packs;
 mod tracked_remote;
 pub mod untracked;

@@ -207,13 +207,7 @@ impl Early {
             }
             return Err(ssh.failure_error(&out));
         }
-        let end = remote::END_OF_ANSWER;
-        let at = out
-            .stdout
-            .windows(end.len())
-            .position(|w| w == end)
-            .filter(|&i| i == 0 || out.stdout[i - 1] == b'\n');
-        let Some(at) = at else {
+        let Some(at) = super::tracked_packs::answer_end(&out.stdout) else {
             // It ended before its answer was through: its exit says why.
             remote::CloneStep::reply(&ask, &out)?;
             return Err(ToolError::remote(format!(
@@ -224,7 +218,7 @@ impl Early {
             .with_command(out.record()));
         };
         let answer = remote::parse(&String::from_utf8_lossy(&out.stdout[..at]));
-        out.stdout.drain(..at + end.len());
+        out.stdout.drain(..at + remote::END_OF_ANSWER.len());
         Ok(Some((answer, out)))
     }
 }
@@ -597,6 +591,13 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
                 &p.ssh,
                 &p.plan(&roots(), &modules),
                 &p.snapshot,
+                &p.subs,
+                last_sync::synced(
+                    &p.ssh.host,
+                    &p.repo_path,
+                    &crate::repo::manifest::checkout_source(&p.local.root),
+                )
+                .is_none(),
             ),
         },
         Via::Direct => {
@@ -794,7 +795,7 @@ pub struct Deleting {
 }
 
 impl Deleting {
-    fn start(local: &LocalRepo, url: &str, temp: &str) -> Deleting {
+    pub(super) fn start(local: &LocalRepo, url: &str, temp: &str) -> Deleting {
         let at = pending::Where::of(local);
         let (u, t) = (url.to_string(), temp.to_string());
         Deleting {
@@ -806,7 +807,7 @@ impl Deleting {
     }
 
     /// Wait for the deletion; warn when it failed. True when the branch is gone.
-    fn wait(mut self, ctx: &Context) -> bool {
+    pub(super) fn wait(mut self, ctx: &Context) -> bool {
         let gone = self
             .handle
             .take()
@@ -1541,14 +1542,42 @@ fn new_objects(local: &LocalRepo, base: &str, snapshot: &str) -> Option<Vec<u8>>
     (!buf.is_empty() && buf.len() <= DELTA_MAX_BYTES).then(|| buf.to_vec())
 }
 
+/// `subs`, `first`: the submodules' repositories here, whose commits the clone's execution takes
+/// when it lacks them ([`super::tracked_packs`]); whether this checkout's sync into the clone is
+/// the first on record.
 fn via_origin(
     ctx: &Context,
     local: &LocalRepo,
     ssh: &Ssh,
     plan: &remote::Plan,
     sha: &str,
+    subs: &[crate::repo::submodules::Submodule],
+    first: bool,
 ) -> Result<(remote::Report, Option<bool>)> {
     push_to_origin(local, plan, sha)?;
+    // `SLURM_TOOLS_SUBMODULE_PUSHES=1`: each submodule pushed in a session of its own, then a
+    // second execution, as before the packs travelled in the clone's (the benchmark's baseline,
+    // scripts/bench-repos).
+    let pushes = std::env::var_os("SLURM_TOOLS_SUBMODULE_PUSHES").is_some_and(|v| v == "1");
+    if !plan.modules.is_empty() && plan.lfs.is_empty() && !pushes {
+        let talked = super::tracked_packs::origin_with_packs(ctx, local, ssh, plan, subs, first);
+        match talked {
+            Ok(Some(c)) => {
+                // 4f: the temporary branch goes, whatever happened remotely (its deletion started
+                // once the snapshot was checked out).
+                let deleted = match c.deleting {
+                    Some(d) => d.wait(ctx),
+                    None => delete_temp_ref(ctx, local, plan.url, plan.temp),
+                };
+                return Ok((c.report, Some(deleted)));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                delete_temp_ref(ctx, local, plan.url, plan.temp);
+                return Err(e);
+            }
+        }
+    }
     let result = step(ssh, plan, remote::Step::Origin);
     crate::support::testhook::pause("sync-tracked:checked-out");
     // 4f: the temporary branch goes, whatever happened remotely.

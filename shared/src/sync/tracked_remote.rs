@@ -108,13 +108,35 @@ fn parent_dir(path: &str) -> String {
 
 /// `--via origin`: one round trip after the push to origin.
 pub fn origin_script(p: &Plan) -> Result<Script> {
+    origin_script_then(p, Followups::Kept)
+}
+
+/// [`origin_script`] whose submodules' commits, when the clone lacks some, come in the same
+/// execution: the answer (`SUB_MISSING`, `SUB_BASE`) ends with [`END_OF_ANSWER`], and the
+/// execution waits under the lock for [`modules_packs_script`] (or [`followups_kept_script`])
+/// (`shared/src/remote/sh/tracked-continue.sh`). Without submodules, or with LFS content to
+/// send first, it is [`origin_script`].
+pub fn origin_then_packs_script(p: &Plan) -> Result<Script> {
+    origin_script_then(p, Followups::Continued)
+}
+
+fn origin_script_then(p: &Plan, then: Followups) -> Result<Script> {
     let mut s = header(p)?;
     s.raw("via=origin\ntake_lock\ntrap release_lock EXIT\n");
     s.raw(crate::remote::TRACKED_CLONE);
     s.raw(crate::remote::CLONE_CHANGES);
     s.raw(crate::remote::TRACKED_CHECKOUT);
-    prepare_modules(&mut s, p, &[])?;
+    prepare_modules(&mut s, p, &[], then)?;
     Ok(s)
+}
+
+/// What a script whose submodules lack their commits does after saying which.
+#[derive(Clone, Copy, PartialEq)]
+enum Followups {
+    /// It ends, the lock kept for the steps that follow (pushes, [`modules_script`]).
+    Kept,
+    /// It waits for its second part in the same execution (only without LFS content).
+    Continued,
 }
 
 /// After the checkout: the LFS objects the clone lacks (said, to be sent), and a repository for
@@ -126,7 +148,7 @@ pub fn origin_script(p: &Plan) -> Result<Script> {
 ///
 /// `clean`: the submodules the look just before found at their commit with no edit (each
 /// checked out without a second look).
-fn prepare_modules(s: &mut Script, p: &Plan, clean: &[String]) -> Result<()> {
+fn prepare_modules(s: &mut Script, p: &Plan, clean: &[String], then: Followups) -> Result<()> {
     if p.modules.is_empty() && p.lfs.is_empty() {
         return Ok(());
     }
@@ -152,8 +174,40 @@ fn prepare_modules(s: &mut Script, p: &Plan, clean: &[String]) -> Result<()> {
             s.raw("echo MODULES_DONE\nexit 0\nfi\n");
         }
     }
-    s.raw("trap - EXIT\necho FOLLOWUPS_READY\n");
+    if then == Followups::Continued && p.lfs.is_empty() && !p.modules.is_empty() {
+        s.raw(crate::remote::TRACKED_CONTINUE);
+    } else {
+        s.raw(FOLLOWUPS_KEPT);
+    }
     Ok(())
+}
+
+/// The lock kept for the steps that follow; said.
+const FOLLOWUPS_KEPT: &str = "trap - EXIT\necho FOLLOWUPS_READY\n";
+
+/// The second part of [`origin_then_packs_script`]'s execution: the packs of the submodules in
+/// `packs` (path, size in bytes) follow it on stdin, in that order; each goes into its
+/// repository, then every submodule is checked out, parents first, and the lock given back.
+pub fn modules_packs_script(p: &Plan, packs: &[(&str, u64)]) -> Result<Script> {
+    let mut s = header(p)?;
+    s.raw("trap release_lock EXIT\n");
+    s.raw(crate::remote::TRACKED_MODULES);
+    for (path, size) in packs {
+        s.raw("sub_unpack");
+        s.arg(path)?;
+        s.arg(&size.to_string())?;
+        s.raw("\n");
+    }
+    checkout_modules(&mut s, p, &[])?;
+    Ok(s)
+}
+
+/// The second part of [`origin_then_packs_script`]'s execution when the packs cannot be made
+/// here: the lock kept for the pushes and [`modules_script`], as after [`origin_script`].
+pub fn followups_kept_script() -> Script {
+    let mut s = Script::new();
+    s.raw(FOLLOWUPS_KEPT);
+    s
 }
 
 /// Each submodule checked out at its snapshot commit, parents first ([`modules_script`]);
@@ -221,7 +275,7 @@ pub fn direct_checkout_script(p: &Plan) -> Result<Script> {
     s.raw("via=direct\nkeep_lock \"$E_LOST_LOCK\"\ntrap release_lock EXIT\n");
     s.raw(crate::remote::CLONE_CHANGES);
     s.raw(crate::remote::TRACKED_CHECKOUT);
-    prepare_modules(&mut s, p, &[])?;
+    prepare_modules(&mut s, p, &[], Followups::Kept)?;
     Ok(s)
 }
 
@@ -266,7 +320,7 @@ fn delta_script_after(
     s.raw(crate::remote::TRACKED_DELTA);
     s.raw(crate::remote::CLONE_CHANGES);
     s.raw(crate::remote::TRACKED_CHECKOUT);
-    prepare_modules(&mut s, p, look.unwrap_or_default())?;
+    prepare_modules(&mut s, p, look.unwrap_or_default(), Followups::Kept)?;
     Ok(s)
 }
 
@@ -313,6 +367,11 @@ pub fn direct_release_script(p: &Plan) -> Result<Script> {
 pub enum Step<'s> {
     /// `--via origin`: fetch, stash, check out ([`origin_script`]).
     Origin,
+    /// [`Step::Origin`] that waits for its submodules' packs ([`origin_then_packs_script`]).
+    OriginThenPacks,
+    /// Its second part: the packs on stdin, every submodule checked out
+    /// ([`modules_packs_script`]).
+    ModulesPacks { packs: &'s [(&'s str, u64)] },
     /// `--via direct`, before the push ([`direct_prepare_script`]).
     DirectPrepare,
     /// `--via direct`, after the push ([`direct_checkout_script`]).
@@ -366,7 +425,11 @@ impl<'a> crate::remote::Operation for CloneStep<'a> {
         a.plan.show_progress
             && matches!(
                 a.step,
-                Step::Origin | Step::DirectPrepare | Step::DirectCheckout | Step::Modules
+                Step::Origin
+                    | Step::OriginThenPacks
+                    | Step::DirectPrepare
+                    | Step::DirectCheckout
+                    | Step::Modules
             )
     }
 
@@ -374,6 +437,8 @@ impl<'a> crate::remote::Operation for CloneStep<'a> {
         let p = a.plan;
         match a.step {
             Step::Origin => origin_script(p),
+            Step::OriginThenPacks => origin_then_packs_script(p),
+            Step::ModulesPacks { packs } => modules_packs_script(p, packs),
             Step::DirectPrepare => direct_prepare_script(p),
             Step::DirectCheckout => direct_checkout_script(p),
             Step::DirectRelease => direct_release_script(p),
@@ -427,6 +492,8 @@ pub struct Report {
     pub lfs_no_tool: bool,
     /// Submodules whose snapshot commit the clone lacks (to be pushed).
     pub modules_missing: Vec<String>,
+    /// (path, HEAD) of those among them whose repository there has a HEAD.
+    pub module_bases: Vec<(String, String)>,
     /// Every submodule was checked out in the same execution (their commits were there).
     pub modules_done: bool,
     /// A re-sync's pack was not taken: the clone is not at the snapshot it was made against.
@@ -471,6 +538,10 @@ pub fn parse(text: &str) -> Report {
             }
             "SUB_FAILED" => r.module_failed = Some(rest.to_string()),
             "SUB_MISSING" => r.modules_missing.push(rest.to_string()),
+            "SUB_BASE" => {
+                let (sha, path) = rest.split_once(' ').unwrap_or((rest, ""));
+                r.module_bases.push((path.to_string(), sha.to_string()));
+            }
             "MODULES_DONE" => r.modules_done = true,
             "DELTA_REFUSED" => r.delta_refused = Some(rest.to_string()),
             "LFS_NEED" => r.lfs_need.push(rest.trim().to_string()),
@@ -686,12 +757,72 @@ mod tests {
         let no_lfs = Plan { lfs: &[], ..p };
         for (name, s) in [
             ("sync-tracked-origin-modules", origin_script(&no_lfs)),
+            (
+                "sync-tracked-origin-then-packs",
+                origin_then_packs_script(&no_lfs),
+            ),
             ("sync-tracked-delta", delta_script(&no_lfs, "b", "s")),
         ] {
             let s = s.unwrap();
             assert!(s.as_str().contains("MODULES_DONE"), "{name}");
             crate::remote::script_check::assert_clean(name, s.as_str());
         }
+    }
+
+    /// Without every submodule's commit there, the clone's execution through origin waits for
+    /// their packs under its lock (not kept for steps of their own), and its second part unpacks
+    /// each in order, then checks them all out; with LFS content, the lock is kept as before.
+    #[test]
+    fn the_clones_execution_waits_for_the_packs_and_its_second_part_unpacks_them_in_order() {
+        let modules = [Module {
+            path: "third party/lib".into(),
+            module_dir: "modules/third party/lib".into(),
+            commit: "b".repeat(40),
+            name: "third party/lib".into(),
+            url: "git@host:org/lib.git".into(),
+            parent: String::new(),
+        }];
+        let no_lfs = bare_plan(&modules);
+        let lfs = ["d".repeat(64)];
+        let p = Plan {
+            lfs: &lfs,
+            ..bare_plan(&modules)
+        };
+        let waits = origin_then_packs_script(&no_lfs).unwrap();
+        assert!(waits.as_str().contains("--end-of-answer--"));
+        assert!(!waits.as_str().contains("FOLLOWUPS_READY"));
+        assert!(origin_then_packs_script(&p)
+            .unwrap()
+            .as_str()
+            .contains("FOLLOWUPS_READY"));
+        // The clone's progress shows where a person watches; the packs' part says its own.
+        use crate::remote::Operation;
+        let packs = [("third party/lib", 1234), ("it's $(x)", 7)];
+        for (step, progress) in [
+            (Step::OriginThenPacks, true),
+            (Step::ModulesPacks { packs: &packs }, false),
+        ] {
+            let watched = Plan {
+                show_progress: true,
+                ..bare_plan(&modules)
+            };
+            let ask = StepAsk {
+                plan: &watched,
+                step,
+                host: "h",
+            };
+            assert_eq!(CloneStep::shows_progress(&ask), progress);
+            crate::remote::script_check::assert_clean(
+                "sync-tracked-step",
+                CloneStep::script(&ask).unwrap().as_str(),
+            );
+        }
+        let second = modules_packs_script(&no_lfs, &[("third party/lib", 1234)]).unwrap();
+        let second = second.as_str();
+        let unpack = second.find("sub_unpack 'third party/lib' 1234").unwrap();
+        assert!(unpack < second.find("sub_checkout 'third party/lib' ").unwrap());
+        assert!(second.contains("trap release_lock EXIT"));
+        crate::remote::script_check::assert_clean("sync-tracked-modules-packs", second);
     }
 
     /// A plan of a clone at /r with the `modules` and nothing else.
@@ -768,8 +899,10 @@ mod tests {
 
     #[test]
     fn a_reply_says_which_submodules_lack_their_commit_and_whether_a_pack_was_taken() {
-        let r = parse("SUB_MISSING third_party/lib\nSUB_MISSING a b\nHEAD abc\n");
+        let r =
+            parse("SUB_MISSING third_party/lib\nSUB_MISSING a b\nSUB_BASE c0ffee a b\nHEAD abc\n");
         assert_eq!(r.modules_missing, ["third_party/lib", "a b"]);
+        assert_eq!(r.module_bases, [("a b".to_string(), "c0ffee".to_string())]);
         assert!(!r.modules_done);
         assert!(r.delta_refused.is_none());
         let r = parse("HEAD abc\nSUB_HEAD c1 x\nMODULES_DONE\n");

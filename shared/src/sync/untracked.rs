@@ -64,26 +64,73 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
         Local::of(ctx, &input)?.say_dry_run(ctx, &ssh.host);
         return Ok(Outcome::Done);
     }
+    let repo_path = Local::repo_path_of(&input)?;
+    // A clone the tracked sync made in this pipeline has no manifest yet: the files go without
+    // waiting for the cluster to say so (one round trip fewer). Checked there: a manifest there
+    // after all (an earlier run's document) means the sync as usual.
+    let fresh = input.sync_tracked.as_ref().is_some_and(|t| {
+        t.created == Some(true) && t.dry_run != Some(true) && t.remote_repo_path == repo_path
+    });
+    if fresh {
+        if let Some(done) = attempt(cli, ctx, &input, &ssh, &repo_path, true, started)? {
+            return Ok(done);
+        }
+        ctx.note(format!(
+            "{repo_path} has the untracked files of an earlier sync already (the document is an earlier run's, or another sync got in between): syncing against them"
+        ));
+    }
+    Ok(attempt(cli, ctx, &input, &ssh, &repo_path, false, started)?
+        .expect("a sync that read the manifest ends"))
+}
+
+/// One execution of [`sync`]; `fresh`: its second part sent without waiting for the manifest.
+/// `None`: a manifest was there after all (nothing changed; sync again).
+fn attempt(
+    cli: &Options,
+    ctx: &mut Context,
+    input: &Input,
+    ssh: &Ssh,
+    repo_path: &str,
+    fresh: bool,
+    started: Instant,
+) -> Result<Option<Outcome>> {
     // The cluster takes the lock and reads its manifest while the untracked files are listed
     // here: the round trip overlaps the listing (a failed listing closes the execution, which
     // gives the lock back).
-    let conversation = ssh.start_script(&manifest_script(
-        &Local::repo_path_of(&input)?,
-        cli.full,
-        cli.lock_wait,
-    )?)?;
-    let local = Local::of(ctx, &input)?;
-    let (mut conversation, previous) = read_manifest(conversation, &ssh, &local.repo_path)?;
+    let conversation = ssh.start_script(&manifest_script(repo_path, cli.full, cli.lock_wait)?)?;
+    let local = Local::of(ctx, input)?;
+    let (mut conversation, previous) = if fresh {
+        (conversation, None)
+    } else {
+        read_manifest(conversation, ssh, &local.repo_path)?
+    };
     let plan = Plan::make(cli, ctx, &ssh.host, local, previous, started);
     let (unlinked, deleted) = if plan.nothing_to_send() {
-        let out = conversation.close(Duration::from_secs(60));
+        let out = if fresh {
+            conversation.close_collect(Duration::from_secs(60))
+        } else {
+            conversation.close(Duration::from_secs(60))
+        };
         if out.code == Some(255) {
             return Err(ssh.failure_error(&out));
+        }
+        if fresh {
+            // Unread until now, the first part's answer: a manifest there after all may name
+            // files to delete.
+            match manifest_end(&out.stdout) {
+                Some(end) if end > END_OF_MANIFEST.len() => return Ok(None),
+                Some(_) => {}
+                None => return Err(first_part_failed(&out, ssh, &plan.repo_path)),
+            }
         }
         note_lock_wait(ctx, &out.stderr_tail, &plan.repo_path);
         (Vec::new(), Vec::new())
     } else {
-        let script = plan.script()?;
+        let script = if fresh {
+            unless_manifest(repo_path, &plan.script()?)?
+        } else {
+            plan.script()?
+        };
         let payload = plan.payload(ctx);
         let sent = conversation
             .send(&crate::remote::ssh::framed(&script))
@@ -91,16 +138,26 @@ pub fn sync(cli: &Options, ctx: &mut Context) -> Result<Outcome> {
         if let Err(e) = &sent {
             plan.stats.lock().unwrap().write_error = Some(e.to_string());
         }
-        let out = conversation.close_collect(Duration::from_secs(6 * 3600));
+        let mut out = conversation.close_collect(Duration::from_secs(6 * 3600));
         if out.code == Some(255) {
             return Err(ssh.failure_error(&out));
+        }
+        if fresh {
+            // The first part's answer was not waited for: it is in front of the second's.
+            match manifest_end(&out.stdout) {
+                Some(end) => drop(out.stdout.drain(..end)),
+                None => return Err(first_part_failed(&out, ssh, &plan.repo_path)),
+            }
+            if out.stdout_text().lines().any(|l| l == "NOT_FRESH") {
+                return Ok(None);
+            }
         }
         note_lock_wait(ctx, &out.stderr_tail, &plan.repo_path);
         plan.outcome(out.code, &out.stdout_text())
             .map_err(|e| e.with_command(out.record()))?
     };
     plan.finish(ctx, unlinked, deleted)?;
-    Ok(Outcome::Done)
+    Ok(Some(Outcome::Done))
 }
 
 /// The local side, listed before anything is asked of the cluster.
@@ -611,10 +668,7 @@ pub fn read_manifest(
     let mut buf = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        let ended = buf.ends_with(END_OF_MANIFEST)
-            && (buf.len() == END_OF_MANIFEST.len()
-                || buf[buf.len() - END_OF_MANIFEST.len() - 1] == b'\n');
-        if ended {
+        if buf.ends_with(END_OF_MANIFEST) && manifest_end(&buf) == Some(buf.len()) {
             buf.truncate(buf.len() - END_OF_MANIFEST.len());
             return Ok((conversation, Manifest::parse(&buf)));
         }
@@ -629,12 +683,41 @@ pub fn read_manifest(
     if out.code == Some(255) {
         return Err(ssh.failure_error(&out));
     }
+    Err(first_part_failed(&out, ssh, repo))
+}
+
+/// `second`, sent without waiting for the manifest: a manifest there after all stops it
+/// (`NOT_FRESH`, its stdin read to the end and nothing changed).
+fn unless_manifest(repo: &str, second: &Script) -> Result<Script> {
+    let mut s = Script::new();
+    s.raw("set -u\n");
+    crate::remote::exit::assign::<UntrackedExit>(&mut s)?;
+    s.assign("repo", repo)?;
+    s.assign("manifest", manifest::MANIFEST)?;
+    s.raw(crate::remote::UNTRACKED_FRESH);
+    s.append(second);
+    Ok(s)
+}
+
+/// Where what follows the manifest starts: after the first [`END_OF_MANIFEST`] at the start of a
+/// line.
+fn manifest_end(stdout: &[u8]) -> Option<usize> {
+    let end = END_OF_MANIFEST;
+    stdout
+        .windows(end.len())
+        .position(|w| w == end)
+        .filter(|&i| i == 0 || stdout[i - 1] == b'\n')
+        .map(|i| i + end.len())
+}
+
+/// Why the first part (the lock, the manifest) ended before its answer was through.
+fn first_part_failed(out: &crate::support::process::Output, ssh: &Ssh, repo: &str) -> ToolError {
     if UntrackedExit::from_status(out.code) == Some(UntrackedExit::NoCheckout) {
-        return Err(ToolError::remote(format!(
+        return ToolError::remote(format!(
             "the remote checkout {repo} does not exist on {}",
             ssh.host
         ))
-        .with_hint("run slurm-sync-tracked first (it creates the checkout)"));
+        .with_hint("run slurm-sync-tracked first (it creates the checkout)");
     }
     if UntrackedExit::from_status(out.code) == Some(UntrackedExit::Locked) {
         let (secs, holder) = out
@@ -643,21 +726,21 @@ pub fn read_manifest(
             .find_map(|l| l.strip_prefix("LOCKED "))
             .map(crate::sync::tracked_remote::waited_behind)
             .unwrap_or_default();
-        return Err(ToolError::remote(format!(
+        return ToolError::remote(format!(
             "another sync into {repo} on {} held the clone's lock for the whole {secs} s this one waited (held by {})",
             ssh.host,
             if holder.is_empty() { "an unknown run" } else { &holder }
         ))
         .with_hint(format!("wait for it to finish and rerun (or give --lock-wait SECONDS); a lock left by a killed run ({repo}.slurm-tools-sync.lock) is broken automatically after 30 minutes"))
-        .with_command(out.record()));
+        .with_command(out.record());
     }
-    Err(ToolError::remote(format!(
+    ToolError::remote(format!(
         "reading the last sync's manifest in {repo} on {} failed ({})",
         ssh.host,
         out.exit_text()
     ))
     .with_hint("rerun the sync; `--full` sends everything without reading it")
-    .with_command(out.record()))
+    .with_command(out.record())
 }
 
 /// The untracked, non-ignored files and symlinks (listed NUL-separated, so every name survives),
@@ -843,5 +926,9 @@ mod scripts {
                 s.unwrap().as_str(),
             );
         }
+        let second = extract_script("/h/u/it's", &items, &[], false).unwrap();
+        let fresh = unless_manifest("/h/u/it's", &second).unwrap();
+        assert!(fresh.as_str().ends_with(second.as_str()));
+        crate::remote::script_check::assert_clean("sync-untracked-fresh", fresh.as_str());
     }
 }

@@ -1,12 +1,18 @@
-# The unchanged look's second part (slurm-sync-tracked's re-sync in one execution): the look
-# starts before the snapshot is made and, after its answer and a line --end-of-answer--, waits
-# under the lock it took for what follows, which is sent as soon as the snapshot is made (not
-# after the answer): nothing (a closed stdin: the snapshot is the one on record; the look's trap
-# gives the lock back), or the re-sync against the recorded snapshot, read as a byte count and
-# the script (its pack behind it on stdin) and run in this shell, under the same lock: it knows
-# what the look found (look=unchanged: the clone and the recorded submodules as the last sync
-# left them), and its own EXIT trap gives the lock back or keeps it for the steps that follow.
-# A second execution would wait for the look's lock and look at the clone again.
+# A step's second part, in the same execution and under the lock the first part took: after
+# the first part's answer and a line --end-of-answer--, the script waits for what follows, read
+# as a byte count and the script (what it reads behind it on stdin) and run in this shell, so it
+# knows what the first part found. A closed stdin ends it (the EXIT trap gives the lock back).
+# A second execution would cost its own round trips, wait for the lock and look again.
+#
+# Two first parts end so (slurm-sync-tracked):
+# - the unchanged look, started before the snapshot is made: the second part is sent as soon as
+#   the snapshot is made (not after the answer): nothing (the snapshot is the one on record), or
+#   the re-sync against the recorded snapshot with its pack; it knows what the look found
+#   (look=unchanged: the clone and the recorded submodules as the last sync left them);
+# - the clone's checkout whose submodules lack their commits: the second part, sent after the
+#   answer (SUB_MISSING, SUB_BASE), brings their packs and checks every submodule out, or
+#   keeps the lock for the pushes that follow instead.
+# The second part's own EXIT trap gives the lock back or keeps it for the steps that follow.
 #
 # Expects: the clone's lock taken, release_lock as the EXIT trap (lock.sh).
 # Prints:  --end-of-answer--, then what the second part prints.

@@ -1,15 +1,19 @@
 # The tracked sync's submodules in the remote clone: `ensure_module` gives a submodule a
-# repository in git's layout before its snapshot is pushed into it; `sub_checkout` checks the
-# pushed commit out (cluster-side edits stashed, our own untracked files making way).
+# repository in git's layout before its snapshot arrives (pushed into it, or as a pack that
+# `sub_unpack` reads from stdin in the same execution); `sub_checkout` checks the commit out
+# (cluster-side edits stashed, our own untracked files making way).
 #
 # Expects: repo, temp, ours, clean_known, E_SUBMODULE, E_STASH; detached_head, commit_of
 #          (head-of.sh).
-# Defines: ensure_module PATH MODULE_DIR; has_commit PATH COMMIT; sub_checkout PATH COMMIT NAME
+# Defines: ensure_module PATH MODULE_DIR; has_commit PATH COMMIT; sub_unpack PATH SIZE;
+#          sub_checkout PATH COMMIT NAME
 #          URL PARENT [clean] (clean, with clean_known=yes: the look that ran just before, under
 #          the same lock, found it at its recorded commit with no edit: tracked-continue.sh; it
 #          is not looked at again).
 # Prints:  SUB_CREATED <path>            a repository made for the submodule
-#          SUB_MISSING <path>            its repository lacks the snapshot commit (to be pushed)
+#          SUB_MISSING <path>            its repository lacks the snapshot commit (to be sent)
+#          SUB_BASE <sha> <path>         ... and its HEAD is at <sha> (what is sent may leave out
+#                                        what <sha> reaches)
 #          SUB_STASHED <sha> <path>      its cluster-side edits were stashed
 #          SUB_HEAD <sha> <path>         its HEAD after the checkout
 #          SUB_FAILED <path>             it failed there (then exits)
@@ -34,7 +38,16 @@ has_commit() { # PATH COMMIT: whether the submodule's repository has COMMIT (sai
   if detached_head "$repo/$1" && [ "$head_at" = "$2" ]; then return 0; fi
   git -C "$repo/$1" cat-file -e "$2^{commit}" 2>/dev/null && return 0
   echo "SUB_MISSING $1"
+  # A repository made now has no HEAD to read.
+  if detached_head "$repo/$1"; then echo "SUB_BASE $head_at $1"; fi
   return 1
+}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
+sub_unpack() { # PATH SIZE: the next SIZE bytes of stdin, a pack, into the submodule's repository
+  # Exactly SIZE bytes (what follows is the next submodule's pack); `iflag=fullblock` is GNU
+  # and busybox dd's, one byte at a time the fallback of an older one.
+  { dd bs="$2" count=1 iflag=fullblock 2>/dev/null || dd bs=1 count="$2" 2>/dev/null; } |
+    git -C "$repo/$1" index-pack --stdin >/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 sub_checkout() { # PATH COMMIT NAME URL PARENT [clean]
