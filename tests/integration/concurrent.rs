@@ -45,15 +45,7 @@ fn eight_pipelines_at_once_from_two_clones_and_a_worktree_each_run_their_own_cod
     // A second clone of the same origin, and a linked worktree of the first.
     let other = tempdir();
     let clone_b = other.path().join("b");
-    git(
-        Path::new("/"),
-        &[
-            "clone",
-            "-q",
-            fx.origin.to_str().unwrap(),
-            clone_b.to_str().unwrap(),
-        ],
-    );
+    clone_repo(&fx.origin, &clone_b, &[]);
     let worktree = other.path().join("wt");
     git(
         &fx.local,

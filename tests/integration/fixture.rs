@@ -390,6 +390,15 @@ pub fn actual_remote(remote: &str) -> BTreeMap<String, Vec<u8>> {
     m
 }
 
+/// `git clone -q [OPTIONS] FROM TO`.
+pub fn clone_repo(from: &Path, to: &Path, options: &[&str]) {
+    let (from, to) = (from.to_str().unwrap(), to.to_str().unwrap());
+    let mut args = vec!["clone", "-q"];
+    args.extend_from_slice(options);
+    args.extend_from_slice(&[from, to]);
+    git(Path::new("/"), &args);
+}
+
 pub fn git_sub(dir: &Path, args: &[&str]) -> String {
     let mut all = vec!["-c", "protocol.file.allow=always"];
     all.extend_from_slice(args);
@@ -411,16 +420,7 @@ pub fn small_origin(name: &str, file: &str, text: &str) -> PathBuf {
     write(&w.join(file), text);
     git(&w, &["add", "-A"]);
     git(&w, &["commit", "-q", "-m", &format!("{name}: first")]);
-    git(
-        Path::new("/"),
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            w.to_str().unwrap(),
-            origin.to_str().unwrap(),
-        ],
-    );
+    clone_repo(&w, &origin, &["--bare"]);
     readable_by_all(&origin);
     origin
 }

@@ -171,15 +171,7 @@ fn make_all_from_a_fresh_checkout_ends_passed() {
     crate::needs_cluster!();
     let tmp = tempdir();
     let checkout = tmp.path().join("checkout");
-    git(
-        Path::new("/"),
-        &[
-            "clone",
-            "-q",
-            repo_root().to_str().unwrap(),
-            checkout.to_str().unwrap(),
-        ],
-    );
+    clone_repo(&repo_root(), &checkout, &[]);
     // The committed Makefile and scripts, with the uncommitted ones of a developer's tree.
     for f in ["Makefile", "scripts/local-cluster"] {
         std::fs::copy(repo_root().join(f), checkout.join(f)).unwrap();
@@ -491,16 +483,10 @@ fn a_linked_worktree_and_a_separate_git_dir_sync_like_the_main_checkout() {
     // A repository whose git directory lives elsewhere (`git init --separate-git-dir`).
     let sep = tmp.path().join("separate");
     let gd = tmp.path().join("separate.git");
-    git(
-        Path::new("/"),
-        &[
-            "clone",
-            "-q",
-            "--separate-git-dir",
-            gd.to_str().unwrap(),
-            fx.origin.to_str().unwrap(),
-            sep.to_str().unwrap(),
-        ],
+    clone_repo(
+        &fx.origin,
+        &sep,
+        &["--separate-git-dir", gd.to_str().unwrap()],
     );
     write(&sep.join("README.md"), "edited with a separate git dir\n");
     let before = local_state(&sep);
@@ -981,15 +967,7 @@ fn a_first_sync_takes_the_submodules_commits_in_the_clones_one_execution() {
     //    not reach, inner nothing, still in one execution.
     let tmp = tempdir();
     let other = tmp.path().join("other");
-    git(
-        Path::new("/"),
-        &[
-            "clone",
-            "-q",
-            fx.local.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
+    clone_repo(&fx.local, &other, &[]);
     git(
         &other,
         &["remote", "set-url", "origin", fx.origin.to_str().unwrap()],

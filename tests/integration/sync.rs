@@ -628,16 +628,7 @@ fn a_remote_clone_whose_origin_differs_from_repo_url_still_gets_the_snapshot() {
     // The project moved: repo_url now names a copy; the remote clone still points at the old one.
     let moved = fx.origin.with_file_name(format!("{}-moved.git", fx.name));
     let _ = std::fs::remove_dir_all(&moved);
-    git(
-        Path::new("/"),
-        &[
-            "clone",
-            "-q",
-            "--bare",
-            fx.origin.to_str().unwrap(),
-            moved.to_str().unwrap(),
-        ],
-    );
+    clone_repo(&fx.origin, &moved, &["--bare"]);
     readable_by_all(&moved);
     write(&fx.local.join("README.md"), "after the move\n");
     // The person follows the move locally too (else the sync refuses repo_url as none of the

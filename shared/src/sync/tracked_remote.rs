@@ -677,14 +677,7 @@ mod tests {
             allow_unrelated: false,
             lock_wait: 5,
             modules: &[
-                Module {
-                    path: "third party/lib".into(),
-                    module_dir: "modules/third party/lib".into(),
-                    commit: "b".repeat(40),
-                    name: "third party/lib".into(),
-                    url: "git@host:org/lib.git".into(),
-                    parent: String::new(),
-                },
+                lib_module(),
                 Module {
                     path: "third party/lib/inner".into(),
                     module_dir: "modules/third party/lib/modules/inner".into(),
@@ -774,14 +767,7 @@ mod tests {
     /// each in order, then checks them all out; with LFS content, the lock is kept as before.
     #[test]
     fn the_clones_execution_waits_for_the_packs_and_its_second_part_unpacks_them_in_order() {
-        let modules = [Module {
-            path: "third party/lib".into(),
-            module_dir: "modules/third party/lib".into(),
-            commit: "b".repeat(40),
-            name: "third party/lib".into(),
-            url: "git@host:org/lib.git".into(),
-            parent: String::new(),
-        }];
+        let modules = [lib_module()];
         let no_lfs = bare_plan(&modules);
         let lfs = ["d".repeat(64)];
         let p = Plan {
@@ -823,6 +809,18 @@ mod tests {
         assert!(unpack < second.find("sub_checkout 'third party/lib' ").unwrap());
         assert!(second.contains("trap release_lock EXIT"));
         crate::remote::script_check::assert_clean("sync-tracked-modules-packs", second);
+    }
+
+    /// A top-level submodule whose path has a space in it.
+    fn lib_module() -> Module {
+        Module {
+            path: "third party/lib".into(),
+            module_dir: "modules/third party/lib".into(),
+            commit: "b".repeat(40),
+            name: "third party/lib".into(),
+            url: "git@host:org/lib.git".into(),
+            parent: String::new(),
+        }
     }
 
     /// A plan of a clone at /r with the `modules` and nothing else.
