@@ -958,14 +958,14 @@ fn a_local_dir_inside_the_repository_is_left_out_of_the_untracked_sync_and_said(
 }
 
 /// A person watching a sync sees git's own progress of the pushes (objects counted and written:
-/// a first sync of a long history takes a while) and the cluster's clone of origin (how much
-/// arrived, in how long); a pipeline or a log gets none of it, and the document on stdout is the
-/// same either way.
+/// a first sync of a long history takes a while), the cluster's clone of origin (how much
+/// arrived, in how long) and each submodule's history as it is sent; a pipeline or a log gets
+/// none of it, and the document on stdout is the same either way.
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_sync_in_a_terminal_shows_the_push_and_clone_progress_and_a_piped_one_does_not() {
     crate::needs_cluster!();
-    let fx = Fixture::new("progress");
+    let fx = with_nested_submodules("progress");
     fx.make_messy();
     let dir = tempdir();
     let input = dir.path().join("in.json");
@@ -1015,6 +1015,15 @@ fn a_sync_in_a_terminal_shows_the_push_and_clone_progress_and_a_piped_one_does_n
         "{screen}"
     );
     assert!(!screen.contains("@@slurm-tools"), "{screen}");
+    // Each submodule's history as it goes into the clone's execution.
+    for sub in ["third_party/lib", "third_party/lib/inner"] {
+        assert!(
+            screen.contains(&format!(
+                "slurm-sync-tracked: sending the submodule {sub} ("
+            )),
+            "{screen}"
+        );
+    }
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&output).unwrap()).unwrap();
     let synced: shared::contract::schema::SyncTracked = section_of(&doc, "sync_tracked");
     assert!(!synced.commit.is_empty(), "{synced:?}");
@@ -1025,5 +1034,6 @@ fn a_sync_in_a_terminal_shows_the_push_and_clone_progress_and_a_piped_one_does_n
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert!(!t.stderr.contains("objects"), "{}", t.stderr);
     assert!(!t.stderr.contains("cloning origin"), "{}", t.stderr);
+    assert!(!t.stderr.contains("sending the submodule"), "{}", t.stderr);
     let _ = std::fs::remove_dir_all(format!("{}-piped", fx.remote_repo));
 }

@@ -189,8 +189,22 @@ impl Talk<'_> {
                 crate::support::ui::human_bytes(total)
             ));
         }
+        // A person watching sees each submodule's pack go (a long history takes a while).
+        let each = |path: &str, size: u64| {
+            if plan.show_progress {
+                ctx.note(format!(
+                    "sending the submodule {path} ({})",
+                    crate::support::ui::human_bytes(size)
+                ));
+            }
+        };
         // A write cut short (the execution failed and ended) is read from its exit and reply.
-        let _ = send_all(&mut running, &crate::remote::ssh::framed(&second), &packs);
+        let _ = send_all(
+            &mut running,
+            &crate::remote::ssh::framed(&second),
+            &packs,
+            each,
+        );
         let left = deadline.saturating_duration_since(Instant::now());
         let out = ended(running.close_collect(left), rest);
         let modules_ask = remote::StepAsk {
@@ -304,11 +318,17 @@ fn make_pack(w: &Wanted, base_name: &Path) -> std::result::Result<(String, PathB
     Ok((w.path.clone(), file, size))
 }
 
-/// The second part's script, then each pack, in order.
-fn send_all(running: &mut Running, script: &[u8], packs: &Packs) -> std::io::Result<()> {
+/// The second part's script, then each pack, in order (`each` told of each as it starts).
+fn send_all(
+    running: &mut Running,
+    script: &[u8],
+    packs: &Packs,
+    each: impl Fn(&str, u64),
+) -> std::io::Result<()> {
     running.send(script)?;
     let mut to = crate::support::process::StdinWriter(running);
-    for (_, file, _) in packs {
+    for (path, file, size) in packs {
+        each(path, *size);
         std::io::copy(&mut std::fs::File::open(file)?, &mut to)?;
     }
     std::io::Write::flush(&mut to)
