@@ -199,12 +199,15 @@ impl Early {
             running.close_collect(remote::CloneStep::deadline(&ask)),
         );
         if out.code == Some(255) {
-            if crate::remote::ssh::SshFailure::session_refused(&out.stderr_tail) {
+            if matches!(
+                crate::remote::ssh::SshFailure::classify(&out.stderr_tail),
+                crate::remote::ssh::SshFailure::SessionRefused { .. }
+            ) {
                 return Ok(None);
             }
             return Err(ssh.failure_error(&out));
         }
-        let Some(at) = crate::support::process::line_at(&out.stdout, remote::END_OF_ANSWER) else {
+        let Some(at) = super::tracked_packs::answer_end(&out.stdout) else {
             // It ended before its answer was through: its exit says why.
             remote::CloneStep::reply(&ask, &out)?;
             return Err(ToolError::remote(format!(
@@ -549,13 +552,7 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
     // snapshot and the steps that follow a checkout use none.
     let plan = p.plan(&[], &modules);
     let roots = || p.local.root_commits(&p.head_commit, 20);
-    // This checkout's last sync into the clone, on record (read once).
-    let last = last_sync::synced(
-        &p.ssh.host,
-        &p.repo_path,
-        &crate::repo::manifest::checkout_source(&p.local.root),
-    );
-    if confirmed_unchanged(&p, &plan, last.as_ref(), &mut early, ctx)? {
+    if confirmed_unchanged(&p, &plan, &mut early, ctx)? {
         let Prepared {
             started,
             repo_path,
@@ -586,7 +583,7 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
     // The look started before the snapshot takes the re-sync into its execution, or is closed
     // (its lock given back) before any other step.
     let synced = match p.opts.via {
-        Via::Origin => match via_delta(ctx, &p, &plan, last.as_ref(), early.take())? {
+        Via::Origin => match via_delta(ctx, &p, &plan, early.take())? {
             Some(report) => Ok((report, None)),
             None => via_origin(
                 ctx,
@@ -595,7 +592,12 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
                 &p.plan(&roots(), &modules),
                 &p.snapshot,
                 &p.subs,
-                last.is_none(),
+                last_sync::synced(
+                    &p.ssh.host,
+                    &p.repo_path,
+                    &crate::repo::manifest::checkout_source(&p.local.root),
+                )
+                .is_none(),
             ),
         },
         Via::Direct => {
@@ -645,7 +647,6 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
 fn confirmed_unchanged(
     p: &Prepared,
     plan: &remote::Plan,
-    last: Option<&last_sync::Synced>,
     early: &mut Option<Early>,
     ctx: &Context,
 ) -> Result<bool> {
@@ -674,7 +675,9 @@ fn confirmed_unchanged(
             None => alone()?,
         },
         None => {
-            if !eligible || last.map(|l| l.commit.as_str()) != Some(p.snapshot.as_str()) {
+            let source = crate::repo::manifest::checkout_source(&p.local.root);
+            let last = last_sync::synced(&p.ssh.host, &p.repo_path, &source);
+            if !eligible || last.map(|l| l.commit) != Some(p.snapshot.clone()) {
                 return Ok(false);
             }
             alone()?
@@ -1406,13 +1409,13 @@ fn via_delta(
     ctx: &Context,
     p: &Prepared,
     plan: &remote::Plan,
-    last: Option<&last_sync::Synced>,
     early: Option<Early>,
 ) -> Result<Option<remote::Report>> {
     if !p.refresh.is_empty() || !p.lfs_oids.is_empty() {
         return Ok(None);
     }
-    let Some(last) = last else {
+    let source = crate::repo::manifest::checkout_source(&p.local.root);
+    let Some(last) = last_sync::synced(&p.ssh.host, &p.repo_path, &source) else {
         return Ok(None);
     };
     let Some(pack) = new_objects(&p.local, &last.commit, &p.snapshot) else {
@@ -1508,9 +1511,12 @@ fn standalone_delta(
     // A session the server refused (MaxSessions: other tools on the same master) never started
     // the script; the sync through origin waits for a session and tries again.
     let refused = |e: &ToolError| {
-        e.command
-            .as_ref()
-            .is_some_and(|c| crate::remote::ssh::SshFailure::session_refused(&c.stderr_tail))
+        e.command.as_ref().is_some_and(|c| {
+            matches!(
+                crate::remote::ssh::SshFailure::classify(&c.stderr_tail),
+                crate::remote::ssh::SshFailure::SessionRefused { .. }
+            )
+        })
     };
     match sent {
         Err(e) if refused(&e) => Ok(None),

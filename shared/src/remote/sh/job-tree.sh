@@ -66,12 +66,9 @@ make_tree() {
   fill_submodules "$PWD" "$tree" "$commit" || return 1
   : >"$trees/$token.job"
   if [ -d "$untracked_store/$commit" ] && [ -f "$untracked_store/$commit.paths0" ]; then
-    # The untracked files synced with this snapshot, whatever another checkout synced since. A
-    # sync of the same snapshot may be replacing the set this instant (untracked-keep.sh): the
-    # copy is made again once, a moment later.
+    # The untracked files synced with this snapshot, whatever another checkout synced since.
     if [ -s "$untracked_store/$commit.paths0" ]; then
-      copy_listed0 "$untracked_store/$commit" "$tree" <"$untracked_store/$commit.paths0" 2>/dev/null ||
-        { sleep 1 && copy_listed0 "$untracked_store/$commit" "$tree" <"$untracked_store/$commit.paths0"; } || return 1
+      copy_listed0 "$untracked_store/$commit" "$tree" <"$untracked_store/$commit.paths0" || return 1
     fi
   elif [ -s "$paths0" ]; then
     snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)

@@ -34,14 +34,8 @@ keep_untracked() {
   fi
   if [ -f "$paths0" ]; then cp -- "$paths0" "$ku_dir.paths0" || return 0
   else : >"$ku_dir.paths0" || return 0; fi
-  # A submission may be copying the set this instant (job-tree.sh): the old one is renamed aside
-  # before it goes, so the set is missing only between two renames, not for a whole rm -rf.
-  if [ -e "$ku_dir" ] || [ -L "$ku_dir" ]; then
-    if [ -e "$ku_dir.old" ] || [ -L "$ku_dir.old" ]; then rm -rf -- "$ku_dir.old"; fi
-    mv -- "$ku_dir" "$ku_dir.old" || return 0
-  fi
+  if [ -e "$ku_dir" ] || [ -L "$ku_dir" ]; then rm -rf -- "$ku_dir"; fi
   mv -- "$ku_dir.new" "$ku_dir" || return 0
-  if [ -e "$ku_dir.old" ]; then rm -rf -- "$ku_dir.old"; fi
   # Older sets go only when there are more than 32 (counted by the shell: no process).
   set -- "$untracked_store"/*.paths0
   [ "$#" -gt 32 ] || return 0
