@@ -5,7 +5,7 @@
 #          tree (this job's tree), commit (the snapshot; empty: the clone's HEAD), warm (the
 #          branch's warm build tree), keep (how many finished jobs' trees to keep), is_build
 #          (yes/no), manifest and paths0 (the clone's untracked manifest files), and the
-#          untracked_store and copy_listed0 of untracked-store.sh.
+#          untracked_store, current_set and copy_listed0 of untracked-store.sh.
 # Defines: make_tree: a `git worktree` of the clone at the snapshot commit (a `--shared` clone
 #          where git has no worktrees), kept from gc by refs/slurm-tools/trees/<tag>, with the
 #          snapshot's submodules (nested too) as real git checkouts at their commits (`--shared`
@@ -13,7 +13,8 @@
 #          untracked files synced with that snapshot (kept per snapshot by keep_untracked; else
 #          those the clone's last untracked sync put there). A run job that follows a build of
 #          the same commit also gets that build's outputs (everything untracked or ignored in the
-#          warm build tree), copied. A build job's warm tree is created here when new.
+#          warm build tree), copied. A build job's warm tree is created here when new. A
+#          tree it could not finish is removed again (so a rerun of the tag makes it anew).
 #          prune_trees: removes the trees of all but the newest $keep jobs, never one whose job
 #          Slurm still has (one squeue for all), never one whose submission may still be under
 #          way (no job id yet and younger than an hour); then says how much disk they use.
@@ -51,6 +52,15 @@ fill_submodules() { # SRC DST COMMIT: COMMIT's submodules (nested too) as git ch
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 make_tree() {
   [ -e "$tree" ] || [ -L "$tree" ] && return 0
+  make_tree_once && return 0
+  # Half made: removed, so that a rerun of the same tag makes it again instead of using it.
+  if [ -L "$tree" ]; then rm -f -- "$tree"
+  elif [ -e "$tree" ]; then git worktree remove --force "$tree" >/dev/null 2>&1 || rm -rf -- "$tree"; fi
+  rm -f -- "$trees/$token.job"
+  return 1
+}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
+make_tree_once() {
   mkdir -p -- "$trees" || return 1
   # Not a git clone (a directory kept up to date some other way): no snapshot to hold, the job
   # runs in it as it is, through a link, and says so.
@@ -65,10 +75,12 @@ make_tree() {
   add_tree "$tree" "$commit" || return 1
   fill_submodules "$PWD" "$tree" "$commit" || return 1
   : >"$trees/$token.job"
-  if [ -d "$untracked_store/$commit" ] && [ -f "$untracked_store/$commit.paths0" ]; then
-    # The untracked files synced with this snapshot, whatever another checkout synced since.
-    if [ -s "$untracked_store/$commit.paths0" ]; then
-      copy_listed0 "$untracked_store/$commit" "$tree" <"$untracked_store/$commit.paths0" || return 1
+  current_set "$commit"
+  if [ -n "$current_set" ] && [ -d "$untracked_store/$current_set" ] && [ -f "$untracked_store/$current_set.paths0" ]; then
+    # The untracked files synced with this snapshot, whatever another checkout synced since (a
+    # set is never changed, and stays an hour after a newer sync of the snapshot replaced it).
+    if [ -s "$untracked_store/$current_set.paths0" ]; then
+      copy_listed0 "$untracked_store/$current_set" "$tree" <"$untracked_store/$current_set.paths0" || return 1
     fi
   elif [ -s "$paths0" ]; then
     snap=$(sed -n '1s/.*snapshot=//p' "$manifest" 2>/dev/null)
