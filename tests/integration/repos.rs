@@ -853,24 +853,30 @@ fn with_a_master_the_unchanged_look_overlaps_the_snapshot_and_a_change_still_syn
 
     // The clone's HEAD moved on the cluster, then a change here: the re-sync in the look's
     // execution refuses the pack (said), and the snapshot goes through origin.
-    move_head_back_on_the_cluster(&fx.remote_repo);
-    write(&fx.local.join("README.md"), "readme, edited a third time\n");
-    let (t7, tr7) = traced("slurm-sync-tracked", &doc);
-    assert!(
-        t7.stderr.contains("syncing through origin"),
-        "{}",
-        t7.stderr
-    );
-    assert!(pushes(&tr7) > 0, "{tr7:?}");
-    assert_eq!(
-        std::fs::read_to_string(remote.join("README.md")).unwrap(),
-        "readme, edited a third time\n"
-    );
+    resync_after_head_moved(&fx, &doc);
     assert!(
         !Path::new(&format!("{}.slurm-tools-sync.lock", fx.remote_repo)).exists(),
         "the lock is given back"
     );
     master_exit("direct_host", &settled);
+}
+
+/// The clone's HEAD moved on the cluster, then a change here: the re-sync's pack is refused
+/// there (said) and the snapshot goes through origin, pushed; the change arrives and the local
+/// repository is untouched. The run, and the local repository's state it left alone.
+fn resync_after_head_moved(fx: &Fixture, doc: &Value) -> (Run, BTreeMap<String, Vec<u8>>) {
+    move_head_back_on_the_cluster(&fx.remote_repo);
+    write(&fx.local.join("README.md"), "readme, edited a third time\n");
+    let before = local_state_recursive(&fx.local);
+    let (t, tr) = traced("slurm-sync-tracked", doc);
+    assert!(t.stderr.contains("syncing through origin"), "{}", t.stderr);
+    assert!(pushes(&tr) > 0, "{tr:?}");
+    assert_eq!(
+        std::fs::read_to_string(Path::new(&fx.remote_repo).join("README.md")).unwrap(),
+        "readme, edited a third time\n"
+    );
+    assert_eq!(local_state_recursive(&fx.local), before, "untouched");
+    (t, before)
 }
 
 /// The remote clone's HEAD moved one commit back, as the cluster user would on the cluster.
@@ -1093,20 +1099,7 @@ fn an_unchanged_resync_pushes_nothing_and_confirms_the_clone_in_one_execution() 
 
     // 5. The clone's HEAD moved on the cluster, then a change here: the pack is refused there
     //    (said) and the snapshot goes through origin, pushed.
-    move_head_back_on_the_cluster(&fx.remote_repo);
-    write(&fx.local.join("README.md"), "readme, edited a third time\n");
-    let before = local_state_recursive(&fx.local);
-    let (t6, tr6) = traced("slurm-sync-tracked", &fx.doc());
-    assert!(
-        t6.stderr.contains("syncing through origin"),
-        "{}",
-        t6.stderr
-    );
-    assert!(pushes(&tr6) > 0, "{tr6:?}");
-    assert_eq!(
-        std::fs::read_to_string(remote.join("README.md")).unwrap(),
-        "readme, edited a third time\n"
-    );
+    let (t6, before) = resync_after_head_moved(&fx, &fx.doc());
     let (u6, _) = traced("slurm-sync-untracked", &t6.doc);
     assert_eq!(u6.code, 0);
     assert_eq!(

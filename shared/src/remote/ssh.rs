@@ -398,12 +398,7 @@ impl Ssh {
         // started the script, so running it again is safe.
         if let Some(bytes) = replayable {
             for wait in [1, 2, 4] {
-                if !(out.code == Some(255)
-                    && matches!(
-                        SshFailure::classify(&out.stderr_tail),
-                        SshFailure::SessionRefused { .. }
-                    ))
-                {
+                if !(out.code == Some(255) && SshFailure::session_refused(&out.stderr_tail)) {
                     break;
                 }
                 std::thread::sleep(Duration::from_secs(wait));
@@ -414,18 +409,23 @@ impl Ssh {
         }
         let out = without_client_noise(out);
         if out.timed_out {
-            return Err(ToolError::remote(format!(
-                "ssh to {} did not finish within {} s",
-                self.host,
-                deadline.as_secs()
-            ))
-            .with_hint("the cluster or the network is slow or stuck; try again, and check `ssh <host> true` by hand")
-            .with_command(out.record()));
+            return Err(self.timed_out_error(&out, deadline));
         }
         if out.code == Some(255) {
             return Err(self.failure_error(&out));
         }
         Ok(out)
+    }
+
+    /// The error for an execution cut at its `deadline`.
+    pub fn timed_out_error(&self, out: &Output, deadline: Duration) -> ToolError {
+        ToolError::remote(format!(
+            "ssh to {} did not finish within {} s",
+            self.host,
+            deadline.as_secs()
+        ))
+        .with_hint("the cluster or the network is slow or stuck; try again, and check `ssh <host> true` by hand")
+        .with_command(out.record())
     }
 
     /// Like [`Ssh::run_script`], for a person's command: the remote's stdout and stderr arrive
@@ -665,6 +665,12 @@ pub enum SshFailure {
 }
 
 impl SshFailure {
+    /// Whether ssh's stderr (with exit 255) says the server refused another session on the open
+    /// connection (MaxSessions): the script never started, so running it again is safe.
+    pub fn session_refused(stderr: &str) -> bool {
+        matches!(Self::classify(stderr), SshFailure::SessionRefused { .. })
+    }
+
     pub fn classify(stderr: &str) -> SshFailure {
         let last = stderr
             .lines()

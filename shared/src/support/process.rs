@@ -551,6 +551,20 @@ fn read_chunks(mut r: impl Read, mut each: impl FnMut(&[u8])) -> String {
 #[derive(Default)]
 struct Tail(Vec<u8>);
 
+/// Where the first line of `text` that is exactly `line` (its newline included) starts: a
+/// conversation's marker between one part of a script's answer and the next.
+pub fn line_at(text: &[u8], line: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = text[from..].windows(line.len()).position(|w| w == line) {
+        let at = from + i;
+        if at == 0 || text[at - 1] == b'\n' {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
 /// The end of `text` an [`Output`]'s `stderr_tail` keeps.
 pub fn tail_of(text: &str) -> String {
     let mut t = Tail(Vec::new());
@@ -765,6 +779,17 @@ fn trace(out: &Output) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_marker_counts_only_as_a_whole_line() {
+        let m = b"--end--\n";
+        assert_eq!(super::line_at(b"--end--\nrest", m), Some(0));
+        assert_eq!(super::line_at(b"a\n--end--\n", m), Some(2));
+        // Inside a line first, then a line of its own.
+        assert_eq!(super::line_at(b"x--end--\n--end--\nrest", m), Some(9));
+        assert_eq!(super::line_at(b"x--end--\n", m), None);
+        assert_eq!(super::line_at(b"--end--", m), None);
+    }
+
     #[test]
     fn only_marked_lines_pass_as_progress_and_the_tail_keeps_everything() {
         let input = format!(

@@ -199,15 +199,12 @@ impl Early {
             running.close_collect(remote::CloneStep::deadline(&ask)),
         );
         if out.code == Some(255) {
-            if matches!(
-                crate::remote::ssh::SshFailure::classify(&out.stderr_tail),
-                crate::remote::ssh::SshFailure::SessionRefused { .. }
-            ) {
+            if crate::remote::ssh::SshFailure::session_refused(&out.stderr_tail) {
                 return Ok(None);
             }
             return Err(ssh.failure_error(&out));
         }
-        let Some(at) = super::tracked_packs::answer_end(&out.stdout) else {
+        let Some(at) = crate::support::process::line_at(&out.stdout, remote::END_OF_ANSWER) else {
             // It ended before its answer was through: its exit says why.
             remote::CloneStep::reply(&ask, &out)?;
             return Err(ToolError::remote(format!(
@@ -552,7 +549,13 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
     // snapshot and the steps that follow a checkout use none.
     let plan = p.plan(&[], &modules);
     let roots = || p.local.root_commits(&p.head_commit, 20);
-    if confirmed_unchanged(&p, &plan, &mut early, ctx)? {
+    // This checkout's last sync into the clone, on record (read once).
+    let last = last_sync::synced(
+        &p.ssh.host,
+        &p.repo_path,
+        &crate::repo::manifest::checkout_source(&p.local.root),
+    );
+    if confirmed_unchanged(&p, &plan, last.as_ref(), &mut early, ctx)? {
         let Prepared {
             started,
             repo_path,
@@ -583,7 +586,7 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
     // The look started before the snapshot takes the re-sync into its execution, or is closed
     // (its lock given back) before any other step.
     let synced = match p.opts.via {
-        Via::Origin => match via_delta(ctx, &p, &plan, early.take())? {
+        Via::Origin => match via_delta(ctx, &p, &plan, last.as_ref(), early.take())? {
             Some(report) => Ok((report, None)),
             None => via_origin(
                 ctx,
@@ -592,12 +595,7 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
                 &p.plan(&roots(), &modules),
                 &p.snapshot,
                 &p.subs,
-                last_sync::synced(
-                    &p.ssh.host,
-                    &p.repo_path,
-                    &crate::repo::manifest::checkout_source(&p.local.root),
-                )
-                .is_none(),
+                last.is_none(),
             ),
         },
         Via::Direct => {
@@ -647,6 +645,7 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
 fn confirmed_unchanged(
     p: &Prepared,
     plan: &remote::Plan,
+    last: Option<&last_sync::Synced>,
     early: &mut Option<Early>,
     ctx: &Context,
 ) -> Result<bool> {
@@ -675,9 +674,7 @@ fn confirmed_unchanged(
             None => alone()?,
         },
         None => {
-            let source = crate::repo::manifest::checkout_source(&p.local.root);
-            let last = last_sync::synced(&p.ssh.host, &p.repo_path, &source);
-            if !eligible || last.map(|l| l.commit) != Some(p.snapshot.clone()) {
+            if !eligible || last.map(|l| l.commit.as_str()) != Some(p.snapshot.as_str()) {
                 return Ok(false);
             }
             alone()?
@@ -1409,13 +1406,13 @@ fn via_delta(
     ctx: &Context,
     p: &Prepared,
     plan: &remote::Plan,
+    last: Option<&last_sync::Synced>,
     early: Option<Early>,
 ) -> Result<Option<remote::Report>> {
     if !p.refresh.is_empty() || !p.lfs_oids.is_empty() {
         return Ok(None);
     }
-    let source = crate::repo::manifest::checkout_source(&p.local.root);
-    let Some(last) = last_sync::synced(&p.ssh.host, &p.repo_path, &source) else {
+    let Some(last) = last else {
         return Ok(None);
     };
     let Some(pack) = new_objects(&p.local, &last.commit, &p.snapshot) else {
@@ -1511,12 +1508,9 @@ fn standalone_delta(
     // A session the server refused (MaxSessions: other tools on the same master) never started
     // the script; the sync through origin waits for a session and tries again.
     let refused = |e: &ToolError| {
-        e.command.as_ref().is_some_and(|c| {
-            matches!(
-                crate::remote::ssh::SshFailure::classify(&c.stderr_tail),
-                crate::remote::ssh::SshFailure::SessionRefused { .. }
-            )
-        })
+        e.command
+            .as_ref()
+            .is_some_and(|c| crate::remote::ssh::SshFailure::session_refused(&c.stderr_tail))
     };
     match sent {
         Err(e) if refused(&e) => Ok(None),

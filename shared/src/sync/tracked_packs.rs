@@ -11,10 +11,10 @@
 //! cluster clones.
 
 use super::tracked_remote as remote;
-use crate::remote::ssh::Ssh;
+use crate::remote::ssh::{Ssh, SshFailure};
 use crate::remote::Operation;
 use crate::repo::submodules::Submodule;
-use crate::support::process::{Output, Received, Running};
+use crate::support::process::{line_at, Output, Received, Running};
 use crate::{Context, Result, ToolError};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -222,16 +222,16 @@ impl Talk<'_> {
         report.module_heads = done.module_heads;
         report.module_stashes = done.module_stashes;
         report.modules_done = true;
-        ctx.note(format!(
-        "sent {} submodule snapshot(s) into the remote clone in the same execution ({}, {:.1} s){}",
-        packs.len(),
-        crate::support::ui::human_bytes(total),
-        started.elapsed().as_secs_f64(),
-        match plan.modules.len() - packs.len() {
+        let had = match plan.modules.len() - packs.len() {
             0 => String::new(),
             had => format!("; it had the other {had} already"),
-        }
-    ));
+        };
+        ctx.note(format!(
+            "sent {} submodule snapshot(s) into the remote clone in the same execution ({}, {:.1} s){had}",
+            packs.len(),
+            crate::support::ui::human_bytes(total),
+            started.elapsed().as_secs_f64(),
+        ));
         Ok(report)
     }
 }
@@ -344,7 +344,7 @@ enum Answer {
 fn read_answer(running: &mut Running, deadline: Instant) -> Answer {
     let mut got = Vec::new();
     loop {
-        if let Some(at) = answer_end(&got) {
+        if let Some(at) = line_at(&got, remote::END_OF_ANSWER) {
             let rest = got.split_off(at + remote::END_OF_ANSWER.len());
             got.truncate(at);
             return Answer::Complete { answer: got, rest };
@@ -360,15 +360,6 @@ fn read_answer(running: &mut Running, deadline: Instant) -> Answer {
     }
 }
 
-/// Where [`remote::END_OF_ANSWER`] starts, at the start of a line.
-pub fn answer_end(stdout: &[u8]) -> Option<usize> {
-    let end = remote::END_OF_ANSWER;
-    stdout
-        .windows(end.len())
-        .position(|w| w == end)
-        .filter(|&i| i == 0 || stdout[i - 1] == b'\n')
-}
-
 /// The collected output, with what was read before in front.
 fn ended(mut out: Output, before: Vec<u8>) -> Output {
     let mut stdout = before;
@@ -380,23 +371,13 @@ fn ended(mut out: Output, before: Vec<u8>) -> Output {
 /// The execution's report; its failure as the step's error. `None`: the session was refused.
 fn settle(ssh: &Ssh, ask: &remote::StepAsk, out: Output) -> Result<Option<remote::Report>> {
     if out.code == Some(255) {
-        if matches!(
-            crate::remote::ssh::SshFailure::classify(&out.stderr_tail),
-            crate::remote::ssh::SshFailure::SessionRefused { .. }
-        ) && out.stdout.is_empty()
-        {
+        if SshFailure::session_refused(&out.stderr_tail) && out.stdout.is_empty() {
             return Ok(None);
         }
         return Err(ssh.failure_error(&out));
     }
     if out.timed_out {
-        return Err(ToolError::remote(format!(
-            "ssh to {} did not finish within {} s",
-            ssh.host,
-            remote::CloneStep::DEADLINE.as_secs()
-        ))
-        .with_hint("the cluster or the network is slow or stuck; try again, and check `ssh <host> true` by hand")
-        .with_command(out.record()));
+        return Err(ssh.timed_out_error(&out, remote::CloneStep::DEADLINE));
     }
     remote::CloneStep::reply(ask, &out).map(Some)
 }

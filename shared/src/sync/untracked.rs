@@ -699,15 +699,9 @@ fn unless_manifest(repo: &str, second: &Script) -> Result<Script> {
     Ok(s)
 }
 
-/// Where what follows the manifest starts: after the first [`END_OF_MANIFEST`] at the start of a
-/// line.
+/// Where what follows the manifest starts: after its [`END_OF_MANIFEST`] line.
 fn manifest_end(stdout: &[u8]) -> Option<usize> {
-    let end = END_OF_MANIFEST;
-    stdout
-        .windows(end.len())
-        .position(|w| w == end)
-        .filter(|&i| i == 0 || stdout[i - 1] == b'\n')
-        .map(|i| i + end.len())
+    crate::support::process::line_at(stdout, END_OF_MANIFEST).map(|i| i + END_OF_MANIFEST.len())
 }
 
 /// Why the first part (the lock, the manifest) ended before its answer was through.
