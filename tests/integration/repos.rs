@@ -918,7 +918,8 @@ fn pushes(trace: &[Value]) -> usize {
 /// files without waiting for a manifest there can be none of (and, given that document again,
 /// finds the manifest there and syncs against it). A clone that has a submodule's
 /// older commit (another checkout's sync, with no record from this one) gets what that commit
-/// does not reach, and a submodule it has already gets nothing.
+/// does not reach, and a submodule it has already gets nothing. Into a clone this machine never
+/// synced, the packs go without waiting for the clone's answer, which drops those it has.
 #[test]
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn a_first_sync_takes_the_submodules_commits_in_the_clones_one_execution() {
@@ -934,9 +935,12 @@ fn a_first_sync_takes_the_submodules_commits_in_the_clones_one_execution() {
     let (t1, tr1) = traced("slurm-sync-tracked", &fx.doc());
     assert_eq!(connecting_ssh(&tr1).len(), 1, "{tr1:?}");
     assert_eq!(pushes(&tr1), 2, "to origin, and the deletion: {tr1:?}");
+    // A clone this machine never synced into: the packs went behind the clone's script,
+    // without waiting for its answer.
     assert!(
-        t1.stderr
-            .contains("sent 2 submodule snapshot(s) into the remote clone in the same execution"),
+        t1.stderr.contains(
+            "sent 2 submodule snapshot(s) into the remote clone in the same execution, behind its script without waiting for its answer"
+        ),
         "{}",
         t1.stderr
     );
@@ -1009,6 +1013,37 @@ fn a_first_sync_takes_the_submodules_commits_in_the_clones_one_execution() {
     assert_eq!(
         std::fs::read_to_string(remote.join("third_party/lib/lib.txt")).unwrap(),
         "lib, committed in the other checkout\n"
+    );
+
+    // 3. The same clone from a machine with no record of it (a state directory of its own), and
+    //    one more commit in lib: both packs go without waiting for the answer; the clone drops
+    //    inner's (it has that commit) and takes lib's.
+    write(&other_lib.join("lib.txt"), "lib, committed again\n");
+    git(&other_lib, &["commit", "-q", "-am", "lib: again"]);
+    let state = tempdir();
+    let mut cmd = tool("slurm-sync-tracked");
+    cmd.env("SLURM_TOOLS_STATE_DIR", state.path());
+    let t4 = run_raw(cmd, doc.to_string().as_bytes());
+    assert_eq!(t4.code, 0, "{}", t4.stderr);
+    assert!(
+        t4.stderr
+            .contains("behind its script without waiting for its answer")
+            && t4
+                .stderr
+                .contains("it had 1 of them already and dropped those"),
+        "{}",
+        t4.stderr
+    );
+    for path in ["third_party/lib", "third_party/lib/inner"] {
+        assert_eq!(
+            git(&remote.join(path), &["rev-parse", "HEAD"]).trim(),
+            git(&other.join(path), &["rev-parse", "HEAD"]).trim(),
+            "{path}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(remote.join("third_party/lib/lib.txt")).unwrap(),
+        "lib, committed again\n"
     );
 }
 

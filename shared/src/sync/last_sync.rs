@@ -96,7 +96,8 @@ fn parse_synced(text: &str) -> Option<Synced> {
     is_commit_id(&record.commit).then_some(record)
 }
 
-/// Record that the clone `repo_path` on `host` is now at `synced`, from `source`.
+/// Record that the clone `repo_path` on `host` is now at `synced`, from `source` (and that this
+/// machine synced into that clone).
 pub fn record_synced(host: &str, repo_path: &str, source: &str, synced: &Synced) {
     if let (Some(f), Ok(text)) = (
         file("synced", &[host, repo_path, source]),
@@ -104,6 +105,15 @@ pub fn record_synced(host: &str, repo_path: &str, source: &str, synced: &Synced)
     ) {
         write(&f, &format!("{text}\n"));
     }
+    if let Some(f) = file("clones", &[host, repo_path]) {
+        write(&f, &format!("{}\n", synced.commit));
+    }
+}
+
+/// Whether any checkout on this machine synced into the clone `repo_path` on `host` (the
+/// record is a hint: a clone can also be made from another machine, or removed since).
+pub fn clone_synced_before(host: &str, repo_path: &str) -> bool {
+    file("clones", &[host, repo_path]).is_some_and(|f| f.exists())
 }
 
 /// Written aside and renamed; a failure only costs the next sync its shortcut.

@@ -595,7 +595,7 @@ pub fn run(mut p: Prepared, ctx: &mut Context) -> Result<Outcome> {
                 &p.plan(&roots(), &modules),
                 &p.snapshot,
                 &p.subs,
-                last.is_none(),
+                super::tracked_packs::Known::of(last.as_ref(), &p.ssh.host, &p.repo_path),
             ),
         },
         Via::Direct => {
@@ -1536,9 +1536,8 @@ fn new_objects(local: &LocalRepo, base: &str, snapshot: &str) -> Option<Vec<u8>>
     (!buf.is_empty() && buf.len() <= DELTA_MAX_BYTES).then(|| buf.to_vec())
 }
 
-/// `subs`, `first`: the submodules' repositories here, whose commits the clone's execution takes
-/// when it lacks them ([`super::tracked_packs`]); whether this checkout's sync into the clone is
-/// the first on record.
+/// `subs`, `known`: the submodules' repositories here, whose commits the clone's execution takes
+/// when it lacks them ([`super::tracked_packs`]); what this machine's records say of the clone.
 fn via_origin(
     ctx: &Context,
     local: &LocalRepo,
@@ -1546,7 +1545,7 @@ fn via_origin(
     plan: &remote::Plan,
     sha: &str,
     subs: &[crate::repo::submodules::Submodule],
-    first: bool,
+    known: super::tracked_packs::Known,
 ) -> Result<(remote::Report, Option<bool>)> {
     push_to_origin(local, plan, sha)?;
     // `SLURM_TOOLS_SUBMODULE_PUSHES=1`: each submodule pushed in a session of its own, then a
@@ -1554,7 +1553,7 @@ fn via_origin(
     // scripts/bench-repos).
     let pushes = std::env::var_os("SLURM_TOOLS_SUBMODULE_PUSHES").is_some_and(|v| v == "1");
     if !plan.modules.is_empty() && plan.lfs.is_empty() && !pushes {
-        let talked = super::tracked_packs::origin_with_packs(ctx, local, ssh, plan, subs, first);
+        let talked = super::tracked_packs::origin_with_packs(ctx, local, ssh, plan, subs, known);
         match talked {
             Ok(Some(c)) => {
                 // 4f: the temporary branch goes, whatever happened remotely (its deletion started

@@ -28,19 +28,49 @@ pub struct Conversation {
     pub deleting: Option<super::tracked::Deleting>,
 }
 
+/// What this machine's records say of the clone before it answers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Known {
+    /// This checkout synced into it (its last sync is on record).
+    SyncedFromHere,
+    /// Another checkout on this machine synced into it; this one never did.
+    SyncedFromAnother,
+    /// No sync from this machine on record: most likely a new clone.
+    Nothing,
+}
+
+impl Known {
+    pub fn of(last: Option<&super::last_sync::Synced>, host: &str, repo_path: &str) -> Known {
+        if last.is_some() {
+            Known::SyncedFromHere
+        } else if super::last_sync::clone_synced_before(host, repo_path) {
+            Known::SyncedFromAnother
+        } else {
+            Known::Nothing
+        }
+    }
+}
+
+/// The most a first sync sends without waiting for the clone's answer: what the channel takes
+/// before the cluster reads it (OpenSSH's session window is 2 MiB), so the write never waits for
+/// the clone; and, when the clone had the commits after all, the most it sends for nothing.
+const UNASKED_MAX: u64 = 1 << 20;
+
 /// `--via origin`'s checkout with the submodules' commits in the same execution. `None`: the
 /// server refused the session (nothing ran there), or there is no place for the packs here;
 /// the caller runs [`remote::Step::Origin`].
 ///
-/// `first`: no sync from this checkout into the clone is on record; every submodule's whole
-/// history is then packed while the cluster clones (what a new clone lacks).
+/// `known`: with no sync from this checkout on record, every submodule's whole history is packed
+/// while the cluster clones (what a new clone lacks); with none from this machine either, those
+/// packs (when small) are sent at once behind the clone's script, one round trip before its
+/// answer would ask for them, and the clone drops those it has.
 pub fn origin_with_packs(
     ctx: &Context,
     local: &crate::repo::git::LocalRepo,
     ssh: &Ssh,
     plan: &remote::Plan,
     subs: &[Submodule],
-    first: bool,
+    known: Known,
 ) -> Result<Option<Conversation>> {
     let script = remote::origin_then_packs_script(plan)?;
     // Without a place for the packs, the submodules are pushed.
@@ -55,7 +85,6 @@ pub fn origin_with_packs(
     } else {
         ssh.start_script(&script)?
     };
-    // A first sync's packs, made while the cluster clones.
     let wanted: Vec<Wanted> = plan
         .modules
         .iter()
@@ -69,22 +98,36 @@ pub fn origin_with_packs(
             })
         })
         .collect();
-    let early = first.then(|| {
-        let (wanted, dir) = (wanted.clone(), dir.path().to_path_buf());
-        std::thread::spawn(move || make_packs(&wanted, &dir, "whole"))
-    });
+    // A first sync's packs, made while the cluster clones (the execution is under way).
+    let whole = (known != Known::SyncedFromHere).then(|| make_packs(&wanted, dir.path(), "whole"));
+    let talk = Talk {
+        ctx,
+        ssh,
+        plan,
+        deadline: Instant::now() + remote::CloneStep::DEADLINE,
+    };
+    let unasked = match &whole {
+        Some(Ok(packs))
+            if known == Known::Nothing
+                && packs.len() == plan.modules.len()
+                && packs.iter().map(|(_, _, n)| n).sum::<u64>() <= UNASKED_MAX =>
+        {
+            talk.send_packs(&mut running, packs)?;
+            Some(packs.clone())
+        }
+        _ => None,
+    };
     let ask = remote::StepAsk {
         plan,
         step: remote::Step::OriginThenPacks,
         host: &ssh.host,
     };
-    let deadline = Instant::now() + remote::CloneStep::DEADLINE;
-    let (answer, rest) = match read_answer(&mut running, deadline) {
+    let (answer, rest) = match read_answer(&mut running, talk.deadline) {
         Answer::Complete { answer, rest } => (answer, rest),
         Answer::Ended(got) => {
             // It ended without waiting: every submodule had its commit (checked out there), or
             // it failed, or the session was refused.
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = talk.deadline.saturating_duration_since(Instant::now());
             let out = ended(running.close_collect(left.max(Duration::from_secs(1))), got);
             return match settle(ssh, &ask, out)? {
                 None => Ok(None),
@@ -99,14 +142,10 @@ pub fn origin_with_packs(
     // The snapshot is checked out: its branch on origin is no longer needed.
     let deleting = Some(super::tracked::Deleting::start(local, plan.url, plan.temp));
     let report = remote::parse(&String::from_utf8_lossy(&answer));
-    let whole = early.map(|h| h.join().unwrap_or_else(|_| Err("packing stopped".into())));
-    let talk = Talk {
-        ctx,
-        ssh,
-        plan,
-        deadline,
+    let report = match unasked {
+        Some(packs) => talk.finish(running, rest, report, &packs, Instant::now(), true)?,
+        None => talk.second_part(running, rest, report, &wanted, subs, whole, dir.path())?,
     };
-    let report = talk.second_part(running, rest, report, &wanted, subs, whole, dir.path())?;
     Ok(Some(Conversation { report, deleting }))
 }
 
@@ -179,6 +218,13 @@ impl Talk<'_> {
                 return Ok(report);
             }
         };
+        self.send_packs(&mut running, &packs)?;
+        self.finish(running, rest, report, &packs, started, false)
+    }
+
+    /// The second part's script, then each pack, in order; a person watching sees each go.
+    fn send_packs(&self, running: &mut Running, packs: &Packs) -> Result<()> {
+        let (ctx, plan) = (self.ctx, self.plan);
         let sizes: Vec<(&str, u64)> = packs.iter().map(|(p, _, n)| (p.as_str(), *n)).collect();
         let total: u64 = sizes.iter().map(|(_, n)| n).sum();
         let second = remote::modules_packs_script(plan, &sizes)?;
@@ -199,13 +245,27 @@ impl Talk<'_> {
             }
         };
         // A write cut short (the execution failed and ended) is read from its exit and reply.
-        let _ = send_all(
-            &mut running,
-            &crate::remote::ssh::framed(&second),
-            &packs,
-            each,
-        );
-        let left = deadline.saturating_duration_since(Instant::now());
+        let _ = send_all(running, &crate::remote::ssh::framed(&second), packs, each);
+        Ok(())
+    }
+
+    /// The execution's end after its packs: every submodule checked out there (said with the
+    /// time `since` the answer). `unasked`: the packs went before the clone's answer, so it
+    /// dropped those whose commit it had.
+    fn finish(
+        &self,
+        running: Running,
+        rest: Vec<u8>,
+        mut report: remote::Report,
+        packs: &Packs,
+        since: Instant,
+        unasked: bool,
+    ) -> Result<remote::Report> {
+        let (ctx, ssh, plan) = (self.ctx, self.ssh, self.plan);
+        let sizes: Vec<(&str, u64)> = packs.iter().map(|(p, _, n)| (p.as_str(), *n)).collect();
+        let total: u64 = sizes.iter().map(|(_, n)| n).sum();
+        let lacked = report.modules_missing.len();
+        let left = self.deadline.saturating_duration_since(Instant::now());
         let out = ended(running.close_collect(left), rest);
         let modules_ask = remote::StepAsk {
             plan,
@@ -222,16 +282,27 @@ impl Talk<'_> {
         report.module_heads = done.module_heads;
         report.module_stashes = done.module_stashes;
         report.modules_done = true;
-        let had = match plan.modules.len() - packs.len() {
-            0 => String::new(),
-            had => format!("; it had the other {had} already"),
-        };
-        ctx.note(format!(
-            "sent {} submodule snapshot(s) into the remote clone in the same execution ({}, {:.1} s){had}",
-            packs.len(),
-            crate::support::ui::human_bytes(total),
-            started.elapsed().as_secs_f64(),
-        ));
+        let sent = crate::support::ui::human_bytes(total);
+        let secs = since.elapsed().as_secs_f64();
+        ctx.note(if unasked {
+            format!(
+                "sent {} submodule snapshot(s) into the remote clone in the same execution, behind its script without waiting for its answer ({sent}, {secs:.1} s){}",
+                packs.len(),
+                match packs.len() - lacked.min(packs.len()) {
+                    0 => String::new(),
+                    had => format!("; it had {had} of them already and dropped those"),
+                }
+            )
+        } else {
+            format!(
+                "sent {} submodule snapshot(s) into the remote clone in the same execution ({sent}, {secs:.1} s){}",
+                packs.len(),
+                match plan.modules.len() - packs.len() {
+                    0 => String::new(),
+                    had => format!("; it had the other {had} already"),
+                }
+            )
+        });
         Ok(report)
     }
 }

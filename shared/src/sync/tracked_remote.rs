@@ -187,15 +187,24 @@ const FOLLOWUPS_KEPT: &str = "trap - EXIT\necho FOLLOWUPS_READY\n";
 
 /// The second part of [`origin_then_packs_script`]'s execution: the packs of the submodules in
 /// `packs` (path, size in bytes) follow it on stdin, in that order; each goes into its
-/// repository, then every submodule is checked out, parents first, and the lock given back.
+/// repository (unless that has the commit already), then every submodule is checked out,
+/// parents first, and the lock given back.
 pub fn modules_packs_script(p: &Plan, packs: &[(&str, u64)]) -> Result<Script> {
     let mut s = header(p)?;
     s.raw("trap release_lock EXIT\n");
     s.raw(crate::remote::TRACKED_MODULES);
     for (path, size) in packs {
+        // Its commit: a pack sent before the clone said what it lacks is dropped where the
+        // repository has it already.
+        let commit = p
+            .modules
+            .iter()
+            .find(|m| m.path == *path)
+            .map_or("", |m| m.commit.as_str());
         s.raw("sub_unpack");
         s.arg(path)?;
         s.arg(&size.to_string())?;
+        s.arg(commit)?;
         s.raw("\n");
     }
     checkout_modules(&mut s, p, &[])?;
@@ -805,7 +814,12 @@ mod tests {
         }
         let second = modules_packs_script(&no_lfs, &[("third party/lib", 1234)]).unwrap();
         let second = second.as_str();
-        let unpack = second.find("sub_unpack 'third party/lib' 1234").unwrap();
+        let unpack = second
+            .find(&format!(
+                "sub_unpack 'third party/lib' 1234 {}",
+                "b".repeat(40)
+            ))
+            .unwrap();
         assert!(unpack < second.find("sub_checkout 'third party/lib' ").unwrap());
         assert!(second.contains("trap release_lock EXIT"));
         crate::remote::script_check::assert_clean("sync-tracked-modules-packs", second);

@@ -5,7 +5,7 @@
 #
 # Expects: repo, temp, ours, clean_known, E_SUBMODULE, E_STASH; detached_head, commit_of
 #          (head-of.sh).
-# Defines: ensure_module PATH MODULE_DIR; has_commit PATH COMMIT; sub_unpack PATH SIZE;
+# Defines: ensure_module PATH MODULE_DIR; has_commit PATH COMMIT; sub_unpack PATH SIZE COMMIT;
 #          sub_checkout PATH COMMIT NAME
 #          URL PARENT [clean] (clean, with clean_known=yes: the look that ran just before, under
 #          the same lock, found it at its recorded commit with no edit: tracked-continue.sh; it
@@ -43,9 +43,15 @@ has_commit() { # PATH COMMIT: whether the submodule's repository has COMMIT (sai
   return 1
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
-sub_unpack() { # PATH SIZE: the next SIZE bytes of stdin, a pack, into the submodule's repository
+sub_unpack() { # PATH SIZE COMMIT: the next SIZE bytes of stdin, a pack, into the submodule's repository
   # Exactly SIZE bytes (what follows is the next submodule's pack); `iflag=fullblock` is GNU
   # and busybox dd's, one byte at a time the fallback of an older one.
+  # A repository that has COMMIT already has no use for it: read and dropped (a first sync
+  # sends every submodule's pack before the clone has said which it lacks).
+  if [ -n "$3" ] && git -C "$repo/$1" cat-file -e "$3^{commit}" 2>/dev/null; then
+    { dd bs="$2" count=1 iflag=fullblock 2>/dev/null || dd bs=1 count="$2" 2>/dev/null; } >/dev/null
+    return 0
+  fi
   { dd bs="$2" count=1 iflag=fullblock 2>/dev/null || dd bs=1 count="$2" 2>/dev/null; } |
     git -C "$repo/$1" index-pack --stdin >/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
 }
