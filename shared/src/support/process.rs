@@ -565,6 +565,12 @@ pub fn line_at(text: &[u8], line: &[u8]) -> Option<usize> {
     None
 }
 
+/// Whether `text` ends with `line` as a whole line (its newline included): a conversation's
+/// marker at the end of what was read so far, found without reading all of it again.
+pub fn ends_with_line(text: &[u8], line: &[u8]) -> bool {
+    text.ends_with(line) && (text.len() == line.len() || text[text.len() - line.len() - 1] == b'\n')
+}
+
 /// The end of `text` an [`Output`]'s `stderr_tail` keeps.
 pub fn tail_of(text: &str) -> String {
     let mut t = Tail(Vec::new());
@@ -788,6 +794,10 @@ mod tests {
         assert_eq!(super::line_at(b"x--end--\n--end--\nrest", m), Some(9));
         assert_eq!(super::line_at(b"x--end--\n", m), None);
         assert_eq!(super::line_at(b"--end--", m), None);
+        assert!(super::ends_with_line(b"--end--\n", m));
+        assert!(super::ends_with_line(b"a\n--end--\n", m));
+        assert!(!super::ends_with_line(b"x--end--\n", m));
+        assert!(!super::ends_with_line(b"--end--\nrest", m));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! one pack, made here by `git pack-objects` (the submodule's whole history, or what its HEAD
 //! there does not reach), sent into that same execution behind the script that unpacks them and
 //! checks every submodule out. On a first sync the whole-history packs are made while the
-//! cluster clones.
+//! cluster clones; into a clone this machine never synced, small ones go behind the clone's
+//! script without waiting for its answer (the clone drops those it has).
 
 use super::tracked_remote as remote;
 use crate::remote::ssh::{Ssh, SshFailure};

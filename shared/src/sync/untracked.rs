@@ -668,7 +668,8 @@ pub fn read_manifest(
     let mut buf = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        if buf.ends_with(END_OF_MANIFEST) && manifest_end(&buf) == Some(buf.len()) {
+        // Only the end is looked at: a manifest of many files arrives in many chunks.
+        if crate::support::process::ends_with_line(&buf, END_OF_MANIFEST) {
             buf.truncate(buf.len() - END_OF_MANIFEST.len());
             return Ok((conversation, Manifest::parse(&buf)));
         }

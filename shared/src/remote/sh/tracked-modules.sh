@@ -44,16 +44,18 @@ has_commit() { # PATH COMMIT: whether the submodule's repository has COMMIT (sai
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 sub_unpack() { # PATH SIZE COMMIT: the next SIZE bytes of stdin, a pack, into the submodule's repository
-  # Exactly SIZE bytes (what follows is the next submodule's pack); `iflag=fullblock` is GNU
-  # and busybox dd's, one byte at a time the fallback of an older one.
   # A repository that has COMMIT already has no use for it: read and dropped (a first sync
   # sends every submodule's pack before the clone has said which it lacks).
   if [ -n "$3" ] && git -C "$repo/$1" cat-file -e "$3^{commit}" 2>/dev/null; then
-    { dd bs="$2" count=1 iflag=fullblock 2>/dev/null || dd bs=1 count="$2" 2>/dev/null; } >/dev/null
+    sub_bytes "$2" >/dev/null
     return 0
   fi
-  { dd bs="$2" count=1 iflag=fullblock 2>/dev/null || dd bs=1 count="$2" 2>/dev/null; } |
-    git -C "$repo/$1" index-pack --stdin >/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+  sub_bytes "$2" | git -C "$repo/$1" index-pack --stdin >/dev/null || { echo "SUB_FAILED $1"; exit "$E_SUBMODULE"; }
+}
+# shellcheck disable=SC2317 # a script that includes this file may not call it
+sub_bytes() { # SIZE: exactly SIZE bytes of stdin (what follows is the next submodule's pack)
+  # `iflag=fullblock` is GNU and busybox dd's, one byte at a time the fallback of an older one.
+  dd bs="$1" count=1 iflag=fullblock 2>/dev/null || dd bs=1 count="$1" 2>/dev/null
 }
 # shellcheck disable=SC2317 # a script that includes this file may not call it
 sub_checkout() { # PATH COMMIT NAME URL PARENT [clean]
