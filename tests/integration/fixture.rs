@@ -329,6 +329,12 @@ pub fn scontrol(job: &str) -> std::collections::BTreeMap<String, String> {
 
 /// Wait until sacct has a final state for the job: (State, ExitCode).
 pub fn wait_done(job: &str, secs: u64) -> (String, String) {
+    finished_by(job, secs)
+        .unwrap_or_else(|last| panic!("job {job} did not finish in {secs}s (sacct: {last})"))
+}
+
+/// The job's final (State, ExitCode) once sacct has it, if within `secs`; else what sacct said last.
+pub fn finished_by(job: &str, secs: u64) -> Result<(String, String), String> {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         let out = std::process::Command::new("sacct")
@@ -340,13 +346,12 @@ pub fn wait_done(job: &str, secs: u64) -> (String, String) {
             if !["PENDING", "RUNNING", "REQUEUED", "COMPLETING", ""].contains(&state) {
                 // `CANCELLED by <uid>` is a cancelled job.
                 let base = state.split_whitespace().next().unwrap_or(state);
-                return (base.to_string(), code.to_string());
+                return Ok((base.to_string(), code.to_string()));
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "job {job} did not finish in {secs}s (sacct: {text})"
-        );
+        if Instant::now() >= deadline {
+            return Err(text);
+        }
         std::thread::sleep(Duration::from_millis(300));
     }
 }

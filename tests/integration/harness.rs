@@ -44,6 +44,7 @@ pub fn is_root() -> bool {
 pub fn cluster_available() -> bool {
     static ROOT: OnceLock<bool> = OnceLock::new();
     if *ROOT.get_or_init(is_root) {
+        watch_failures();
         return true;
     }
     let name = std::thread::current()
@@ -77,9 +78,114 @@ macro_rules! needs_cluster {
     };
 }
 
+static TB: OnceLock<Testbed> = OnceLock::new();
+
+std::thread_local! {
+    /// The jobs and allocations the tools started in this test's thread: (the login host the
+    /// tool reached, the job id), read from each document a tool wrote.
+    static STARTED: std::cell::RefCell<Vec<(String, String)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Remembers the job or allocation a tool's document names (`job.job_id`, `allocation.job_id`),
+/// so that the test's failure cancels it (see [`watch_failures`]).
+fn note_started(doc: &Value) {
+    let host = doc
+        .get("ssh_host")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    for section in ["job", "allocation"] {
+        if let Some(id) = doc
+            .get(section)
+            .and_then(|s| s.get("job_id"))
+            .and_then(Value::as_str)
+        {
+            let entry = (host.to_string(), id.to_string());
+            let _ = STARTED.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if !s.contains(&entry) {
+                    s.push(entry);
+                }
+            });
+        }
+    }
+}
+
+/// The start of the name of a thread a test makes fail on purpose: its panic is not a failure of
+/// the run (it still cancels what it started).
+pub const DELIBERATE: &str = "deliberately failing";
+
+/// Once per test process: a failing test (its panic) cancels the jobs and allocations the tools
+/// started for it, and its message is also appended to `$SLURM_TOOLS_TEST_FAILURES` as it happens.
+/// Without the first, a test that fails between `slurm-alloc up` and `down` leaves an allocation
+/// holding the nodes, and every test after it waits on the queue (CI once ran out of time so: the
+/// modern site's two nodes held by a failed test for the 22 tests after it). Without the second,
+/// a run cut short by scripts/test's bound would lose every failure's message, which libtest
+/// prints only at its end.
+fn watch_failures() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            let name = std::thread::current()
+                .name()
+                .unwrap_or("a test")
+                .to_string();
+            if let Some(path) = std::env::var_os("SLURM_TOOLS_TEST_FAILURES")
+                .filter(|_| !name.starts_with(DELIBERATE))
+            {
+                use std::io::Write;
+                if let Ok(mut f) = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                {
+                    let _ = writeln!(f, "---- {name} failed: {info}");
+                }
+            }
+            let started = STARTED
+                .try_with(|s| std::mem::take(&mut *s.borrow_mut()))
+                .unwrap_or_default();
+            if !started.is_empty() {
+                cancel_started(&name, &started);
+            }
+        }));
+    });
+}
+
+/// `scancel` of each job on the site its tool reached (the modern site's through its login node).
+fn cancel_started(test: &str, started: &[(String, String)]) {
+    let Some(tb) = TB.get() else { return };
+    let modern = tb
+        .info
+        .get("modern_host")
+        .and_then(Value::as_str)
+        .unwrap_or("-");
+    for (host, id) in started {
+        let status = if host == modern {
+            Command::new(repo_root().join("scripts/local-cluster"))
+                .args(["modern-exec", "modern-login", "scancel", id])
+                .output()
+        } else {
+            Command::new("scancel").arg(id).output()
+        };
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!(
+                "{test} failed: cancelled job {id} it started on {host} ({})\n",
+                match status {
+                    Ok(o) if o.status.success() => "done".to_string(),
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                    Err(e) => e.to_string(),
+                }
+            )
+            .as_bytes(),
+        );
+    }
+}
+
 /// The running local cluster. Panics (the test fails, it is not skipped) when it is not up.
 pub fn testbed() -> &'static Testbed {
-    static TB: OnceLock<Testbed> = OnceLock::new();
     TB.get_or_init(|| {
         let out = Command::new(repo_root().join("scripts/local-cluster"))
             .arg("info")
@@ -425,6 +531,7 @@ fn one_document(input: &[u8], text: &str, what: &str, stderr: &str) -> Value {
     );
     let doc: Value =
         serde_json::from_str(text).unwrap_or_else(|e| panic!("{what} is not JSON ({e}):\n{text}"));
+    note_started(&doc);
     assert!(doc.is_object());
     assert_own_sections(input, &doc);
     doc

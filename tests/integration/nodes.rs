@@ -106,8 +106,7 @@ fn two_node_job(
 
 /// The job's final (State, ExitCode) if it ends within `secs`.
 fn finished_within(id: &str, secs: u64) -> Option<(String, String)> {
-    let id = id.to_string();
-    std::panic::catch_unwind(move || wait_done(&id, secs)).ok()
+    crate::fixture::finished_by(id, secs).ok()
 }
 
 /// What the compute nodes' slurmd logged about job `id`'s steps.

@@ -1,6 +1,7 @@
 //! The local cluster itself works as TESTBED.md says, through each sshd, as the cluster user.
 
 use crate::harness::*;
+use serde_json::json;
 use shared::remote::quote::Script;
 use shared::remote::ssh::Ssh;
 use std::time::{Duration, Instant};
@@ -324,4 +325,33 @@ fn the_stand_ins_refuse_what_the_old_tools_refuse() {
     assert_eq!(old("sleep 0.1").0, Some(1));
     assert_eq!(old("sleep 0").0, Some(0));
     assert!(old("tar --version").1.contains("bsdtar"));
+}
+
+/// The suite's own safety net (harness.rs `watch_failures`): a test that fails after a tool
+/// started a job cancels that job, so it never holds the nodes the tests after it wait for.
+#[test]
+#[ignore = "needs root and the local cluster: scripts/test runs it"]
+fn a_failing_test_cancels_the_job_its_tools_started() {
+    crate::needs_cluster!();
+    let (_fx, mut d) = crate::fixture::synced("failing-cancels");
+    d["recipe"] = json!("batch");
+    d["command"] = json!("sleep 600");
+    let failed = std::thread::Builder::new()
+        .name(format!("{DELIBERATE}: submits, then fails"))
+        .spawn(move || {
+            let s = run("slurm-submit", &[], &d);
+            assert_eq!(s.code, 0, "{}", s.stderr);
+            panic!("job {} submitted", s.job_id());
+        })
+        .unwrap()
+        .join()
+        .expect_err("the thread failed");
+    let message = failed.downcast_ref::<String>().cloned().unwrap_or_default();
+    let id = message
+        .strip_prefix("job ")
+        .and_then(|m| m.strip_suffix(" submitted"))
+        .unwrap_or_else(|| panic!("{message}"));
+    let (state, _) = crate::fixture::finished_by(id, 60)
+        .unwrap_or_else(|last| panic!("job {id} still there 60 s after its test failed: {last}"));
+    assert_eq!(state, "CANCELLED", "job {id}");
 }
