@@ -129,10 +129,32 @@ struct ModernJob {
     state: PathBuf,
     cp: String,
     doc: Value,
+    /// The remote clone this test alone syncs into ([`ModernJob::own_clone`]), removed at the end.
+    own_clone: Option<String>,
 }
 
 impl ModernJob {
+    /// Synced into the site's shared clone of the sample (`remote_repo_path` from the catalog),
+    /// which every test's checkout syncs into: for tests whose commands run in their jobs' own
+    /// code trees, as every submission's does.
     fn new(name: &str) -> ModernJob {
+        ModernJob::synced_into(name, None)
+    }
+
+    /// Synced into a clone of its own: for a test whose command runs in the clone itself
+    /// (`slurm-alloc exec --sync` without `--own-tree`), which another test's sync from another
+    /// checkout would change under it (the untracked sync removes the files that checkout does
+    /// not have: CI once saw `cat modern-note.txt` fail so).
+    fn own_clone(name: &str) -> ModernJob {
+        let path = format!(
+            "{}/st-clones/{name}-{}/sample",
+            testbed().s("modern_remote_root"),
+            std::process::id()
+        );
+        ModernJob::synced_into(name, Some(path))
+    }
+
+    fn synced_into(name: &str, clone: Option<String>) -> ModernJob {
         let dir = tempdir();
         let repo = sample_clone(dir.path());
         let state = dir.path().join("state");
@@ -142,18 +164,28 @@ impl ModernJob {
             let _counting = logins_lock();
             login(&cp);
         }
-        let doc = synced(&state, &job(&repo, "modern", &cp, name));
+        let mut d = job(&repo, "modern", &cp, name);
+        if let Some(path) = &clone {
+            d["remote_repo_path"] = json!(path);
+        }
+        let doc = synced(&state, &d);
         ModernJob {
             _dir: dir,
             state,
             cp,
             doc,
+            own_clone: clone,
         }
     }
 }
 
 impl Drop for ModernJob {
     fn drop(&mut self) {
+        if let Some(path) = &self.own_clone {
+            if let Some(dir) = Path::new(path).parent() {
+                on_modern("modern-login", &format!("rm -rf -- '{}'", dir.display()));
+            }
+        }
         logout(&self.cp);
     }
 }
@@ -556,7 +588,7 @@ fn a_wrong_code_on_the_modern_site_is_said_as_such_and_never_retried() {
 #[ignore = "needs root and the local cluster: scripts/test runs it"]
 fn alloc_attach_and_fetch_on_the_modern_site() {
     crate::needs_cluster!();
-    let j = ModernJob::new("alloc");
+    let j = ModernJob::own_clone("alloc");
     let mut a = j.doc.clone();
     a["job_name"] = json!(format!("st-modern-alloc-{}", std::process::id()));
     a["node_count"] = json!(2);

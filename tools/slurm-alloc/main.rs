@@ -133,7 +133,9 @@ struct ExecArgs {
     writable: bool,
     /// Run in a code tree of its own: the synced snapshot (`sync_tracked.commit`) and its
     /// untracked files, which later syncs do not change (as slurm-submit does for every job),
-    /// instead of in the remote clone itself. Old trees are pruned as slurm-submit prunes them.
+    /// instead of in the remote clone itself, which a sync from another checkout into the same
+    /// clone (a second worktree, a run launched beside this one) may change while the command
+    /// runs. Old trees are pruned as slurm-submit prunes them.
     #[arg(long)]
     own_tree: bool,
     /// Sync first, in the same ssh execution: what `slurm-sync-tracked | slurm-sync-untracked |

@@ -94,7 +94,10 @@ fn used_of(doc: &Value) -> shared::contract::schema::ContainerUse {
 /// nodes have four, so several tests' jobs share a node instead of queueing behind each other)
 /// and time to wait in the queue while the other tests' jobs run.
 fn container_job(name: &str) -> ModernJob {
-    let mut j = ModernJob::new(name);
+    container_job_in(ModernJob::new(name))
+}
+
+fn container_job_in(mut j: ModernJob) -> ModernJob {
     j.doc["gpus_per_node"] = json!(1);
     j.doc["monitor_timeout_seconds"] = json!(900);
     j
@@ -104,8 +107,9 @@ fn container_job(name: &str) -> ModernJob {
 /// leaves a node held for the tests after it.
 /// A container job's document for `slurm-alloc up` under an allocation name unique to this test
 /// (`st-NAME-<pid>`), and the guard that cancels that allocation when the test ends.
+/// Its clone is its own: `exec --sync` runs commands in the clone itself.
 fn allocation(name: &str, image: &str) -> (ModernJob, Value, Release) {
-    let j = container_job(name);
+    let j = container_job_in(ModernJob::own_clone(name));
     let mut a = j.doc.clone();
     let job_name = format!("st-{name}-{}", std::process::id());
     a["job_name"] = json!(job_name);
