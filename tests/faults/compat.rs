@@ -262,6 +262,19 @@ fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a
             "0:0",
         ),
     ];
+    // A sweep not watched until Slurm has forgotten it: one task that ends by itself, one that
+    // its time limit ends.
+    let sweep = {
+        let mut d = base.clone();
+        d["recipe"] = json!("batch");
+        d["command"] = json!("sleep {v}");
+        d["time_limit"] = json!("00:01:00");
+        d["job_name"] = json!(format!("st-noacct-sweep-{}", std::process::id()));
+        d["sweep"] = json!({"sets": [{"v": "0"}, {"v": "600"}]});
+        let s = run("slurm-submit", &[], &d);
+        assert_eq!(s.code, 0, "{}", s.stderr);
+        s.doc
+    };
     let watchers: Vec<_> = watched
         .iter()
         .map(|(d, want)| {
@@ -276,7 +289,7 @@ fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a
         assert_eq!(w.report().source.to_string(), "scontrol", "{}", w.stderr);
     }
     let deadline = Instant::now() + Duration::from_secs(180);
-    for (d, _, _) in &later {
+    for d in later.iter().map(|(d, _, _)| d).chain([&sweep]) {
         let id = job_of(d).job_id.unwrap();
         while !purged(&id) {
             assert!(Instant::now() < deadline, "job {id} was never purged");
@@ -297,6 +310,36 @@ fn without_accounting_the_watch_gives_passed_failed_timeout_and_says_how_after_a
         );
         assert_schema(&w.doc);
     }
+    // The sweep's tasks have no end marker: each is judged at once from its log (slurmstepd's
+    // time-limit line), or said unknown, never after waiting out the outage limit (30 minutes).
+    let mut c = tool("slurm-watch");
+    c.args(["--outage-limit", "600"]);
+    let started = Instant::now();
+    let w = run_raw(c, sweep.to_string().as_bytes());
+    assert!(
+        started.elapsed() < Duration::from_secs(300),
+        "judged at once: {}",
+        w.stderr
+    );
+    let r = w.report();
+    assert_eq!(r.source.to_string(), "end_marker", "{}", w.stderr);
+    let tasks = r.tasks.unwrap();
+    assert_eq!(
+        tasks
+            .iter()
+            .map(|t| (t.slurm_state.as_str(), t.status.name()))
+            .collect::<Vec<_>>(),
+        [("PURGED", "ERROR"), ("PURGED", "TIMEOUT")],
+        "{}",
+        w.stderr
+    );
+    assert!(tasks[0].summary.contains("unknown"), "{}", tasks[0].summary);
+    assert!(
+        tasks[1].summary.contains("TIME LIMIT"),
+        "{}",
+        tasks[1].summary
+    );
+    assert_schema(&w.doc);
 }
 
 fn jobs_named(name: &str) -> Vec<String> {

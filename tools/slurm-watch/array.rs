@@ -90,6 +90,8 @@ pub struct Reply {
     pub ended: BTreeMap<u32, (AccountingEntry, String)>,
     pub accounting_error: Option<String>,
     pub accounting_disabled: bool,
+    /// Accounting is disabled and scontrol no longer knows the array (MinJobAge passed).
+    pub scontrol_purged: bool,
     /// Who cancelled, by uid.
     pub by: BTreeMap<u32, String>,
     /// (out|err, index) → (offset, bytes, size).
@@ -178,6 +180,7 @@ pub fn parse_at(array: &str, bytes: &[u8]) -> Option<(Reply, usize)> {
             }
             "AERR" => r.accounting_error = Some(rest.to_string()),
             "ACCT_DISABLED" => r.accounting_disabled = true,
+            "SC_PURGED" => r.scontrol_purged = true,
             "SC" => {
                 let m = slurm::parse_scontrol(rest);
                 let tasks = m.get("ArrayTaskId").map(|t| indexes(t)).unwrap_or_default();
@@ -748,6 +751,26 @@ fn take_left_queue(
             t.row = Some(r);
             true
         }
+        _ if reply.accounting_disabled && reply.scontrol_purged => {
+            // Nothing will ever record this task's end: judged now from its logs (slurmstepd's
+            // line for a time limit or a cancellation), never after waiting out the outage limit.
+            if t.capped || !t.read {
+                t.state = Some("PURGED".into());
+                return true;
+            }
+            t.source = Source::EndMarker;
+            let v = super::verdict::purged_verdict(JobKind::Run, &t.findings, setup.patterns, None);
+            ctx.note(format!("{}: {}: {}", t.label(), v.status, v.summary));
+            let r = row(setup, t, v);
+            events.send("task_ended", |e| {
+                e.task = Some(t.index);
+                e.status = Some(r.status.name().to_string());
+                e.state = Some(r.slurm_state.clone());
+                e.summary = Some(r.summary.clone());
+            });
+            t.row = Some(r);
+            true
+        }
         _ => {
             let since = *t.gone.get_or_insert(now);
             if let Some(e) = &reply.accounting_error {
@@ -810,6 +833,8 @@ fn finish(
         summary,
         source: if sources.contains(&Source::Scontrol) {
             Source::Scontrol
+        } else if sources.contains(&Source::EndMarker) {
+            Source::EndMarker
         } else {
             Source::Sacct
         },
@@ -903,6 +928,9 @@ mod tests {
             r.ended[&6].0.state, "CANCELLED",
             "the tasks a cancel ended while pending"
         );
+        // Without accounting, an array scontrol no longer knows (MinJobAge passed).
+        let (r, _) = parse_at("12", b"ACCT_DISABLED\nSC_PURGED\nEND\n").unwrap();
+        assert!(r.accounting_disabled && r.scontrol_purged && r.ended.is_empty());
         // The same from sacct: a pending remainder cancelled is one record for its tasks.
         let (r, _) = parse_at("12", b"A 12_[3-4,7%2]|CANCELLED by 0|0:0|00:00:00|None assigned\nA 120_5|COMPLETED|0:0|00:00:01|x\nEND\n").unwrap();
         assert_eq!(r.ended.keys().copied().collect::<Vec<_>>(), [3, 4, 7]);

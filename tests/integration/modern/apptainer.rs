@@ -924,4 +924,30 @@ fn a_sweep_runs_every_task_in_apptainer_and_judges_each_without_accounting() {
             "in the image: {log}"
         );
     }
+    // An array Slurm no longer knows (its record purged MinJobAge after its end; here an id it
+    // never gave, which scontrol answers the same way) and no accounting: nothing will ever say
+    // how its tasks ended, so each is judged at once from its log, never after waiting out the
+    // outage limit (10 minutes here; a CI run once waited so).
+    let mut gone = s.doc.clone();
+    gone["job"]["job_id"] = json!("9999999");
+    let mut c = tool("slurm-watch");
+    c.env("SLURM_TOOLS_STATE_DIR", &j.state)
+        .args(["--interval", "1", "--outage-limit", "600"]);
+    let started = std::time::Instant::now();
+    let w = run_raw(c, gone.to_string().as_bytes());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(300),
+        "judged at once, not after the outage limit: {}",
+        w.stderr
+    );
+    let r = w.report();
+    assert_eq!(r.source, shared::contract::schema::Source::EndMarker);
+    for t in r.tasks.unwrap() {
+        assert_eq!(t.slurm_state, "PURGED", "{t:?}");
+        assert_eq!(
+            t.status, Error,
+            "no end marker, no Slurm line: unknown, said so"
+        );
+        assert!(t.summary.contains("MinJobAge"), "{}", t.summary);
+    }
 }

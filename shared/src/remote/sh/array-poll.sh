@@ -15,7 +15,8 @@
 # Prints:  per request: WOKE, then `Q <%i|%T|%N|%M|%r>` per task in the queue, or
 #          `QERR <squeue's line>`; when a followed task is not in the queue,
 #          `A <JobID|State|ExitCode|Elapsed|NodeList>` per task from sacct, or `AERR <line>`, or
-#          ACCT_DISABLED and `SC <scontrol -o line>` per task; `BY <uid> <name>` for who
+#          ACCT_DISABLED and `SC <scontrol -o line>` per task (or SC_PURGED: scontrol no
+#          longer knows the array); `BY <uid> <name>` for who
 #          cancelled; `CHUNK out|err <index> <offset> <length> <size>` followed by the bytes, or
 #          `MISSING out|err <index>`, or `TRUNCATED out|err <index>`; `CALLS <squeue runs>
 #          <sacct or scontrol runs>` (this poll's questions to Slurm, counted where they are
@@ -30,9 +31,14 @@ accounting() {
   case "$a" in
     *"accounting storage is disabled"*)
       echo ACCT_DISABLED
-      scontrol -o show job "$job" 2>/dev/null | while IFS= read -r l; do
-        [ -n "$l" ] && printf 'SC %s\n' "$l"
-      done ;;
+      if sc=$(scontrol -o show job "$job" 2>&1); then
+        printf '%s\n' "$sc" | while IFS= read -r l; do
+          [ -n "$l" ] && printf 'SC %s\n' "$l"
+        done
+      else
+        # Purged: the array's tasks ended more than MinJobAge ago, and nothing will say how.
+        case "$sc" in *"Invalid job id"*) echo SC_PURGED ;; esac
+      fi ;;
     *)
       if [ "$arc" -ne 0 ]; then printf 'AERR %s\n' "$(printf '%s\n' "$a" | head -n 1)"
       else
