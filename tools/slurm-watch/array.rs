@@ -714,7 +714,9 @@ fn take_queued(
 }
 
 /// A task no longer in the queue: its end from accounting, once its logs are read to the end;
-/// an ERROR row when Slurm records no end within the outage limit. Whether anything changed.
+/// from its logs alone, at once, when accounting is disabled and scontrol no longer knows the
+/// array; an ERROR row when Slurm records no end within the outage limit. Whether anything
+/// changed.
 fn take_left_queue(
     ctx: &Context,
     setup: &Setup,
@@ -740,15 +742,7 @@ fn take_left_queue(
             };
             let by = a.cancelled_by_uid.and_then(|u| reply.by.get(&u).cloned());
             let v = final_verdict(JobKind::Run, &t.findings, setup.patterns, a, by, t.source);
-            ctx.note(format!("{}: {}: {}", t.label(), v.status, v.summary));
-            let r = row(setup, t, v);
-            events.send("task_ended", |e| {
-                e.task = Some(t.index);
-                e.status = Some(r.status.name().to_string());
-                e.state = Some(r.slurm_state.clone());
-                e.summary = Some(r.summary.clone());
-            });
-            t.row = Some(r);
+            ended(ctx, setup, t, v, events);
             true
         }
         _ if reply.accounting_disabled && reply.scontrol_purged => {
@@ -760,15 +754,7 @@ fn take_left_queue(
             }
             t.source = Source::EndMarker;
             let v = super::verdict::purged_verdict(JobKind::Run, &t.findings, setup.patterns, None);
-            ctx.note(format!("{}: {}: {}", t.label(), v.status, v.summary));
-            let r = row(setup, t, v);
-            events.send("task_ended", |e| {
-                e.task = Some(t.index);
-                e.status = Some(r.status.name().to_string());
-                e.state = Some(r.slurm_state.clone());
-                e.summary = Some(r.summary.clone());
-            });
-            t.row = Some(r);
+            ended(ctx, setup, t, v, events);
             true
         }
         _ => {
@@ -792,6 +778,19 @@ fn take_left_queue(
             true
         }
     }
+}
+
+/// A task's verdict: said, its row, its `task_ended` event.
+fn ended(ctx: &Context, setup: &Setup, t: &mut Task, v: Verdict, events: &mut Events) {
+    ctx.note(format!("{}: {}: {}", t.label(), v.status, v.summary));
+    let r = row(setup, t, v);
+    events.send("task_ended", |e| {
+        e.task = Some(t.index);
+        e.status = Some(r.status.name().to_string());
+        e.state = Some(r.slurm_state.clone());
+        e.summary = Some(r.summary.clone());
+    });
+    t.row = Some(r);
 }
 
 /// The report: a row per task (with the rows of tasks an earlier attempt already judged), the
