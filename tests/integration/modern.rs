@@ -182,8 +182,9 @@ impl ModernJob {
 impl Drop for ModernJob {
     fn drop(&mut self) {
         if let Some(path) = &self.own_clone {
-            if let Some(dir) = Path::new(path).parent() {
-                on_modern("modern-login", &format!("rm -rf -- '{}'", dir.display()));
+            let dir = Path::new(path).parent().map(|d| d.display().to_string());
+            if let Some(Ok(dir)) = dir.as_deref().map(shared::remote::quote::quote) {
+                on_modern("modern-login", &format!("rm -rf -- {dir}"));
             }
         }
         logout(&self.cp);

@@ -90,7 +90,8 @@ pub struct Reply {
     pub ended: BTreeMap<u32, (AccountingEntry, String)>,
     pub accounting_error: Option<String>,
     pub accounting_disabled: bool,
-    /// Accounting is disabled and scontrol no longer knows the array (MinJobAge passed).
+    /// Accounting is disabled and scontrol no longer knows the array (MinJobAge passed): only
+    /// said after ACCT_DISABLED.
     pub scontrol_purged: bool,
     /// Who cancelled, by uid.
     pub by: BTreeMap<u32, String>,
@@ -745,7 +746,7 @@ fn take_left_queue(
             ended(ctx, setup, t, v, events);
             true
         }
-        _ if reply.accounting_disabled && reply.scontrol_purged => {
+        _ if reply.scontrol_purged => {
             // Nothing will ever record this task's end: judged now from its logs (slurmstepd's
             // line for a time limit or a cancellation), never after waiting out the outage limit.
             if t.capped || !t.read {

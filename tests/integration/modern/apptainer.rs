@@ -103,11 +103,9 @@ fn container_job_in(mut j: ModernJob) -> ModernJob {
     j
 }
 
-/// Cancels the allocation of this job name when dropped, so a test that fails half-way never
-/// leaves a node held for the tests after it.
 /// A container job's document for `slurm-alloc up` under an allocation name unique to this test
-/// (`st-NAME-<pid>`), and the guard that cancels that allocation when the test ends.
-/// Its clone is its own: `exec --sync` runs commands in the clone itself.
+/// (`st-NAME-<pid>`), and the guard that cancels that allocation when the test ends. Its clone
+/// is its own: `exec --sync` runs commands in the clone itself.
 fn allocation(name: &str, image: &str) -> (ModernJob, Value, Release) {
     let j = container_job_in(ModernJob::own_clone(name));
     let mut a = j.doc.clone();
@@ -117,6 +115,9 @@ fn allocation(name: &str, image: &str) -> (ModernJob, Value, Release) {
     (j, a, Release(job_name))
 }
 
+/// Cancels the allocation of this job name when dropped, so a test that fails half-way never
+/// leaves a node held for the tests after it (also when `up` failed before writing a document,
+/// which the harness's own cancelling needs).
 struct Release(String);
 
 impl Drop for Release {
@@ -927,7 +928,7 @@ fn a_sweep_runs_every_task_in_apptainer_and_judges_each_without_accounting() {
     // An array Slurm no longer knows (its record purged MinJobAge after its end; here an id it
     // never gave, which scontrol answers the same way) and no accounting: nothing will ever say
     // how its tasks ended, so each is judged at once from its log, never after waiting out the
-    // outage limit (10 minutes here; a CI run once waited so).
+    // outage limit (10 minutes here).
     let mut gone = s.doc.clone();
     gone["job"]["job_id"] = json!("9999999");
     let mut c = tool("slurm-watch");
